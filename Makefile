@@ -1,0 +1,56 @@
+# The two commands a newcomer needs: `make plan` and `make test`. Every target builds .venv itself.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+APT_PACKAGES := $(shell grep -v '^\#' .ci/apt-packages.txt)
+
+.PHONY: plan test lint typecheck pytest bench schema schema-check tools clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+plan: $(STAMP)
+	$(BIN)/agk plan --all
+
+# Real tools the tests drive. As root (CI, containers) they are apt-installed; otherwise the
+# tests report exactly which program is missing.
+tools:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "apt-get install:$$missing"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else echo "not root: install these Debian packages for the real-tool tests:$$missing"; fi; \
+	fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy modules infra
+
+schema: $(STAMP)
+	$(BIN)/python -m infra.schema > stacks/schema.json
+
+schema-check: $(STAMP)
+	$(BIN)/python -m infra.schema | diff -u stacks/schema.json - || \
+	  (echo "error: stacks/schema.json is stale: run 'make schema'" >&2; exit 1)
+
+pytest: $(STAMP)
+	$(BIN)/pytest -q -n 2
+
+test: tools lint typecheck schema-check pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""Command-line shells: `subnet-calc` and `agk` (plan, review, render)."""

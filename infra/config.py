@@ -1,0 +1,410 @@
+"""The one typed model of a stack's configuration, validated before any resource exists.
+
+Stack files (``stacks/Pulumi.<stack>.yaml``) keep every key of this project under the
+``azure-gpu-k8s:`` namespace. Unknown keys are errors at every level: a typo must never silently
+do nothing. ``python -m infra.schema`` exports the JSON Schema that editors use to check stack
+files (``stacks/schema.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from modules.bootstrap.config import BootstrapConfig
+from modules.cluster.config import AddonsConfig
+from modules.errors import ConfigError
+
+PROJECT = "azure-gpu-k8s"
+# Other namespaces a stack file may carry: provider settings Pulumi itself reads.
+FOREIGN_NAMESPACES = frozenset({"azure-native", "kubernetes", "tls", "pulumi"})
+
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
+_SURGE = re.compile(r"^(\d+)%?$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _name(kind: str, value: str) -> str:
+    if not _NAME.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid {kind} name: use 2-32 lowercase letters, digits and '-', "
+            "starting with a letter"
+        )
+    return value
+
+
+class TagsConfig(_Model):
+    """Tags put on every taggable Azure resource (the ``cluster`` tag is added per stack)."""
+
+    owner: str = Field(min_length=1, description="Team or person that owns the resources.")
+    cost_center: str = Field(min_length=1, description="Cost center billed for the resources.")
+    extra: dict[str, str] = Field(default_factory=dict, description="Further tags, name to value.")
+
+
+class AdminConfig(_Model):
+    """Login for the VMs: SSH keys only, password authentication is always disabled."""
+
+    username: str = Field(default="azureuser", description="Admin user name on every VM.")
+    ssh_public_keys: list[str] = Field(
+        description="OpenSSH public keys allowed to log in (not secret). At least one."
+    )
+
+    @field_validator("ssh_public_keys")
+    @classmethod
+    def _keys(cls, keys: list[str]) -> list[str]:
+        if not keys:
+            raise ValueError("no SSH public key: add at least one 'ssh-ed25519 ...' or 'ssh-rsa ...' key")
+        for key in keys:
+            if not re.match(
+                r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$", key
+            ):
+                raise ValueError(
+                    f"{key[:40]!r} is not an OpenSSH public key: paste the one line of your *.pub file"
+                )
+        return keys
+
+
+class LimitOverride(_Model):
+    """A raised Azure limit (quota increase); shown as an override in every report."""
+
+    value: int = Field(gt=0, description="The limit in force for this stack.")
+    reason: str = Field(min_length=1, description="Why it differs from Azure's default (e.g. the ticket).")
+
+
+class NetworkConfig(_Model):
+    """The stack's VNet address space; subnets are laid out by the planner (modules.netplan)."""
+
+    address_space: list[str] = Field(min_length=1, description="CIDR prefixes of the VNet.")
+    allow_public_ranges: bool = Field(
+        default=False, description="Allow non-private (non RFC 1918 / 100.64.0.0/10) address space."
+    )
+    pinned: dict[str, str] = Field(
+        default_factory=dict,
+        description="Subnet name to CIDR for subnets that already exist: never moved by the planner.",
+    )
+
+
+class HubConfig(_Model):
+    """The shared hub: researcher access and DNS for every cluster spoke."""
+
+    bastion: bool = Field(default=True, description="Deploy Azure Bastion for researcher access.")
+    firewall: bool = Field(default=False, description="Reserve an AzureFirewallSubnet.")
+    jump_hosts: int = Field(default=1, ge=0, le=10, description="Jump host VMs in the hub.")
+    jump_vm_size: str = Field(default="Standard_D2ds_v5", description="VM size of the jump hosts.")
+    private_dns_zone: str = Field(
+        default="clusters.gpu.internal", description="Private DNS zone linked to every spoke."
+    )
+
+
+def _surge(value: int | str) -> int | str:
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"surge {value} is negative: use a count >= 0 or a percentage like '10%'")
+        return value
+    if not _SURGE.match(value.strip()):
+        raise ValueError(f"surge {value!r} is not a count or a percentage: use e.g. 1 or '10%'")
+    return value.strip()
+
+
+class PoolConfig(_Model):
+    """A node pool: the number of VMs and the pod IPs each NIC carries."""
+
+    vm_size: str = Field(description="Azure VM size, e.g. Standard_ND96isr_H100_v5.")
+    nodes: int = Field(ge=1, description="Nodes deployed (scale set capacity, summed over scale sets).")
+    max_nodes: int | None = Field(
+        default=None, description="Autoscaling maximum; address space is planned for this count."
+    )
+    max_pods: int = Field(
+        default=30, description="Pods per node = secondary IP configurations on each NIC (10-250)."
+    )
+    surge: int | str = Field(default=1, description="Extra nodes during upgrades: a count or 'N%'.")
+    os_disk_gib: int = Field(default=512, ge=64, le=4095, description="OS disk size (large ML images).")
+
+    _check_surge = field_validator("surge")(classmethod(lambda cls, v: _surge(v)))
+
+    @model_validator(mode="after")
+    def _max_nodes(self) -> PoolConfig:
+        if self.max_nodes is not None and self.max_nodes < self.nodes:
+            raise ValueError(
+                f"max_nodes {self.max_nodes} is below nodes {self.nodes}: raise max_nodes or lower nodes"
+            )
+        return self
+
+
+class GpuPoolConfig(PoolConfig):
+    """A GPU pool: one logical pool, as many scale sets as its size needs."""
+
+    infiniband: bool = Field(
+        default=True, description="InfiniBand SKU: each scale set is one placement group (cap 100)."
+    )
+    team: str | None = Field(default=None, description="Team the pool belongs to (node taint).")
+    zone: str | None = Field(default=None, description="Availability zone for the pool's scale sets.")
+
+
+class ApiServersConfig(_Model):
+    """kube-apiserver VMs behind an internal Standard load balancer."""
+
+    count: int = Field(default=3, description="1, 3 or 5 API server VMs.")
+    vm_size: str | None = Field(default=None, description="Override the size the sizing rules recommend.")
+    zones: list[str] = Field(default_factory=lambda: ["1", "2", "3"], description="Zones to spread over.")
+
+    @field_validator("count")
+    @classmethod
+    def _count(cls, v: int) -> int:
+        if v not in (1, 3, 5):
+            raise ValueError(f"{v} API servers is not supported: use 1, 3 or 5")
+        return v
+
+
+class EtcdConfig(_Model):
+    """An etcd cluster on dedicated VMs with low-latency storage."""
+
+    count: int = Field(default=3, description="Members: 3 or 5 (Kubernetes recommends 5 in production).")
+    vm_size: str | None = Field(default=None, description="Override the size the sizing rules recommend.")
+    storage: Literal["local-nvme", "premium-ssd-v2"] = Field(
+        default="premium-ssd-v2",
+        description="local-nvme (Lsv3 SKU, ~200 us) or a Premium SSD v2 data disk with provisioned IOPS.",
+    )
+    disk_gib: int = Field(default=64, ge=16, le=1024, description="Data disk size (premium-ssd-v2).")
+    disk_iops: int = Field(default=15000, ge=3000, le=80000, description="Provisioned IOPS (premium-ssd-v2).")
+
+    @field_validator("count")
+    @classmethod
+    def _count(cls, v: int) -> int:
+        if v not in (3, 5):
+            raise ValueError(f"{v} etcd members is not supported: use 3 or 5 (an odd quorum)")
+        return v
+
+
+class PrometheusConfig(_Model):
+    """Dedicated Prometheus hosts (an HA pair by default)."""
+
+    count: int = Field(default=2, ge=1, le=4, description="Prometheus VMs (identical replicas).")
+    vm_size: str | None = Field(default=None, description="Override the size the sizing rules recommend.")
+    retention_days: int = Field(default=15, ge=1, le=365, description="TSDB retention.")
+    grafana: Literal["prometheus-hosts", "none"] = Field(
+        default="prometheus-hosts", description="Where Grafana runs."
+    )
+
+
+class NatConfig(_Model):
+    """The NAT host for inbound DNAT to the service CIDR (the reference design)."""
+
+    vm_size: str = Field(default="Standard_D4ds_v5", description="NAT host VM size.")
+
+
+class StorageConfig(_Model):
+    """Blob storage for datasets and checkpoints, reachable only through a private endpoint."""
+
+    enabled: bool = Field(default=True, description="Create the storage account.")
+    containers: list[str] = Field(
+        default_factory=lambda: ["datasets", "checkpoints"], description="Blob containers."
+    )
+
+
+class ClusterConfig(_Model):
+    """One GPU cluster spoke with its self-managed control plane."""
+
+    name: str = Field(description="Cluster name (tag `cluster`, resource names).")
+    hub_stack: str = Field(
+        default="hub", description="Stack reference of the hub: 'hub' or 'org/azure-gpu-k8s/hub'."
+    )
+    network_plugin: Literal["azure-cni"] = Field(
+        default="azure-cni",
+        description="Pod networking: secondary IP configurations on node NICs (no overlay).",
+    )
+    service_cidr: str = Field(description="Kubernetes service CIDR (must not overlap any VNet).")
+    api_servers: ApiServersConfig = Field(default_factory=ApiServersConfig)
+    etcd: EtcdConfig = Field(default_factory=EtcdConfig)
+    events_etcd: EtcdConfig | None = Field(default=None, description="Separate etcd for events.")
+    prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
+    nat: NatConfig = Field(default_factory=NatConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    system_pool: PoolConfig = Field(description="CPU nodes for cluster services.")
+    gpu_pools: dict[str, GpuPoolConfig] = Field(min_length=1, description="GPU pools keyed by name.")
+    kubernetes_version: str = Field(
+        default="1.31", description="Kubernetes minor version every node and object targets (e.g. 1.31)."
+    )
+    label_domain: str = Field(
+        default="gpu.example.com",
+        description="Domain of the node labels and taints this toolkit sets (<domain>/team=<team>).",
+    )
+    allow_forwarded_traffic: bool = Field(
+        default=False, description="Let the hub forward traffic into this spoke (off: no transit)."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _cluster_name(cls, v: str) -> str:
+        return _name("cluster", v)
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not re.match(r"^1\.(2[89]|3[0-9])$", v):
+            raise ValueError(f"kubernetes_version {v!r} is not supported: use a minor version 1.28 to 1.39")
+        return v
+
+    @field_validator("gpu_pools")
+    @classmethod
+    def _pool_names(cls, pools: dict[str, GpuPoolConfig]) -> dict[str, GpuPoolConfig]:
+        for name in pools:
+            _name("pool", name)
+        return pools
+
+
+class AddonsStackConfig(_Model):
+    """A `<cluster>-addons` stack: the cluster's Kubernetes objects, deployed once its API answers."""
+
+    cluster_stack: str = Field(description="The cluster stack whose outputs (kubeconfig, spec) it reads.")
+
+
+class StackConfig(_Model):
+    """Everything under the ``azure-gpu-k8s:`` namespace of one stack file."""
+
+    kind: Literal["hub", "cluster", "addons"] = Field(
+        description="hub: the shared network; cluster: a spoke; addons: a cluster's Kubernetes objects."
+    )
+    location: str | None = Field(default=None, description="Azure region, e.g. eastus2 (hub, cluster).")
+    tags: TagsConfig | None = Field(default=None, description="Required for hub and cluster stacks.")
+    admin: AdminConfig | None = Field(default=None, description="Required for hub and cluster stacks.")
+    limits: dict[str, LimitOverride] = Field(
+        default_factory=dict, description="Raised Azure limits, keyed by limit name (see subnet-calc)."
+    )
+    network: NetworkConfig | None = Field(default=None, description="Required for hub and cluster stacks.")
+    addons_stack: AddonsStackConfig | None = Field(default=None, description="Required when kind is addons.")
+    hub: HubConfig | None = Field(default=None, description="Required when kind is hub.")
+    cluster: ClusterConfig | None = Field(default=None, description="Required when kind is cluster.")
+    bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig)
+    addons: AddonsConfig = Field(default_factory=AddonsConfig)
+
+    @model_validator(mode="after")
+    def _kind_sections(self) -> StackConfig:
+        needed = {
+            "hub": ("location", "tags", "admin", "network"),
+            "cluster": ("location", "tags", "admin", "network"),
+            "addons": ("addons_stack",),
+        }[self.kind]
+        for key in needed:
+            if getattr(self, key) is None:
+                raise ValueError(
+                    f"kind is {self.kind} but {PROJECT}:{key} is missing: add it to the stack config"
+                )
+        if self.kind == "addons":
+            extra = [k for k in ("network", "hub", "cluster", "admin") if getattr(self, k) is not None]
+            if extra:
+                raise ValueError(
+                    f"an addons stack has no {extra[0]!r} section: it reads the cluster stack's outputs"
+                )
+            return self
+        if self.kind == "hub" and self.cluster is not None:
+            raise ValueError("a hub stack has no 'cluster' section: remove it or set kind: cluster")
+        if self.kind == "cluster" and self.cluster is None:
+            raise ValueError("kind is cluster but 'cluster' is missing: add the cluster section")
+        if self.kind == "cluster" and self.hub is not None:
+            raise ValueError("a cluster stack has no 'hub' section: remove it or set kind: hub")
+        if self.kind == "hub" and self.hub is None:
+            return self.model_copy(update={"hub": HubConfig()})
+        return self
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    head, *rest = loc if loc else ("",)
+    text = f"{PROJECT}:{head}"
+    for part in rest:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text
+
+
+def _one_line(err: ValidationError) -> str:
+    first = err.errors(include_url=False)[0]
+    # Unions report every branch; the error of the branch that matched the input type is first.
+    where, kind, msg = _loc(tuple(first["loc"])), first["type"], first["msg"]
+    value = first.get("input")
+    if kind == "extra_forbidden":
+        return f"{where}: unknown key: remove it or fix the spelling (see stacks/schema.json)"
+    if kind == "missing":
+        return f"{where}: missing: add it to the stack config"
+    if kind == "value_error":
+        return f"{where}: {msg.removeprefix('Value error, ')}"
+    if kind == "literal_error":
+        return f"{where}: {value!r} is not allowed: {msg.lower()}"
+    return f"{where}: {value!r} is invalid: {msg.lower()}"
+
+
+def parse_config(raw: Mapping[str, Any]) -> StackConfig:
+    """Validate a stack's config given as Pulumi holds it (``"<namespace>:<key>" -> value``).
+
+    Values may be native (from a stack file) or JSON strings (Pulumi's runtime form).
+    """
+    ours: dict[str, Any] = {}
+    for key, value in raw.items():
+        namespace, sep, name = key.partition(":")
+        if not sep:
+            raise ConfigError(f"{key}: config key without a namespace: write it as {PROJECT}:{key}")
+        if namespace in FOREIGN_NAMESPACES:
+            continue
+        if namespace != PROJECT:
+            raise ConfigError(f"{key}: unknown config namespace {namespace!r}: use {PROJECT}:{name}")
+        if isinstance(value, str) and value[:1] in "{[":
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                pass
+        ours[name] = value
+    try:
+        return StackConfig.model_validate(ours)
+    except ValidationError as err:
+        raise ConfigError(_one_line(err)) from None
+
+
+def stack_file(stacks_dir: Path, stack: str) -> Path:
+    return stacks_dir / f"Pulumi.{stack}.yaml"
+
+
+def read_stack_file(path: Path) -> dict[str, Any]:
+    """The raw ``config:`` map of a stack file."""
+    if not path.is_file():
+        stacks = sorted(
+            p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in path.parent.glob("Pulumi.*.yaml")
+        )
+        raise ConfigError(f"{path}: no such stack file: use one of {', '.join(stacks) or '(none)'}")
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: not valid YAML: fix the syntax") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: not a mapping: a stack file starts with 'config:'")
+    extra = set(doc) - {"config", "secretsprovider", "encryptedkey", "environment"}
+    if extra:
+        raise ConfigError(f"{path}: unknown top-level key {sorted(extra)[0]!r}: put settings under 'config:'")
+    config = doc.get("config") or {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: 'config' is not a mapping: fix the stack file")
+    return config
+
+
+def load_stack(stacks_dir: Path, stack: str) -> StackConfig:
+    """Read and validate ``stacks/Pulumi.<stack>.yaml`` (no Pulumi engine involved)."""
+    path = stack_file(stacks_dir, stack)
+    try:
+        return parse_config(read_stack_file(path))
+    except ConfigError as err:
+        raise ConfigError(f"{stack}: {err}") from None
+
+
+def stack_names(stacks_dir: Path) -> list[str]:
+    return sorted(
+        p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stacks_dir.glob("Pulumi.*.yaml")
+    )

@@ -1,0 +1,1 @@
+"""Reusable Pulumi components and the pure planners they are built from."""
