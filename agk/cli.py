@@ -37,7 +37,9 @@ def app() -> None:
 @_stack
 @_all
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write state.json, plan.md, addresses.json.")
+@click.option(
+    "--out", type=click.Path(path_type=Path), default=None, help="Write state.json, plan.md, addresses.json."
+)
 @_stacks_dir
 def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, stacks_dir: Path) -> None:
     """Run the real infra/ program under Pulumi's mock runtime: what `pulumi up` would create."""
@@ -49,7 +51,9 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, stacks
 @app.command()
 @_stack
 @_all
-@click.option("--file", "file", type=click.Path(path_type=Path), default=None, help="A `pulumi stack export` file.")
+@click.option(
+    "--file", "file", type=click.Path(path_type=Path), default=None, help="A `pulumi stack export` file."
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "markdown"]), default="text")
 @click.option(
     "--policy-config",
@@ -59,7 +63,12 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, stacks
 )
 @_stacks_dir
 def review(
-    stack: str | None, all_stacks: bool, file: Path | None, fmt: str, policy_config: Path | None, stacks_dir: Path
+    stack: str | None,
+    all_stacks: bool,
+    file: Path | None,
+    fmt: str,
+    policy_config: Path | None,
+    stacks_dir: Path,
 ) -> None:
     """Evaluate the policy pack offline. Exit 0: clean, 1: a mandatory violation, 2: bad input."""
     from agk.review import run

@@ -1,0 +1,58 @@
+"""Tags every taggable Azure resource carries, and the facts tags hand to the policy pack.
+
+Policies see resources one at a time in wire form; these tags carry what a rule needs to know
+about the cluster around a resource (its role, its pool's declared maxPods, the raised quotas
+the stack depends on) in a form that survives `pulumi stack export`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+REQUIRED = ("owner", "cost-center", "cluster")
+
+ROLE = "agk-role"
+"""apiserver | etcd | events-etcd | prometheus | nat | jump | gpu-node | system-node | network | storage"""
+POOL = "agk-pool"
+MAX_PODS = "agk-max-pods"
+CLUSTER_NODES = "agk-cluster-nodes"
+"""On API server VMs: the node count the cluster is planned for (sizing rules)."""
+LIMITS = "agk-limits"
+"""On VNets: raised limits, ``name=value`` joined by ``,`` (empty: Azure's defaults)."""
+NETWORK_KIND = "agk-network"
+"""On VNets: ``hub`` or ``spoke``."""
+
+ROLES = frozenset(
+    {
+        "apiserver",
+        "etcd",
+        "events-etcd",
+        "prometheus",
+        "nat",
+        "jump",
+        "gpu-node",
+        "system-node",
+        "network",
+        "storage",
+    }
+)
+
+
+def base_tags(
+    owner: str, cost_center: str, cluster: str, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    tags = dict(extra or {})
+    tags.update({"owner": owner, "cost-center": cost_center, "cluster": cluster})
+    return tags
+
+
+def encode_limits(overrides: Mapping[str, int]) -> str:
+    return ",".join(f"{name}={value}" for name, value in sorted(overrides.items()))
+
+
+def decode_limits(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in filter(None, text.split(",")):
+        name, _, value = item.partition("=")
+        out[name] = int(value)
+    return out
