@@ -37,9 +37,7 @@ def app() -> None:
 @_stack
 @_all
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
-@click.option(
-    "--out", type=click.Path(path_type=Path), default=None, help="Write state.json, plan.md, addresses.json."
-)
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write state.json, plan.md, addresses.json.")
 @_stacks_dir
 def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, stacks_dir: Path) -> None:
     """Run the real infra/ program under Pulumi's mock runtime: what `pulumi up` would create."""
@@ -51,9 +49,7 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, stacks
 @app.command()
 @_stack
 @_all
-@click.option(
-    "--file", "file", type=click.Path(path_type=Path), default=None, help="A `pulumi stack export` file."
-)
+@click.option("--file", "file", type=click.Path(path_type=Path), default=None, help="A `pulumi stack export` file.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "markdown"]), default="text")
 @click.option(
     "--policy-config",

@@ -8,6 +8,7 @@ files (``stacks/schema.json``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Mapping
@@ -36,8 +37,7 @@ class _Model(BaseModel):
 def _name(kind: str, value: str) -> str:
     if not _NAME.match(value):
         raise ValueError(
-            f"{value!r} is not a valid {kind} name: use 2-32 lowercase letters, digits and '-', "
-            "starting with a letter"
+            f"{value!r} is not a valid {kind} name: use 2-32 lowercase letters, digits and '-', starting with a letter"
         )
     return value
 
@@ -54,9 +54,7 @@ class AdminConfig(_Model):
     """Login for the VMs: SSH keys only, password authentication is always disabled."""
 
     username: str = Field(default="azureuser", description="Admin user name on every VM.")
-    ssh_public_keys: list[str] = Field(
-        description="OpenSSH public keys allowed to log in (not secret). At least one."
-    )
+    ssh_public_keys: list[str] = Field(description="OpenSSH public keys allowed to log in (not secret). At least one.")
 
     @field_validator("ssh_public_keys")
     @classmethod
@@ -64,12 +62,8 @@ class AdminConfig(_Model):
         if not keys:
             raise ValueError("no SSH public key: add at least one 'ssh-ed25519 ...' or 'ssh-rsa ...' key")
         for key in keys:
-            if not re.match(
-                r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$", key
-            ):
-                raise ValueError(
-                    f"{key[:40]!r} is not an OpenSSH public key: paste the one line of your *.pub file"
-                )
+            if not re.match(r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$", key):
+                raise ValueError(f"{key[:40]!r} is not an OpenSSH public key: paste the one line of your *.pub file")
         return keys
 
 
@@ -123,9 +117,7 @@ class PoolConfig(_Model):
     max_nodes: int | None = Field(
         default=None, description="Autoscaling maximum; address space is planned for this count."
     )
-    max_pods: int = Field(
-        default=30, description="Pods per node = secondary IP configurations on each NIC (10-250)."
-    )
+    max_pods: int = Field(default=30, description="Pods per node = secondary IP configurations on each NIC (10-250).")
     surge: int | str = Field(default=1, description="Extra nodes during upgrades: a count or 'N%'.")
     os_disk_gib: int = Field(default=512, ge=64, le=4095, description="OS disk size (large ML images).")
 
@@ -134,9 +126,7 @@ class PoolConfig(_Model):
     @model_validator(mode="after")
     def _max_nodes(self) -> PoolConfig:
         if self.max_nodes is not None and self.max_nodes < self.nodes:
-            raise ValueError(
-                f"max_nodes {self.max_nodes} is below nodes {self.nodes}: raise max_nodes or lower nodes"
-            )
+            raise ValueError(f"max_nodes {self.max_nodes} is below nodes {self.nodes}: raise max_nodes or lower nodes")
         return self
 
 
@@ -191,9 +181,7 @@ class PrometheusConfig(_Model):
     count: int = Field(default=2, ge=1, le=4, description="Prometheus VMs (identical replicas).")
     vm_size: str | None = Field(default=None, description="Override the size the sizing rules recommend.")
     retention_days: int = Field(default=15, ge=1, le=365, description="TSDB retention.")
-    grafana: Literal["prometheus-hosts", "none"] = Field(
-        default="prometheus-hosts", description="Where Grafana runs."
-    )
+    grafana: Literal["prometheus-hosts", "none"] = Field(default="prometheus-hosts", description="Where Grafana runs.")
 
 
 class NatConfig(_Model):
@@ -206,18 +194,14 @@ class StorageConfig(_Model):
     """Blob storage for datasets and checkpoints, reachable only through a private endpoint."""
 
     enabled: bool = Field(default=True, description="Create the storage account.")
-    containers: list[str] = Field(
-        default_factory=lambda: ["datasets", "checkpoints"], description="Blob containers."
-    )
+    containers: list[str] = Field(default_factory=lambda: ["datasets", "checkpoints"], description="Blob containers.")
 
 
 class ClusterConfig(_Model):
     """One GPU cluster spoke with its self-managed control plane."""
 
     name: str = Field(description="Cluster name (tag `cluster`, resource names).")
-    hub_stack: str = Field(
-        default="hub", description="Stack reference of the hub: 'hub' or 'org/azure-gpu-k8s/hub'."
-    )
+    hub_stack: str = Field(default="hub", description="Stack reference of the hub: 'hub' or 'org/azure-gpu-k8s/hub'.")
     network_plugin: Literal["azure-cni"] = Field(
         default="azure-cni",
         description="Pod networking: secondary IP configurations on node NICs (no overlay).",
@@ -296,15 +280,11 @@ class StackConfig(_Model):
         }[self.kind]
         for key in needed:
             if getattr(self, key) is None:
-                raise ValueError(
-                    f"kind is {self.kind} but {PROJECT}:{key} is missing: add it to the stack config"
-                )
+                raise ValueError(f"kind is {self.kind} but {PROJECT}:{key} is missing: add it to the stack config")
         if self.kind == "addons":
             extra = [k for k in ("network", "hub", "cluster", "admin") if getattr(self, k) is not None]
             if extra:
-                raise ValueError(
-                    f"an addons stack has no {extra[0]!r} section: it reads the cluster stack's outputs"
-                )
+                raise ValueError(f"an addons stack has no {extra[0]!r} section: it reads the cluster stack's outputs")
             return self
         if self.kind == "hub" and self.cluster is not None:
             raise ValueError("a hub stack has no 'cluster' section: remove it or set kind: cluster")
@@ -356,10 +336,8 @@ def parse_config(raw: Mapping[str, Any]) -> StackConfig:
         if namespace != PROJECT:
             raise ConfigError(f"{key}: unknown config namespace {namespace!r}: use {PROJECT}:{name}")
         if isinstance(value, str) and value[:1] in "{[":
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 value = json.loads(value)
-            except json.JSONDecodeError:
-                pass
         ours[name] = value
     try:
         return StackConfig.model_validate(ours)
@@ -374,9 +352,7 @@ def stack_file(stacks_dir: Path, stack: str) -> Path:
 def read_stack_file(path: Path) -> dict[str, Any]:
     """The raw ``config:`` map of a stack file."""
     if not path.is_file():
-        stacks = sorted(
-            p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in path.parent.glob("Pulumi.*.yaml")
-        )
+        stacks = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in path.parent.glob("Pulumi.*.yaml"))
         raise ConfigError(f"{path}: no such stack file: use one of {', '.join(stacks) or '(none)'}")
     try:
         doc = yaml.safe_load(path.read_text()) or {}
@@ -405,6 +381,4 @@ def load_stack(stacks_dir: Path, stack: str) -> StackConfig:
 
 
 def stack_names(stacks_dir: Path) -> list[str]:
-    return sorted(
-        p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stacks_dir.glob("Pulumi.*.yaml")
-    )
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stacks_dir.glob("Pulumi.*.yaml"))

@@ -1,0 +1,67 @@
+"""Parsing and checking CIDRs against what Azure accepts (reserved, private, overlapping)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from ipaddress import IPv4Network, ip_network
+
+from modules.errors import AgkError
+
+
+class AddressError(AgkError):
+    """A CIDR that Azure would refuse, or two ranges that must not overlap."""
+
+
+# Azure refuses these in any VNet (virtual-networks-faq: "What address ranges can I use").
+AZURE_RESERVED = tuple(
+    IPv4Network(c) for c in ("224.0.0.0/4", "255.255.255.255/32", "127.0.0.0/8", "169.254.0.0/16", "168.63.129.16/32")
+)
+# Private in Azure: RFC 1918 plus the shared address space (RFC 6598).
+PRIVATE = tuple(IPv4Network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
+# AKS refuses these for its service and pod ranges (Docker bridge and documentation ranges).
+AKS_REFUSED = tuple(IPv4Network(c) for c in ("172.30.0.0/16", "172.31.0.0/16", "192.0.2.0/24"))
+
+
+def parse_cidr(text: str, where: str) -> IPv4Network:
+    """Parse an IPv4 CIDR strictly; ``where`` names the config key in the error."""
+    try:
+        net = ip_network(str(text).strip(), strict=False)
+    except ValueError:
+        raise AddressError(f"{where}: {text!r} is not an IPv4 CIDR: write it like 10.0.0.0/16") from None
+    if not isinstance(net, IPv4Network):
+        raise AddressError(f"{where}: {text!r} is IPv6: this planner lays out IPv4 address space")
+    if "/" not in str(text):
+        raise AddressError(f"{where}: {text!r} has no prefix length: write it like {net.network_address}/16")
+    if str(net) != str(text).strip():
+        raise AddressError(f"{where}: {text} has host bits set: use {net}")
+    return net
+
+
+def check_usable(net: IPv4Network, where: str, *, allow_public: bool) -> None:
+    """Refuse Azure-reserved ranges, and public ranges unless the stack allows them."""
+    for reserved in AZURE_RESERVED:
+        if net.overlaps(reserved):
+            raise AddressError(f"{where}: {net} overlaps {reserved}, which Azure reserves: use a private range")
+    if not allow_public and not any(net.subnet_of(p) for p in PRIVATE):
+        raise AddressError(
+            f"{where}: {net} is not private address space: use 10.0.0.0/8, 172.16.0.0/12, "
+            "192.168.0.0/16 or 100.64.0.0/10 (or set network.allow_public_ranges: true)"
+        )
+
+
+def first_overlap(
+    named: Iterable[tuple[str, IPv4Network]], others: Sequence[tuple[str, IPv4Network]] | None = None
+) -> tuple[tuple[str, IPv4Network], tuple[str, IPv4Network]] | None:
+    """The first overlapping pair, within ``named`` (when ``others`` is None) or across the two."""
+    items = list(named)
+    if others is None:
+        for i, a in enumerate(items):
+            for b in items[i + 1 :]:
+                if a[1].overlaps(b[1]):
+                    return a, b
+        return None
+    for a in items:
+        for b in others:
+            if a[1].overlaps(b[1]):
+                return a, b
+    return None

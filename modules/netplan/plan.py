@@ -1,0 +1,255 @@
+"""Plan every VNet of a hub-and-spoke network: subnets laid out, limits counted, overlaps refused.
+
+Input is plain value objects (``VNetSpec``), so the planner knows nothing of stack files or
+Pulumi; ``infra.addresses`` builds the specs from validated stack config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from ipaddress import IPv4Network
+from typing import Any
+
+from modules.netplan.addressing import AddressError, check_usable, first_overlap, parse_cidr
+from modules.netplan.findings import Finding
+from modules.netplan.layout import Block, allocate
+from modules.netplan.limits import Limits
+from modules.netplan.sizing import usable
+
+
+@dataclass(frozen=True)
+class SubnetRequest:
+    """A subnet a VNet needs: stable name, role, and the addresses it must hand out."""
+
+    name: str
+    role: str
+    ips_needed: int
+    longest_prefix: int | None = None
+    """Azure's minimum size for special subnets (AzureBastionSubnet and AzureFirewallSubnet: /26)."""
+    where: str = ""
+    """The config key that drives this subnet's size, for error messages."""
+
+
+@dataclass(frozen=True)
+class VNetSpec:
+    name: str
+    kind: str
+    """``hub`` or ``spoke``."""
+    address_space: tuple[str, ...]
+    subnets: tuple[SubnetRequest, ...]
+    limits: Limits
+    peers: tuple[str, ...] = ()
+    pinned: Mapping[str, str] = field(default_factory=dict)
+    allow_public: bool = False
+    other_ranges: tuple[tuple[str, str], ...] = ()
+    """Ranges routed to this VNet's workloads that must not overlap any peered VNet (service CIDR)."""
+    key_prefix: str = ""
+    """Prefix for config keys in errors (``<stack>: azure-gpu-k8s:``)."""
+
+
+@dataclass(frozen=True)
+class SubnetPlan:
+    name: str
+    role: str
+    cidr: IPv4Network
+    ips_needed: int
+
+    @property
+    def usable_ips(self) -> int:
+        return usable(self.cidr.prefixlen)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "cidr": str(self.cidr),
+            "role": self.role,
+            "ips_needed": self.ips_needed,
+            "usable_ips": self.usable_ips,
+        }
+
+
+@dataclass(frozen=True)
+class VNetPlan:
+    name: str
+    kind: str
+    address_space: tuple[IPv4Network, ...]
+    subnets: Mapping[str, SubnetPlan]
+    peers: tuple[str, ...]
+    limits: Limits
+
+    @property
+    def size(self) -> int:
+        return sum(n.num_addresses for n in self.address_space)
+
+    @property
+    def ips_needed(self) -> int:
+        return sum(s.ips_needed for s in self.subnets.values())
+
+    @property
+    def usable_ips(self) -> int:
+        return self.size - 5 * len(self.subnets)
+
+    @property
+    def allocated(self) -> int:
+        return sum(s.cidr.num_addresses for s in self.subnets.values())
+
+    @property
+    def utilization(self) -> float:
+        return self.ips_needed / self.size if self.size else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "cidr": str(self.address_space[0]),
+            "address_space": [str(n) for n in self.address_space],
+            "ips_needed": self.ips_needed,
+            "usable_ips": self.usable_ips,
+            "allocated_ips": self.allocated,
+            "utilization": round(self.utilization, 4),
+            "peers": list(self.peers),
+            "subnets": [s.to_dict() for s in sorted(self.subnets.values(), key=lambda s: s.cidr)],
+        }
+
+
+@dataclass(frozen=True)
+class NetworkPlan:
+    vnets: Mapping[str, VNetPlan]
+    warnings: tuple[Finding, ...]
+
+    def group_ips(self, name: str) -> int:
+        vnet = self.vnets[name]
+        return vnet.ips_needed + sum(self.vnets[p].ips_needed for p in vnet.peers if p in self.vnets)
+
+
+def _block(req: SubnetRequest, vnet: VNetSpec) -> Block:
+    lim = vnet.limits
+    shortest, longest = lim["subnet-min-prefix"], lim["subnet-max-prefix"]
+    if req.ips_needed < 0:
+        raise AddressError(f"{vnet.key_prefix}{req.where or req.name}: {req.ips_needed} addresses is negative")
+    prefix = next((p for p in range(longest, shortest - 1, -1) if usable(p) >= req.ips_needed), None)
+    if prefix is None:
+        raise AddressError(
+            f"{vnet.key_prefix}{req.where or req.name}: {req.ips_needed:,} addresses exceed the largest subnet "
+            f"(/{shortest}, {usable(shortest):,} usable): split the pool or lower max pods"
+        )
+    if req.longest_prefix is not None:
+        prefix = min(prefix, req.longest_prefix)
+    return Block(req.name, prefix)
+
+
+def _spaces(vnet: VNetSpec) -> list[IPv4Network]:
+    nets = []
+    for i, text in enumerate(vnet.address_space):
+        where = f"{vnet.key_prefix}network.address_space[{i}]"
+        net = parse_cidr(text, where)
+        check_usable(net, where, allow_public=vnet.allow_public)
+        nets.append(net)
+    clash = first_overlap([(str(n), n) for n in nets])
+    if clash:
+        raise AddressError(
+            f"{vnet.key_prefix}network.address_space: {clash[0][0]} overlaps {clash[1][0]}: list disjoint prefixes"
+        )
+    return nets
+
+
+def plan_vnet(vnet: VNetSpec) -> tuple[VNetPlan, list[Finding]]:
+    """Lay out one VNet and report the limits it breaks on its own."""
+    spaces = _spaces(vnet)
+    names = [s.name for s in vnet.subnets]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise AddressError(f"{vnet.key_prefix}{dup}: two subnets share this name: give each a unique name")
+    pinned: dict[str, IPv4Network] = {}
+    by_name = {s.name: s for s in vnet.subnets}
+    for name, text in sorted(vnet.pinned.items()):
+        where = f"{vnet.key_prefix}network.pinned.{name}"
+        if name not in by_name:
+            raise AddressError(f"{where}: no subnet is called {name!r}: use one of {', '.join(sorted(by_name))}")
+        net = parse_cidr(text, where)
+        need = by_name[name].ips_needed
+        if usable(net.prefixlen) < need:
+            raise AddressError(
+                f"{where}: {net} has {usable(net.prefixlen):,} usable addresses but {name} needs {need:,}: "
+                "pin a larger CIDR"
+            )
+        pinned[name] = net
+    blocks = [_block(s, vnet) for s in vnet.subnets]
+    placed = allocate(spaces, blocks, pinned, where=f"{vnet.key_prefix}network.address_space")
+    subnets = {
+        s.name: SubnetPlan(s.name, s.role, placed[s.name], s.ips_needed)
+        for s in sorted(vnet.subnets, key=lambda s: placed[s.name])
+    }
+    plan = VNetPlan(vnet.name, vnet.kind, tuple(spaces), subnets, vnet.peers, vnet.limits)
+    findings: list[Finding] = []
+    lim = vnet.limits
+    if plan.ips_needed > lim["vnet-private-ips"]:
+        findings.append(
+            Finding(
+                "vnet-private-ip-limit",
+                f"{vnet.name}: {plan.ips_needed:,} private IPs exceed the {lim['vnet-private-ips']:,} one VNet holds: "
+                "split the cluster, lower max pods, or raise the quota (limits.vnet-private-ips)",
+            )
+        )
+    if len(subnets) > lim["subnets-per-vnet"]:
+        findings.append(
+            Finding("subnets-per-vnet-limit", f"{vnet.name}: {len(subnets)} subnets exceed {lim['subnets-per-vnet']}")
+        )
+    if len(vnet.peers) > lim["vnet-peerings"]:
+        findings.append(
+            Finding("vnet-peering-limit", f"{vnet.name}: {len(vnet.peers)} peerings exceed {lim['vnet-peerings']}")
+        )
+    return plan, findings
+
+
+def plan_network(vnets: Sequence[VNetSpec]) -> NetworkPlan:
+    """Plan every VNet, then check what only the whole network shows (overlaps, peered groups)."""
+    plans: dict[str, VNetPlan] = {}
+    findings: list[Finding] = []
+    specs = {v.name: v for v in vnets}
+    for vnet in vnets:
+        plan, found = plan_vnet(vnet)
+        plans[vnet.name] = plan
+        findings.extend(found)
+
+    # Peered VNets must not overlap; spokes of one hub must not overlap each other either:
+    # Azure refuses to peer a VNet with two VNets whose spaces overlap.
+    hubs = [v for v in vnets if v.kind == "hub"]
+    for hub in hubs:
+        members = [hub.name, *[p for p in hub.peers if p in plans]]
+        ranges = [(m, n) for m in members for n in plans[m].address_space]
+        for i, (a, an) in enumerate(ranges):
+            for b, bn in ranges[i + 1 :]:
+                if a != b and an.overlaps(bn):
+                    first, second = (a, b) if a != hub.name else (b, a)
+                    raise AddressError(
+                        f"{specs[first].key_prefix}network.address_space: {first}'s {an if first == a else bn} "
+                        f"overlaps {second}'s {bn if first == a else an}; both peer with {hub.name}: "
+                        "give every VNet of the hub-and-spoke network its own range"
+                    )
+    for vnet in vnets:
+        peered = [plans[p] for p in vnet.peers if p in plans]
+        for label, text in vnet.other_ranges:
+            where = f"{vnet.key_prefix}{label}"
+            net = parse_cidr(text, where)
+            check_usable(net, where, allow_public=vnet.allow_public)
+            for other in [plans[vnet.name], *peered]:
+                for space in other.address_space:
+                    if net.overlaps(space):
+                        raise AddressError(
+                            f"{where}: {net} overlaps VNet {other.name}'s {space}: "
+                            "use a range outside every VNet it is peered with"
+                        )
+        lim = vnet.limits
+        group = plans[vnet.name].ips_needed + sum(p.ips_needed for p in peered)
+        if peered and group > lim["peered-group-private-ips"]:
+            findings.append(
+                Finding(
+                    "peered-group-ip-limit",
+                    f"{vnet.name} and its peers ({', '.join(p.name for p in peered)}) use {group:,} private IPs, "
+                    f"over the {lim['peered-group-private-ips']:,} a peered group holds: raise the quota "
+                    "(limits.peered-group-private-ips) or split",
+                )
+            )
+    return NetworkPlan(plans, tuple(findings))
