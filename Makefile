@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 plan: $(STAMP)
-	$(BIN)/agk plan --all
+	for s in hub dev prod-7500; do $(BIN)/subnet-calc plan --stack $$s; echo; done
 
 # Real tools the tests drive. As root (CI, containers) they are apt-installed; otherwise the
 # tests report exactly which program is missing.

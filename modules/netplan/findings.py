@@ -11,6 +11,8 @@ class Finding:
 
     code: str
     message: str
+    vnet: str = ""
+    """The VNet whose limit is broken, when there is one (reports filter by it)."""
 
     def to_dict(self) -> dict[str, str]:
         return {"code": self.code, "message": self.message}

@@ -190,15 +190,24 @@ def plan_vnet(vnet: VNetSpec) -> tuple[VNetPlan, list[Finding]]:
                 "vnet-private-ip-limit",
                 f"{vnet.name}: {plan.ips_needed:,} private IPs exceed the {lim['vnet-private-ips']:,} one VNet holds: "
                 "split the cluster, lower max pods, or raise the quota (limits.vnet-private-ips)",
+                vnet.name,
             )
         )
     if len(subnets) > lim["subnets-per-vnet"]:
         findings.append(
-            Finding("subnets-per-vnet-limit", f"{vnet.name}: {len(subnets)} subnets exceed {lim['subnets-per-vnet']}")
+            Finding(
+                "subnets-per-vnet-limit",
+                f"{vnet.name}: {len(subnets)} subnets exceed {lim['subnets-per-vnet']}",
+                vnet.name,
+            )
         )
     if len(vnet.peers) > lim["vnet-peerings"]:
         findings.append(
-            Finding("vnet-peering-limit", f"{vnet.name}: {len(vnet.peers)} peerings exceed {lim['vnet-peerings']}")
+            Finding(
+                "vnet-peering-limit",
+                f"{vnet.name}: {len(vnet.peers)} peerings exceed {lim['vnet-peerings']}",
+                vnet.name,
+            )
         )
     return plan, findings
 
@@ -250,6 +259,7 @@ def plan_network(vnets: Sequence[VNetSpec]) -> NetworkPlan:
                     f"{vnet.name} and its peers ({', '.join(p.name for p in peered)}) use {group:,} private IPs, "
                     f"over the {lim['peered-group-private-ips']:,} a peered group holds: raise the quota "
                     "(limits.peered-group-private-ips) or split",
+                    vnet.name,
                 )
             )
     return NetworkPlan(plans, tuple(findings))

@@ -1,0 +1,181 @@
+"""subnet-calc: how many VNet addresses a cluster needs, and a whole stack's address plan.
+
+``size`` must answer instantly (``make bench`` holds it to twice the start-up of a bare
+``python3 -c "import ipaddress"``), so this shell uses argparse and imports neither pydantic nor
+pulumi until ``plan`` needs the stack config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from modules.errors import AgkError
+from modules.netplan.sizing import DEFAULT_MAX_PODS, PLUGINS, Sizing, size
+
+STACKS_DIR = Path("stacks")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message}: see '{self.prog} --help'", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="subnet-calc", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    s = sub.add_parser("size", help="Address needs of one pool for a network plugin.")
+    s.add_argument("--plugin", required=True, choices=PLUGINS, help="Network plugin.")
+    s.add_argument("--nodes", required=True, help="Nodes in the pool (autoscaled pools: the maximum).")
+    s.add_argument(
+        "--max-pods",
+        default=None,
+        help="Pods per node (default per plugin: " + ", ".join(f"{k} {v}" for k, v in DEFAULT_MAX_PODS.items()) + ").",
+    )
+    s.add_argument("--surge", default="1", help="Surge nodes: a count or a percentage like 10%% (default 1).")
+    s.add_argument("--infiniband", action="store_true", help="Scale sets capped at one placement group (100).")
+    s.add_argument("--static-blocks", action="store_true", help="Pod subnet in static /28 block mode.")
+    s.add_argument("--format", choices=("text", "json"), default="text")
+    p = sub.add_parser("plan", help="A stack's whole address plan, laid out.")
+    p.add_argument("--stack", required=True, help="Stack name (stacks/Pulumi.<stack>.yaml).")
+    p.add_argument("--stacks-dir", type=Path, default=STACKS_DIR, help="Where the stack files are.")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    return parser
+
+
+def _count(text: str, flag: str, fix: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise AgkError(f"{flag} {text!r} is not a whole number: {fix}") from None
+
+
+def size_text(result: Sizing) -> str:
+    lines = [
+        f"plugin            {result.plugin}",
+        f"nodes             {result.nodes:,} + {result.surge_nodes:,} surge",
+        f"max pods          {result.max_pods}",
+        f"VNet IPs needed   {result.vnet_ips_needed:,}",
+        (
+            f"subnet            /{result.prefix_length} ({result.usable_ips:,} usable)"
+            if result.prefix_length is not None
+            else "subnet            none: larger than any Azure subnet"
+        ),
+    ]
+    if result.plugin == "azure-cni":
+        lines.append(f"IP configs / NIC  {result.ip_configs_per_nic}")
+    if result.pod_subnet is not None:
+        pod = result.pod_subnet
+        where = f"/{pod.prefix_length} ({pod.usable_ips:,} usable)" if pod.prefix_length is not None else "none fits"
+        lines.append(f"pod subnet        {pod.ips_needed:,} IPs, {where}")
+    if result.pod_cidr_prefix is not None:
+        lines.append(f"pod CIDR          /{result.pod_cidr_prefix} (one /24 per node, outside every VNet)")
+    lines.append("warnings          " + ("none" if not result.warnings else ""))
+    lines += [f"  [{w.code}] {w.message}" for w in result.warnings]
+    return "\n".join(lines)
+
+
+def plan_json(stack: str, stacks_dir: Path) -> dict[str, Any]:
+    """The address plan of one stack as `subnet-calc plan --format json` prints it."""
+    from infra.addresses import plan_stack
+
+    plan = plan_stack(stacks_dir, stack)
+    network = plan.network
+    vnets = [plan.vnet.to_dict()]
+    out: dict[str, Any] = {
+        "stack": stack,
+        "vnets": vnets,
+        "peered_group_ips": network.group_ips(stack),
+        "limits": [
+            {"name": r.name, "value": r.value, "default": r.default, "reason": r.reason, "source": r.source}
+            for r in plan.limits.overridden()
+        ],
+        "warnings": [w.to_dict() for w in plan.warnings],
+    }
+    return out
+
+
+def plan_text(doc: dict[str, Any]) -> str:
+    lines = [f"stack {doc['stack']}"]
+    for vnet in doc["vnets"]:
+        lines.append(
+            f"VNet {vnet['name']} ({vnet['kind']})  {', '.join(vnet['address_space'])}  "
+            f"{vnet['ips_needed']:,} IPs needed, {vnet['utilization']:.1%} of the address space; "
+            f"peers: {', '.join(vnet['peers']) or 'none'}"
+        )
+        lines.append(f"  {'subnet':<20} {'cidr':<18} {'role':<18} {'needed':>9} {'usable':>9}")
+        for s in vnet["subnets"]:
+            lines.append(
+                f"  {s['name']:<20} {s['cidr']:<18} {s['role']:<18} {s['ips_needed']:>9,} {s['usable_ips']:>9,}"
+            )
+    lines.append(f"peered group: {doc['peered_group_ips']:,} private IPs")
+    for row in doc["limits"]:
+        lines.append(
+            f"limit override: {row['name']} = {row['value']:,} (Azure default {row['default']:,}): {row['reason']}"
+        )
+    lines.append("warnings: " + ("none" if not doc["warnings"] else ""))
+    lines += [f"  [{w['code']}] {w['message']}" for w in doc["warnings"]]
+    return "\n".join(lines)
+
+
+def plan_markdown(doc: dict[str, Any]) -> str:
+    lines = [f"### Address plan: `{doc['stack']}`", ""]
+    for vnet in doc["vnets"]:
+        lines += [
+            f"**VNet `{vnet['name']}`** ({vnet['kind']}): `{', '.join(vnet['address_space'])}`, "
+            f"{vnet['ips_needed']:,} IPs needed ({vnet['utilization']:.1%} of the address space)",
+            "",
+            "| subnet | CIDR | role | needed | usable |",
+            "|---|---|---|---:|---:|",
+        ]
+        lines += [
+            f"| `{s['name']}` | `{s['cidr']}` | {s['role']} | {s['ips_needed']:,} | {s['usable_ips']:,} |"
+            for s in vnet["subnets"]
+        ]
+        lines.append("")
+    for row in doc["limits"]:
+        lines.append(
+            f"- limit override `{row['name']}` = {row['value']:,} (Azure default {row['default']:,}): {row['reason']}"
+        )
+    lines += [f"- :warning: `{w['code']}`: {w['message']}" for w in doc["warnings"]]
+    return "\n".join(lines) + "\n"
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "size":
+        nodes = _count(args.nodes, "--nodes", "use a node count like 50")
+        max_pods = None if args.max_pods is None else _count(args.max_pods, "--max-pods", "use 10 to 250")
+        surge: int | str = args.surge
+        result = size(
+            args.plugin,
+            nodes,
+            max_pods=max_pods,
+            surge=surge,
+            infiniband=args.infiniband,
+            static_pod_blocks=args.static_blocks,
+        )
+        print(json.dumps(result.to_dict(), indent=2) if args.format == "json" else size_text(result))
+        return 0
+    doc = plan_json(args.stack, args.stacks_dir)
+    render = {"json": lambda d: json.dumps(d, indent=2), "text": plan_text, "markdown": plan_markdown}[args.format]
+    print(render(doc))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    try:
+        code = run(argv)
+    except AgkError as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""From validated stack config to the address plan: which subnets each VNet needs, and where.
+
+A cluster stack's plan is computed with its whole hub-and-spoke network in view (the hub it
+names and every other spoke of that hub in ``stacks/``), so overlaps between peered VNets are
+caught before anything is deployed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from ipaddress import IPv4Network
+from pathlib import Path
+
+from infra.config import PROJECT, ClusterConfig, PoolConfig, StackConfig, load_stack, stack_names
+from modules.errors import ConfigError
+from modules.netplan.addressing import parse_cidr
+from modules.netplan.findings import Finding
+from modules.netplan.hosts import ClusterAddresses, host
+from modules.netplan.limits import Limits
+from modules.netplan.plan import NetworkPlan, SubnetRequest, VNetPlan, VNetSpec, plan_network
+from modules.netplan.sizing import node_subnet_ips, parse_surge, usable
+
+# Azure requires these exact names and a /26 or larger for Bastion and Firewall, whose instances
+# scale out inside the subnet: the whole /26 counts as needed.
+BASTION_SUBNET = "AzureBastionSubnet"
+FIREWALL_SUBNET = "AzureFirewallSubnet"
+# Fixed hosts get twice their count so a VM can be replaced before its predecessor is gone.
+REPLACEMENT_FACTOR = 2
+
+
+def limits_for(config: StackConfig) -> Limits:
+    return Limits.default().with_overrides({k: (v.value, v.reason) for k, v in config.limits.items()})
+
+
+def hub_stack_name(cluster: ClusterConfig) -> str:
+    """`org/project/hub` and `hub` both name the stack file Pulumi.hub.yaml."""
+    return cluster.hub_stack.rsplit("/", 1)[-1]
+
+
+def planned_nodes(pool: PoolConfig, where: str) -> tuple[int, int]:
+    """(nodes the subnet is planned for, surge nodes): autoscaled pools count at their maximum."""
+    nodes = pool.max_nodes or pool.nodes
+    try:
+        surge = parse_surge(pool.surge, nodes, where=f"{where}.surge")
+    except ValueError as err:
+        raise ConfigError(f"{PROJECT}:{err}") from None
+    return nodes, surge
+
+
+def pool_ips(pool: PoolConfig, where: str, limits: Limits) -> int:
+    lo, hi = limits["max-pods-min"], limits["max-pods-max"]
+    if not lo <= pool.max_pods <= hi:
+        raise ConfigError(f"{PROJECT}:{where}.max_pods: {pool.max_pods} is outside Azure's {lo}-{hi}: use {lo} to {hi}")
+    if 1 + pool.max_pods > limits["nic-private-ips"]:
+        raise ConfigError(
+            f"{PROJECT}:{where}.max_pods: 1 + {pool.max_pods} IP configurations exceed a NIC's "
+            f"{limits['nic-private-ips']}: lower max_pods"
+        )
+    nodes, surge = planned_nodes(pool, where)
+    return node_subnet_ips("azure-cni", nodes + surge, pool.max_pods)
+
+
+def cluster_subnets(cluster: ClusterConfig, limits: Limits) -> tuple[SubnetRequest, ...]:
+    subnets = [
+        # API servers plus the internal load balancer's static frontend.
+        SubnetRequest("control-plane", "control-plane", REPLACEMENT_FACTOR * cluster.api_servers.count + 1),
+        SubnetRequest("etcd", "etcd", REPLACEMENT_FACTOR * cluster.etcd.count),
+        SubnetRequest("monitoring", "monitoring", REPLACEMENT_FACTOR * cluster.prometheus.count),
+        SubnetRequest("nat", "nat", REPLACEMENT_FACTOR),
+        SubnetRequest("endpoints", "private-endpoints", 2 * len(cluster.storage.containers) + 2),
+        SubnetRequest(
+            "system",
+            "system-pool",
+            pool_ips(cluster.system_pool, "cluster.system_pool", limits),
+            where="cluster.system_pool",
+        ),
+    ]
+    if cluster.events_etcd is not None:
+        subnets.append(SubnetRequest("events-etcd", "etcd", REPLACEMENT_FACTOR * cluster.events_etcd.count))
+    for name, pool in cluster.gpu_pools.items():
+        where = f"cluster.gpu_pools.{name}"
+        subnets.append(SubnetRequest(f"gpu-{name}", "gpu-pool", pool_ips(pool, where, limits), where=where))
+    return tuple(subnets)
+
+
+def hub_subnets(config: StackConfig) -> tuple[SubnetRequest, ...]:
+    assert config.hub is not None
+    subnets = [SubnetRequest("jump", "jump", max(REPLACEMENT_FACTOR * config.hub.jump_hosts, 3))]
+    if config.hub.bastion:
+        subnets.append(SubnetRequest(BASTION_SUBNET, "bastion", usable(26), longest_prefix=26))
+    if config.hub.firewall:
+        subnets.append(SubnetRequest(FIREWALL_SUBNET, "firewall", usable(26), longest_prefix=26))
+    return tuple(subnets)
+
+
+def vnet_spec(stack: str, config: StackConfig, peers: tuple[str, ...]) -> VNetSpec:
+    assert config.network is not None
+    limits = limits_for(config)
+    other: tuple[tuple[str, str], ...] = ()
+    if config.cluster is not None:
+        subnets = cluster_subnets(config.cluster, limits)
+        other = (("cluster.service_cidr", config.cluster.service_cidr),)
+    else:
+        subnets = hub_subnets(config)
+    return VNetSpec(
+        name=stack,
+        kind="hub" if config.kind == "hub" else "spoke",
+        address_space=tuple(config.network.address_space),
+        subnets=subnets,
+        limits=limits,
+        peers=peers,
+        pinned=dict(config.network.pinned),
+        allow_public=config.network.allow_public_ranges,
+        other_ranges=other,
+        key_prefix=f"{stack}: {PROJECT}:",
+    )
+
+
+@dataclass(frozen=True)
+class StackPlan:
+    """The address plan of one stack, computed with its whole hub-and-spoke network."""
+
+    stack: str
+    config: StackConfig
+    network: NetworkPlan
+    configs: dict[str, StackConfig]
+
+    @property
+    def vnet(self) -> VNetPlan:
+        return self.network.vnets[self.stack]
+
+    @property
+    def warnings(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.network.warnings if f.vnet == self.stack)
+
+    @property
+    def limits(self) -> Limits:
+        return self.vnet.limits
+
+
+def network_of(stacks_dir: Path, stack: str) -> tuple[str, dict[str, StackConfig]]:
+    """The hub's stack name and the configs of the hub and every spoke that names it."""
+    config = load_stack(stacks_dir, stack)
+    if config.kind == "addons":
+        raise ConfigError(f"{stack}: an addons stack has no network: plan its cluster stack instead")
+    if config.kind == "hub":
+        hub = stack
+    else:
+        assert config.cluster is not None
+        hub = hub_stack_name(config.cluster)
+    configs = {hub: config if hub == stack else _load_hub(stacks_dir, hub, stack)}
+    for name in stack_names(stacks_dir):
+        if name in configs:
+            continue
+        other = config if name == stack else load_stack(stacks_dir, name)
+        if other.cluster is not None and hub_stack_name(other.cluster) == hub:
+            configs[name] = other
+    return hub, configs
+
+
+def _load_hub(stacks_dir: Path, hub: str, stack: str) -> StackConfig:
+    try:
+        hub_config = load_stack(stacks_dir, hub)
+    except ConfigError as err:
+        raise ConfigError(f"{stack}: {PROJECT}:cluster.hub_stack: cannot read hub stack {hub!r} ({err})") from None
+    if hub_config.kind != "hub":
+        raise ConfigError(
+            f"{stack}: {PROJECT}:cluster.hub_stack: {hub!r} is a {hub_config.kind} stack: name the hub stack"
+        )
+    return hub_config
+
+
+def plan_stack(stacks_dir: Path, stack: str) -> StackPlan:
+    """Validate the stack and its network, and lay out every VNet; raises ConfigError or AddressError."""
+    hub, configs = network_of(stacks_dir, stack)
+    spokes = tuple(n for n in configs if n != hub)
+    specs = [vnet_spec(hub, configs[hub], spokes)] + [vnet_spec(n, configs[n], (hub,)) for n in spokes]
+    return StackPlan(stack, configs[stack], plan_network(specs), configs)
+
+
+def cluster_addresses(plan: StackPlan) -> ClusterAddresses:
+    """Every fixed host address of a cluster stack, from its laid-out subnets."""
+    cluster = plan.config.cluster
+    if cluster is None:
+        raise ConfigError(f"{plan.stack}: a {plan.config.kind} stack has no cluster addresses")
+    subnets = {name: s.cidr for name, s in plan.vnet.subnets.items()}
+    service = parse_cidr(cluster.service_cidr, f"{PROJECT}:cluster.service_cidr")
+    cp, mon = subnets["control-plane"], subnets["monitoring"]
+    name = cluster.name
+    hub = plan.network.vnets[plan.vnet.peers[0]] if plan.vnet.peers else None
+    internal: list[IPv4Network] = [*plan.vnet.address_space, *(hub.address_space if hub else ()), service]
+    return ClusterAddresses(
+        cluster=name,
+        vnet_cidrs=plan.vnet.address_space,
+        internal_cidrs=tuple(internal),
+        subnets=subnets,
+        service_cidr=service,
+        dns_service_ip=service.network_address + 10,
+        apiserver_service_ip=service.network_address + 1,
+        apiserver_vip=host(cp, 0),
+        apiservers={f"{name}-apiserver-{i}": host(cp, 1 + i) for i in range(cluster.api_servers.count)},
+        etcd={f"{name}-etcd-{i}": host(subnets["etcd"], i) for i in range(cluster.etcd.count)},
+        events_etcd=(
+            {f"{name}-events-etcd-{i}": host(subnets["events-etcd"], i) for i in range(cluster.events_etcd.count)}
+            if cluster.events_etcd
+            else {}
+        ),
+        prometheus={f"{name}-prometheus-{i}": host(mon, i) for i in range(cluster.prometheus.count)},
+        nat=host(subnets["nat"], 0),
+    )
