@@ -1,0 +1,244 @@
+"""Compute rules: NICs that carry their pods' IPs, scale sets within one placement group's cap,
+hardened VMs, a control plane of a quorum-friendly size on fast storage and enough memory."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Any
+
+from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
+
+from modules import tags as tagnames
+from modules.sizing.skus import SKUS
+from policies.rules import limits, wire
+from policies.rules.graph import Graph
+
+_VMSS_NICS = "virtualMachineProfile.networkProfile.networkInterfaceConfigurations"
+_IB_NAME = re.compile(r"^Standard_(ND|NC|HB|HC|HX)\d+[a-z]*r[a-z]*(_|$)")
+"""Azure's size names mark RDMA (InfiniBand) with an 'r' among the feature letters."""
+
+CONTROL_PLANE_ROLES = ("apiserver", "etcd", "events-etcd")
+QUORUM_SIZES = frozenset({1, 3, 5})
+FAST_DISK_SKUS = frozenset({"PremiumV2_LRS", "UltraSSD_LRS"})
+
+HEAP_GB_AT_REFERENCE = 70.0
+REFERENCE_NODES = 7500
+"""OpenAI: up to 70 GB of heap per API server at 7,500 nodes; heap grows linearly with nodes."""
+GCE_VCPU_TABLE = ((3000, 64), (500, 32), (250, 16), (100, 8), (10, 4), (5, 2), (0, 1))
+"""(more than N nodes, vCPUs): GCE's control-plane sizing table (kube-up), extended to 64 above 3,000."""
+
+
+def is_infiniband(vm_size: str) -> bool:
+    known = SKUS.get(vm_size)
+    return known.infiniband if known else bool(_IB_NAME.match(vm_size))
+
+
+def apiserver_min_vcpus(nodes: int) -> int:
+    return next(vcpus for above, vcpus in GCE_VCPU_TABLE if nodes > above)
+
+
+def apiserver_min_memory_gib(nodes: int) -> int:
+    return math.ceil(HEAP_GB_AT_REFERENCE * 1e9 * nodes / REFERENCE_NODES / 2**30)
+
+
+def _nic_configs(args: ResourceValidationArgs) -> list[tuple[str, Any]]:
+    if args.resource_type == wire.NIC:
+        return [(f"NIC {args.name}", args.props)]
+    if args.resource_type == wire.VMSS:
+        return [
+            (f"scale set {args.name} NIC {wire.get(nic, 'name', '?')}", nic)
+            for nic in wire.items(args.props, _VMSS_NICS)
+        ]
+    return []
+
+
+def nic_ip_configurations(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    cap = limits.default("nic-private-ips")
+    max_pods = wire.int_tag(args.props, tagnames.MAX_PODS)
+    for what, nic in _nic_configs(args):
+        count = len(wire.items(nic, "ipConfigurations"))
+        if count > cap:
+            report_violation(
+                f"{what} has {count} IP configurations, over Azure's {cap} per NIC: lower maxPods to {cap - 1} "
+                "or fewer",
+                None,
+            )
+        if max_pods is not None and count != 1 + max_pods:
+            report_violation(
+                f"{what} has {count} IP configurations but its pool declares maxPods {max_pods}: "
+                f"give it 1 + maxPods = {1 + max_pods} (the node, then one per pod)",
+                None,
+            )
+
+
+def _single_placement_group(props: Any) -> bool:
+    value = wire.get(props, "singlePlacementGroup")
+    if value is None:
+        # Uniform scale sets default to one placement group; Flexible ones never use one.
+        return str(wire.get(props, "orchestrationMode", "Uniform")).lower() != "flexible"
+    return bool(value)
+
+
+def scale_set_capacity_within_cap(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    if args.resource_type != wire.VMSS:
+        return
+    capacity = wire.number(wire.get(args.props, "sku.capacity")) or 0
+    if _single_placement_group(args.props):
+        name, mode = "vmss-instances-spg", "singlePlacementGroup=true"
+    else:
+        name, mode = "vmss-instances-large", "singlePlacementGroup=false"
+    cap = limits.default(name)
+    if capacity > cap:
+        report_violation(
+            f"scale set {args.name} has capacity {capacity}, over the {cap} VMs a scale set holds with {mode}: "
+            "split the pool into more scale sets",
+            None,
+        )
+
+
+def infiniband_single_placement_group(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    if args.resource_type != wire.VMSS:
+        return
+    size = wire.get(args.props, "sku.name")
+    if isinstance(size, str) and is_infiniband(size) and not _single_placement_group(args.props):
+        report_violation(
+            f"scale set {args.name} uses InfiniBand size {size} with singlePlacementGroup=false: InfiniBand "
+            "only connects VMs inside one placement group; set singlePlacementGroup to true",
+            None,
+        )
+
+
+def accelerated_networking(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    for what, nic in _nic_configs(args):
+        if wire.get(nic, "enableAcceleratedNetworking") is not True:
+            report_violation(f"{what} has accelerated networking off: set enableAcceleratedNetworking true", None)
+
+
+def _os_profile(args: ResourceValidationArgs) -> tuple[str, Any] | None:
+    if args.resource_type == wire.VM:
+        return f"VM {args.name}", wire.get(args.props, "osProfile", {})
+    if args.resource_type == wire.VMSS:
+        return f"scale set {args.name}", wire.get(args.props, "virtualMachineProfile.osProfile", {})
+    return None
+
+
+def ssh_keys_only(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    found = _os_profile(args)
+    if found is None:
+        return
+    what, profile = found
+    if wire.get(profile, "windowsConfiguration") is not None:
+        return
+    if wire.get(profile, "linuxConfiguration.disablePasswordAuthentication") is not True:
+        report_violation(
+            f"{what} allows password login: set osProfile.linuxConfiguration.disablePasswordAuthentication "
+            "true and log in with SSH keys",
+            None,
+        )
+    elif wire.get(profile, "adminPassword") is not None:
+        report_violation(f"{what} sets adminPassword: remove it and log in with SSH keys", None)
+
+
+def encryption_at_host(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    if args.resource_type == wire.VM:
+        what, path = f"VM {args.name}", "securityProfile.encryptionAtHost"
+    elif args.resource_type == wire.VMSS:
+        what, path = f"scale set {args.name}", "virtualMachineProfile.securityProfile.encryptionAtHost"
+    else:
+        return
+    if wire.get(args.props, path) is not True:
+        report_violation(f"{what} has encryption at host off: set {path} true", None)
+
+
+def _role_counts(graph: Graph) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for vm in graph.of_type(wire.VM):
+        counts[wire.role(vm.props) or ""] += 1
+    for vmss in graph.of_type(wire.VMSS):
+        counts[wire.role(vmss.props) or ""] += wire.number(wire.get(vmss.props, "sku.capacity")) or 0
+    return counts
+
+
+def _first_urn(graph: Graph, host_role: str) -> str | None:
+    for res in graph.resources:
+        if res.resource_type in (wire.VM, wire.VMSS) and wire.role(res.props) == host_role:
+            return res.urn
+    return None
+
+
+def control_plane_member_count(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    graph = Graph(args.resources)
+    counts = _role_counts(graph)
+    for host_role in CONTROL_PLANE_ROLES:
+        count = counts[host_role]
+        if count and count not in QUORUM_SIZES:
+            report_violation(
+                f"{count} {host_role} hosts: use 1, 3 or 5 (an odd member count keeps a quorum)",
+                _first_urn(graph, host_role),
+            )
+
+
+def control_plane_redundancy(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    graph = Graph(args.resources)
+    counts = _role_counts(graph)
+    for host_role in CONTROL_PLANE_ROLES:
+        if counts[host_role] == 1:
+            report_violation(
+                f"1 {host_role} host: a single member has no redundancy; use 3 or 5 in production",
+                _first_urn(graph, host_role),
+            )
+
+
+def etcd_low_latency_storage(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    graph = Graph(args.resources)
+    for vm in graph.of_type(wire.VM):
+        if wire.role(vm.props) not in ("etcd", "events-etcd"):
+            continue
+        size = wire.get(vm.props, "hardwareProfile.vmSize", "")
+        if SKUS.get(size) and SKUS[size].local_nvme_gib > 0:
+            continue
+        disks = [_disk_sku(graph, d) for d in wire.items(vm.props, "storageProfile.dataDisks")]
+        if any(sku in FAST_DISK_SKUS for sku in disks):
+            continue
+        seen = ", ".join(str(s) for s in disks) or "no data disk"
+        report_violation(
+            f"etcd VM {vm.name} ({size}, {seen}) has neither local NVMe nor a Premium SSD v2 / Ultra data disk: "
+            "etcd is latency-bound; use an Lsv3 size or a PremiumV2_LRS disk",
+            vm.urn,
+        )
+
+
+def _disk_sku(graph: Graph, data_disk: Any) -> str | None:
+    inline = wire.get(data_disk, "managedDisk.storageAccountType")
+    if isinstance(inline, str):
+        return inline
+    disk = graph.find(wire.ref_id(data_disk, "managedDisk"))
+    sku = wire.get(disk.props, "sku.name") if disk else None
+    return sku if isinstance(sku, str) else None
+
+
+def apiserver_memory_sizing(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    if args.resource_type != wire.VM or wire.role(args.props) != "apiserver":
+        return
+    nodes = wire.int_tag(args.props, tagnames.CLUSTER_NODES)
+    if nodes is None:
+        report_violation(
+            f"API server VM {args.name} has no {tagnames.CLUSTER_NODES} tag: tag it with the cluster's "
+            "planned node count so its size can be checked",
+            None,
+        )
+        return
+    size = str(wire.get(args.props, "hardwareProfile.vmSize", ""))
+    sku = SKUS.get(size)
+    if sku is None:
+        report_violation(f"API server VM {args.name} size {size!r} is unknown: add it to modules/sizing/skus.py", None)
+        return
+    vcpus, memory = apiserver_min_vcpus(nodes), apiserver_min_memory_gib(nodes)
+    if sku.vcpus < vcpus or sku.memory_gib < memory:
+        report_violation(
+            f"API server VM {args.name} is {size} ({sku.vcpus} vCPU, {sku.memory_gib} GiB) but "
+            f"{nodes} nodes need at least {vcpus} vCPU and {memory} GiB: pick a larger size",
+            None,
+        )
