@@ -8,14 +8,13 @@ pulumi until ``plan`` needs the stack config.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from modules.errors import AgkError
-from modules.netplan.sizing import DEFAULT_MAX_PODS, PLUGINS, Sizing, size
+from modules.netplan.sizing import DEFAULT_MAX_PODS, PLUGINS, Sizing, parse_surge, size
 
 STACKS_DIR = Path("stacks")
 
@@ -50,9 +49,12 @@ def _parser() -> _Parser:
 
 def _count(text: str, flag: str, fix: str) -> int:
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        raise AgkError(f"{flag} {text!r} is not a whole number: {fix}") from None
+        raise AgkError(f"{flag}: {text!r} is not a whole number: {fix}") from None
+    if value < 1:
+        raise AgkError(f"{flag}: {value} is not a positive count: {fix}")
+    return value
 
 
 def size_text(result: Sizing) -> str:
@@ -151,20 +153,28 @@ def run(argv: Sequence[str] | None = None) -> int:
     if args.command == "size":
         nodes = _count(args.nodes, "--nodes", "use a node count like 50")
         max_pods = None if args.max_pods is None else _count(args.max_pods, "--max-pods", "use 10 to 250")
-        surge: int | str = args.surge
         result = size(
             args.plugin,
             nodes,
             max_pods=max_pods,
-            surge=surge,
+            surge=parse_surge(args.surge, nodes, where="--surge"),
             infiniband=args.infiniband,
             static_pod_blocks=args.static_blocks,
         )
-        print(json.dumps(result.to_dict(), indent=2) if args.format == "json" else size_text(result))
+        if args.format == "json":
+            import json  # only here: text output must not pay for it
+
+            print(json.dumps(result.to_dict(), indent=2))
+        else:
+            print(size_text(result))
         return 0
     doc = plan_json(args.stack, args.stacks_dir)
-    render = {"json": lambda d: json.dumps(d, indent=2), "text": plan_text, "markdown": plan_markdown}[args.format]
-    print(render(doc))
+    if args.format == "json":
+        import json
+
+        print(json.dumps(doc, indent=2))
+    else:
+        print(plan_markdown(doc) if args.format == "markdown" else plan_text(doc))
     return 0
 
 

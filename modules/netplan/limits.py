@@ -8,9 +8,12 @@ say which figure is in force and why.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from modules.errors import ConfigError
+
+# NamedTuple, not dataclass: `subnet-calc size` imports this table and must start instantly
+# (dataclasses imports `inspect`, a large part of the start-up budget).
 
 _NET_LIMITS = (
     "https://learn.microsoft.com/azure/azure-resource-manager/management/"
@@ -24,8 +27,7 @@ _OVERLAY = "https://learn.microsoft.com/azure/aks/concepts-network-azure-cni-ove
 _SUBNETS = "https://learn.microsoft.com/azure/virtual-network/virtual-network-ip-addresses-overview-arm"
 
 
-@dataclass(frozen=True)
-class Limit:
+class Limit(NamedTuple):
     """One row: a named limit, its value in force, Azure's default and where the default comes from."""
 
     name: str
@@ -75,11 +77,22 @@ DEFAULTS: tuple[Limit, ...] = (
 )
 
 
-@dataclass(frozen=True)
 class Limits:
     """The limits in force for one stack: Azure's defaults with the stack's overrides applied."""
 
-    rows: Mapping[str, Limit]
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: Mapping[str, Limit]) -> None:
+        self.rows: Mapping[str, Limit] = dict(rows)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Limits) and dict(self.rows) == dict(other.rows)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.rows.values()))
+
+    def __repr__(self) -> str:
+        return f"Limits({len(self.rows)} rows, overridden: {[r.name for r in self.overridden()]})"
 
     @classmethod
     def default(cls) -> Limits:
@@ -93,7 +106,7 @@ class Limits:
                 raise ConfigError(f"azure-gpu-k8s:limits.{name}: unknown limit: use one of {', '.join(sorted(rows))}")
             if value <= 0:
                 raise ConfigError(f"azure-gpu-k8s:limits.{name}: {value} is not positive: use a count > 0")
-            rows[name] = replace(rows[name], value=value, reason=reason)
+            rows[name] = rows[name]._replace(value=value, reason=reason)
         return Limits(rows)
 
     def __getitem__(self, name: str) -> int:

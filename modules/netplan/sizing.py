@@ -8,8 +8,7 @@ node-subnet mode, ``(nodes + surge) * maxPods`` secondary IP configurations.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from modules.errors import AgkError
 from modules.netplan.findings import Finding
@@ -63,8 +62,7 @@ def parse_surge(surge: int | str, nodes: int, where: str = "surge") -> int:
     raise SizingError(f"{where}: {surge!r} is not a count or a percentage: use e.g. 1 or 10%")
 
 
-@dataclass(frozen=True)
-class PodSubnet:
+class PodSubnet(NamedTuple):
     ips_needed: int
     prefix_length: int | None
     usable_ips: int | None
@@ -73,8 +71,7 @@ class PodSubnet:
         return {"ips_needed": self.ips_needed, "prefix_length": self.prefix_length, "usable_ips": self.usable_ips}
 
 
-@dataclass(frozen=True)
-class Sizing:
+class Sizing(NamedTuple):
     """The answer of ``subnet-calc size``."""
 
     plugin: str
@@ -88,7 +85,6 @@ class Sizing:
     pod_subnet: PodSubnet | None = None
     pod_cidr_prefix: int | None = None
     ip_configs_per_nic: int = 1
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -175,7 +171,8 @@ def size(
             )
         pod_cidr_prefix = 24 - math.ceil(math.log2(total)) if total > 1 else 24
     elif plugin == "azure-cni-overlay":
-        if pods > lim["overlay-max-pods"]:
+        # Above max-pods-max the range warning already says it; this one is the overlay's own cap.
+        if lim["overlay-max-pods"] < pods <= lim["max-pods-max"]:
             warnings.append(
                 Finding("overlay-max-pods", f"max pods {pods} exceeds overlay's {lim['overlay-max-pods']} per node")
             )
@@ -230,13 +227,24 @@ def size(
                 "cluster, lower max pods, or raise the quota (limits.vnet-private-ips)",
             )
         )
-    if total > lim["aks-nodes-per-pool"]:
-        cap = lim["vmss-instances-spg"] if infiniband else lim["vmss-instances-large"]
+    # InfiniBand only reaches inside one placement group, which caps such a scale set at 100 VMs.
+    cap = lim["vmss-instances-spg"] if infiniband else lim["vmss-instances-large"]
+    if total > cap:
         sets = math.ceil(total / cap)
+        kind = "an InfiniBand scale set (one placement group)" if infiniband else "one scale set"
         warnings.append(
             Finding(
                 "vmss-instance-limit",
-                f"{total:,} nodes exceed one scale set's {cap:,}: the pool needs {sets} scale sets",
+                f"{total:,} nodes exceed the {cap:,} VMs of {kind}: the pool needs {sets} scale sets",
+            )
+        )
+    # Only primary IP configurations join backend pools, so the count is nodes, not pods.
+    if total > lim["lb-backend-pool"]:
+        warnings.append(
+            Finding(
+                "lb-backend-pool-limit",
+                f"{total:,} nodes exceed a Standard load balancer's {lim['lb-backend-pool']:,} backend pool "
+                "members: spread the nodes over several load balancers or backend pools",
             )
         )
     if total > lim["aks-nodes-per-cluster"]:
