@@ -1,11 +1,95 @@
-"""Stack config for the in-cluster add-ons (owned by the cluster module)."""
+"""Stack config for the in-cluster add-ons (the ``addons`` section of a cluster stack).
+
+Every field has a default, so a cluster stack without an ``addons`` section gets the full set:
+one namespace and GPU quota per team named on a pool, empty balloons, preflight at DCGM level 2,
+gang scheduling and the health exporters. Cross-references (teams, pools, node counts) are
+checked by :func:`modules.cluster.spec.addons_spec`, which sees the pools as well.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+# Azure's node health checks (azurehpc-health-checks) fail a node on these XIDs (DOMAIN.md).
+FATAL_XIDS: tuple[int, ...] = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120)
 
 
-class AddonsConfig(BaseModel):
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TeamConfig(_Model):
+    """A research team: a namespace carrying its name and a GPU quota."""
+
+    gpu_quota: int | None = Field(
+        default=None,
+        ge=0,
+        description="GPUs the team's namespace may request in total; default: the GPUs of its pools.",
+    )
+
+
+class PreflightConfig(_Model):
+    """GPU diagnostics a new node passes before it takes work, and periodic re-tests of idle nodes."""
+
+    enabled: bool = Field(default=True, description="Run the preflight DaemonSet and the re-test CronJob.")
+    level: int = Field(
+        default=2, description="`dcgmi diag -r` level, 1 to 4 (2 takes ~2 minutes, 3 ~15 minutes)."
+    )
+    timeout_minutes: int = Field(default=60, ge=5, le=600, description="Give up on a diagnostic run after this.")
+    retest_schedule: str = Field(
+        default="17 */6 * * *", description="Cron schedule (5 fields) of the idle-node re-test."
+    )
+    retest_max_nodes: int = Field(
+        default=2, ge=1, description="At most this many idle nodes are sent back to preflight per run."
+    )
+
+
+class GangConfig(_Model):
+    """scheduler-plugins Coscheduling as a second scheduler (PodGroups)."""
+
+    enabled: bool = Field(default=True, description="Deploy the PodGroup CRD and the second scheduler.")
+    scheduler_name: str = Field(
+        default="scheduler-plugins-scheduler", description="schedulerName gang pods set in their spec."
+    )
+    image_tag: str | None = Field(
+        default=None,
+        description="scheduler-plugins release (e.g. v0.31.8); default: the one built for kubernetes_version.",
+    )
+    permit_waiting_seconds: int = Field(
+        default=60, ge=1, le=3600, description="How long placed members wait for the rest of their gang."
+    )
+    replicas: int = Field(default=2, ge=1, le=5, description="Scheduler replicas (leader-elected).")
+
+
+class HealthConfig(_Model):
+    """Passive health: exporters, the XID rule and what remediation does about it."""
+
+    dcgm_exporter: bool = Field(default=True, description="dcgm-exporter on every GPU node.")
+    iptables_exporter: bool = Field(default=True, description="iptables-exporter (mangle table) on every node.")
+    node_problem_detector: bool = Field(default=True, description="node-problem-detector with the XID rule.")
+    fatal_xids: list[int] = Field(
+        default_factory=lambda: list(FATAL_XIDS),
+        description="XIDs that fail a node: it is cordoned, drained and replaced (Azure NHC list).",
+    )
+    replace_after_minutes: int = Field(
+        default=30, ge=0, description="Grace period between cordon and VM replacement."
+    )
+
+
+class AddonsConfig(_Model):
     """Settings for the Kubernetes objects the cluster gets (teams, balloons, preflight, ...)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    teams: dict[str, TeamConfig] | None = Field(
+        default=None,
+        description=(
+            "Teams keyed by name. Omitted: every team named on a GPU pool, quota = its pools' GPUs. "
+            "Given: every pool's team must be listed (a typo is an error)."
+        ),
+    )
+    balloons: dict[str, int] = Field(
+        default_factory=dict,
+        description="Balloon pods per GPU pool (each holds one whole node); pools not listed get 0.",
+    )
+    preflight: PreflightConfig = Field(default_factory=PreflightConfig, description="Node preflight.")
+    gang: GangConfig = Field(default_factory=GangConfig, description="Gang scheduling.")
+    health: HealthConfig = Field(default_factory=HealthConfig, description="Passive health checks.")

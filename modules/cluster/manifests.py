@@ -1,0 +1,38 @@
+"""Every Kubernetes object the cluster gets, in apply order (namespaces and CRDs first)."""
+
+from __future__ import annotations
+
+from modules.cluster.objects import admission, balloons, gang, health, preflight, priorities, teams
+from modules.cluster.objects.common import Obj
+from modules.cluster.spec import AddonsSpec
+
+# Objects others depend on come first: a namespaced object after its Namespace, a CR after its CRD.
+_FIRST = ("Namespace", "CustomResourceDefinition", "PriorityClass")
+
+
+def render_manifests(spec: AddonsSpec) -> list[Obj]:
+    objs = (
+        priorities.priority_classes()
+        + teams.teams(spec)
+        + admission.admission(spec)
+        + health.health(spec)
+        + preflight.preflight(spec)
+        + balloons.balloons(spec)
+        + gang.gang(spec)
+    )
+    rank = {kind: i for i, kind in enumerate(_FIRST)}
+    return sorted(objs, key=lambda o: rank.get(o["kind"], len(_FIRST)))
+
+
+def render_examples(spec: AddonsSpec) -> list[Obj]:
+    """Documented examples (not deployed): a gang-scheduled job for the first team."""
+    if not spec.teams or not spec.gang.enabled:
+        return []
+    return gang.example(spec, spec.teams[0])
+
+
+def object_key(obj: Obj) -> str:
+    """Stable, unique name of an object: kind, namespace and name."""
+    meta = obj["metadata"]
+    ns = meta.get("namespace")
+    return f"{obj['kind'].lower()}-{ns}-{meta['name']}" if ns else f"{obj['kind'].lower()}-{meta['name']}"

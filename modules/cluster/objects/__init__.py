@@ -1,0 +1,1 @@
+"""Pure builders: one dict per Kubernetes object, in the API server's wire form."""

@@ -1,0 +1,159 @@
+"""Admission without webhook code: CEL policies that keep teams on their own nodes.
+
+A pod in a team namespace (one labelled ``<domain>/team``) may tolerate only its own team's
+taint; only the ``borrow`` priority class may tolerate every team. Nobody may tolerate the
+preflight taint (that is how untested nodes stay empty), so wildcard tolerations are refused.
+From Kubernetes 1.36 a MutatingAdmissionPolicy adds the team toleration itself; before that,
+users write it in their pod spec (README).
+"""
+
+from __future__ import annotations
+
+from modules.cluster.objects.common import Obj, meta
+from modules.cluster.spec import AddonsSpec
+
+POLICY = "team-tolerations"
+MUTATING_POLICY = "team-toleration-default"
+
+
+def variables(spec: AddonsSpec) -> list[dict[str, str]]:
+    team, preflight = spec.team_key, spec.preflight_key
+    return [
+        {
+            "name": "team",
+            "expression": (
+                f"has(namespaceObject.metadata.labels) && '{team}' in namespaceObject.metadata.labels"
+                f" ? namespaceObject.metadata.labels['{team}'] : ''"
+            ),
+        },
+        {
+            "name": "borrowing",
+            "expression": "has(object.spec.priorityClassName) && object.spec.priorityClassName == 'borrow'",
+        },
+        {
+            "name": "tolerations",
+            "expression": "has(object.spec.tolerations) ? object.spec.tolerations : []",
+        },
+        {
+            # Tolerations matching some other team's taint: a wildcard (empty key), the team key
+            # with Exists, or the team key with a value other than the namespace's team.
+            "name": "foreign",
+            "expression": (
+                "variables.tolerations.filter(t, !has(t.key) || t.key == '' || "
+                f"(t.key == '{team}' && ((has(t.operator) && t.operator == 'Exists') || "
+                "(has(t.value) ? t.value : '') != variables.team)))"
+            ),
+        },
+        {
+            "name": "preflight",
+            "expression": (f"variables.tolerations.filter(t, !has(t.key) || t.key == '' || t.key == '{preflight}')"),
+        },
+    ]
+
+
+def validations() -> list[dict[str, str]]:
+    return [
+        {
+            "expression": "variables.borrowing || size(variables.foreign) == 0",
+            "messageExpression": (
+                "'pod in team namespace ' + variables.team + ' tolerates another team\\'s taint: tolerate "
+                "only team=' + variables.team + ' or set priorityClassName: borrow'"
+            ),
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "size(variables.preflight) == 0",
+            "messageExpression": (
+                "'pod in team namespace ' + variables.team + ' tolerates the preflight taint (or every "
+                "taint): name the taint keys it tolerates'"
+            ),
+            "reason": "Forbidden",
+        },
+    ]
+
+
+def _match_pods(operations: list[str]) -> Obj:
+    return {
+        "resourceRules": [
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": operations, "resources": ["pods"]}
+        ]
+    }
+
+
+def _team_namespaces(spec: AddonsSpec) -> Obj:
+    return {"namespaceSelector": {"matchExpressions": [{"key": spec.team_key, "operator": "Exists"}]}}
+
+
+def validating(spec: AddonsSpec) -> list[Obj]:
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": meta(POLICY, app="admission"),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": _match_pods(["CREATE", "UPDATE"]),
+            "variables": variables(spec),
+            "validations": validations(),
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": meta(POLICY, app="admission"),
+        "spec": {
+            "policyName": POLICY,
+            "validationActions": ["Deny"],
+            "matchResources": _team_namespaces(spec),
+        },
+    }
+    return [policy, binding]
+
+
+def mutation_expression(spec: AddonsSpec) -> str:
+    toleration = (
+        f"Object.spec.tolerations{{key: '{spec.team_key}', operator: 'Equal', value: variables.team, "
+        "effect: 'NoSchedule'}"
+    )
+    return (
+        "has(object.spec.tolerations) ? "
+        f"[JSONPatch{{op: 'add', path: '/spec/tolerations/-', value: {toleration}}}] : "
+        f"[JSONPatch{{op: 'add', path: '/spec/tolerations', value: [{toleration}]}}]"
+    )
+
+
+def mutating(spec: AddonsSpec) -> list[Obj]:
+    if not spec.mutating_admission:
+        return []
+    team_var = variables(spec)[0]
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": meta(MUTATING_POLICY, app="admission"),
+        "spec": {
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "IfNeeded",
+            "matchConstraints": _match_pods(["CREATE"]),
+            "variables": [team_var],
+            "matchConditions": [
+                {
+                    "name": "no-team-toleration-yet",
+                    "expression": (
+                        f"!has(object.spec.tolerations) || !object.spec.tolerations.exists(t, "
+                        f"has(t.key) && t.key == '{spec.team_key}')"
+                    ),
+                }
+            ],
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": mutation_expression(spec)}}],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": meta(MUTATING_POLICY, app="admission"),
+        "spec": {"policyName": MUTATING_POLICY, "matchResources": _team_namespaces(spec)},
+    }
+    return [policy, binding]
+
+
+def admission(spec: AddonsSpec) -> list[Obj]:
+    return validating(spec) + mutating(spec)

@@ -1,0 +1,135 @@
+"""Shared pieces of every object: metadata, labels and the container security baseline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from modules.cluster.spec import AddonsSpec
+
+Obj = dict[str, Any]
+
+HEALTH_NS = "gpu-health"
+BALLOON_NS = "balloons"
+GANG_NS = "scheduler-plugins"
+
+
+def exception_key(spec: AddonsSpec) -> str:
+    """Annotation carrying why an object's pods need more than the restricted baseline."""
+    return f"{spec.label_domain}/security-exception"
+
+
+def labels(app: str, component: str | None = None) -> dict[str, str]:
+    out = {
+        "app.kubernetes.io/name": app,
+        "app.kubernetes.io/part-of": "azure-gpu-k8s",
+        "app.kubernetes.io/managed-by": "pulumi",
+    }
+    if component:
+        out["app.kubernetes.io/component"] = component
+    return out
+
+
+def selector(app: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": app}
+
+
+def meta(
+    name: str,
+    namespace: str | None = None,
+    *,
+    app: str,
+    component: str | None = None,
+    annotations: dict[str, str] | None = None,
+    extra_labels: dict[str, str] | None = None,
+) -> Obj:
+    out: Obj = {"name": name, "labels": {**labels(app, component), **(extra_labels or {})}}
+    if namespace is not None:
+        out["namespace"] = namespace
+    if annotations:
+        out["annotations"] = dict(annotations)
+    return out
+
+
+def restricted() -> Obj:
+    """The Pod Security 'restricted' container baseline."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def pod_security(uid: int = 65532) -> Obj:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def resources(cpu: str, memory: str, *, cpu_limit: str | None = None, extra: dict[str, str] | None = None) -> Obj:
+    """Requests and limits; memory limit = request (no overcommit), CPU limit defaults to 2x."""
+    limit_cpu = cpu_limit or _double(cpu)
+    return {
+        "requests": {"cpu": cpu, "memory": memory, **(extra or {})},
+        "limits": {"cpu": limit_cpu, "memory": memory, **(extra or {})},
+    }
+
+
+def _double(cpu: str) -> str:
+    if cpu.endswith("m"):
+        return f"{int(cpu[:-1]) * 2}m"
+    return str(int(cpu) * 2)
+
+
+def scrape_annotations(port: int, path: str = "/metrics") -> dict[str, str]:
+    """What the Prometheus hosts' kubernetes_sd pod job keeps (prometheus.io/* convention)."""
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": path}
+
+
+def namespace(
+    name: str, *, app: str, pod_security_level: str | None, extra_labels: dict[str, str] | None = None
+) -> Obj:
+    modes = ("enforce", "audit", "warn") if pod_security_level else ()
+    level = {f"pod-security.kubernetes.io/{m}": str(pod_security_level) for m in modes}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": meta(name, app=app, extra_labels={**level, **(extra_labels or {})}),
+    }
+
+
+def service_account(name: str, ns: str, *, app: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": meta(name, ns, app=app),
+        "automountServiceAccountToken": True,
+    }
+
+
+def cluster_role(name: str, rules: list[Obj], *, app: str) -> Obj:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": meta(name, app=app),
+        "rules": rules,
+    }
+
+
+def cluster_role_binding(name: str, role: str, sa: str, ns: str, *, app: str) -> Obj:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": meta(name, app=app),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}],
+    }
+
+
+def tolerate_everything() -> list[Obj]:
+    """Node agents run on every node, whatever its taints (team, preflight, failed, cordoned)."""
+    return [{"operator": "Exists"}]

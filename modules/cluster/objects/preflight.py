@@ -1,0 +1,193 @@
+"""Preflight: a new node runs NVIDIA DCGM diagnostics before it takes any work.
+
+Nodes register (node bootstrap) with the label ``<domain>/preflight=pending`` and the taint
+``<domain>/preflight=pending:NoSchedule``. The DaemonSet selects that label and tolerates that
+taint, so it lands on exactly the untested nodes and nothing else does. Its init container runs
+``dcgmi diag -r <level>``; the reporter then removes taint and label (pass) or sets the label to
+``failed`` (fail, taint kept). Either way the label no longer matches and the pod goes away.
+The CronJob re-labels a few idle nodes so that nodes are re-tested between jobs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from modules.cluster import images
+from modules.cluster.objects.common import (
+    HEALTH_NS,
+    Obj,
+    cluster_role,
+    cluster_role_binding,
+    exception_key,
+    meta,
+    pod_security,
+    resources,
+    restricted,
+    service_account,
+)
+from modules.cluster.spec import AddonsSpec
+
+APP = "gpu-preflight"
+RETEST = "gpu-preflight-retest"
+SCRIPTS = ("kube.py", "preflight_report.py", "retest_idle.py")
+SCRIPT_DIR = Path(__file__).resolve().parent.parent / "scripts"
+DIAG_PRIVILEGE = (
+    "dcgm-diag runs privileged: DCGM diagnostics drive every GPU directly (stress, PCIe, memory and "
+    "NVLink tests need SYS_ADMIN, all /dev/nvidia* devices and profiling counters); the reporter "
+    "container is restricted"
+)
+
+
+def diag_script(spec: AddonsSpec) -> str:
+    # Always exit 0 and record the verdict: a failing init container would be restarted forever.
+    timeout = spec.preflight.timeout_minutes * 60
+    return (
+        "nv-hostengine -n -b 127.0.0.1 &\n"
+        "sleep 5\n"
+        f"if timeout {timeout} dcgmi diag -r {spec.preflight.level} > /results/diag.log 2>&1; "
+        "then echo pass > /results/status; else echo fail > /results/status; fi\n"
+        "cat /results/diag.log\n"
+    )
+
+
+def scripts_configmap() -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta("gpu-preflight-scripts", HEALTH_NS, app=APP),
+        "data": {name: (SCRIPT_DIR / name).read_text() for name in SCRIPTS},
+    }
+
+
+def tolerations(spec: AddonsSpec) -> list[Obj]:
+    return [
+        {"key": spec.preflight_key, "operator": "Exists", "effect": "NoSchedule"},
+        {"key": spec.team_key, "operator": "Exists", "effect": "NoSchedule"},
+    ]
+
+
+def daemonset(spec: AddonsSpec) -> Obj:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": meta(APP, HEALTH_NS, app=APP, annotations={exception_key(spec): DIAG_PRIVILEGE}),
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": APP}},
+            "template": {
+                "metadata": {
+                    "labels": {"app.kubernetes.io/name": APP},
+                    "annotations": {exception_key(spec): DIAG_PRIVILEGE},
+                },
+                "spec": {
+                    "serviceAccountName": APP,
+                    "priorityClassName": "system-node-critical",
+                    "nodeSelector": {spec.preflight_key: "pending"},
+                    "tolerations": tolerations(spec),
+                    "initContainers": [
+                        {
+                            "name": "dcgm-diag",
+                            "image": images.DCGM,
+                            "command": ["/bin/bash", "-c", diag_script(spec)],
+                            "env": [
+                                {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                                {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+                            ],
+                            "resources": resources("2", "4Gi", cpu_limit="8"),
+                            # Exception (annotation above): the diagnostics need the whole GPU.
+                            "securityContext": {"privileged": True, "runAsUser": 0, "runAsNonRoot": False},
+                            "volumeMounts": [{"name": "results", "mountPath": "/results"}],
+                        }
+                    ],
+                    "containers": [
+                        {
+                            "name": "report",
+                            "image": images.PYTHON,
+                            "command": ["python3", "/scripts/preflight_report.py"],
+                            "env": [
+                                {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                                {"name": "PREFLIGHT_KEY", "value": spec.preflight_key},
+                                {"name": "RESULT_FILE", "value": "/results/status"},
+                                {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+                            ],
+                            "resources": resources("10m", "64Mi", cpu_limit="100m"),
+                            "securityContext": {**restricted(), "runAsUser": 65532, "runAsGroup": 65532},
+                            "volumeMounts": [
+                                {"name": "results", "mountPath": "/results", "readOnly": True},
+                                {"name": "scripts", "mountPath": "/scripts", "readOnly": True},
+                            ],
+                        }
+                    ],
+                    "volumes": [
+                        {"name": "results", "emptyDir": {"sizeLimit": "16Mi"}},
+                        {"name": "scripts", "configMap": {"name": "gpu-preflight-scripts"}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def cronjob(spec: AddonsSpec) -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": meta(RETEST, HEALTH_NS, app=RETEST),
+        "spec": {
+            "schedule": spec.preflight.retest_schedule,
+            "concurrencyPolicy": "Forbid",
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 1,
+                    "activeDeadlineSeconds": 600,
+                    "template": {
+                        "metadata": {"labels": {"app.kubernetes.io/name": RETEST}},
+                        "spec": {
+                            "serviceAccountName": RETEST,
+                            "restartPolicy": "Never",
+                            "securityContext": pod_security(),
+                            "containers": [
+                                {
+                                    "name": "retest",
+                                    "image": images.PYTHON,
+                                    "command": ["python3", "/scripts/retest_idle.py"],
+                                    "env": [
+                                        {"name": "POOL_KEY", "value": spec.pool_key},
+                                        {"name": "PREFLIGHT_KEY", "value": spec.preflight_key},
+                                        {"name": "MAX_NODES", "value": str(spec.preflight.retest_max_nodes)},
+                                        {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+                                    ],
+                                    "resources": resources("50m", "128Mi", cpu_limit="500m"),
+                                    "securityContext": restricted(),
+                                    "volumeMounts": [{"name": "scripts", "mountPath": "/scripts", "readOnly": True}],
+                                }
+                            ],
+                            "volumes": [{"name": "scripts", "configMap": {"name": "gpu-preflight-scripts"}}],
+                        },
+                    },
+                }
+            },
+        },
+    }
+
+
+def preflight(spec: AddonsSpec) -> list[Obj]:
+    if not spec.preflight.enabled:
+        return []
+    node_rw = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    retest_rules = [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    ]
+    return [
+        scripts_configmap(),
+        service_account(APP, HEALTH_NS, app=APP),
+        cluster_role(APP, node_rw, app=APP),
+        cluster_role_binding(APP, APP, APP, HEALTH_NS, app=APP),
+        daemonset(spec),
+        service_account(RETEST, HEALTH_NS, app=RETEST),
+        cluster_role(RETEST, retest_rules, app=RETEST),
+        cluster_role_binding(RETEST, RETEST, RETEST, HEALTH_NS, app=RETEST),
+        cronjob(spec),
+    ]

@@ -1,0 +1,25 @@
+"""Team namespaces and their GPU quotas."""
+
+from __future__ import annotations
+
+from modules.cluster.objects.common import Obj, meta, namespace
+from modules.cluster.spec import AddonsSpec, TeamSpec
+
+GPU = "nvidia.com/gpu"
+
+
+def team_objects(spec: AddonsSpec, team: TeamSpec) -> list[Obj]:
+    # No Pod Security level on team namespaces: InfiniBand jobs need IPC_LOCK (pinned memory),
+    # which 'baseline' refuses; the admission policy below is what keeps teams apart.
+    ns = namespace(team.name, app="teams", pod_security_level=None, extra_labels={spec.team_key: team.name})
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": meta("gpu-quota", team.name, app="teams"),
+        "spec": {"hard": {f"requests.{GPU}": str(team.gpu_quota)}},
+    }
+    return [ns, quota]
+
+
+def teams(spec: AddonsSpec) -> list[Obj]:
+    return [obj for team in spec.teams for obj in team_objects(spec, team)]

@@ -1,0 +1,51 @@
+"""A minimal in-cluster Kubernetes API client (stdlib only: the pods run a plain Python image)."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+SA = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+class Conflict(Exception):
+    """HTTP 409: the object changed since it was read."""
+
+
+class Api:
+    def __init__(self, base: str, token: str, context: ssl.SSLContext | None) -> None:
+        self.base, self.token, self.context = base.rstrip("/"), token, context
+
+    @classmethod
+    def in_cluster(cls) -> Api:
+        host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
+        with open(f"{SA}/token") as f:
+            token = f.read().strip()
+        return cls(f"https://{host}:{port}", token, ssl.create_default_context(cafile=f"{SA}/ca.crt"))
+
+    def request(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None) -> Any:
+        url = self.base + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(url, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/merge-patch+json")
+        try:
+            with urllib.request.urlopen(req, context=self.context, timeout=30) as resp:
+                return json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as err:
+            if err.code == 409:
+                raise Conflict(path) from None
+            raise
+
+    def get(self, path: str, **query: str) -> Any:
+        return self.request("GET", path, query=query or None)
+
+    def patch(self, path: str, body: Any) -> Any:
+        return self.request("PATCH", path, body)

@@ -1,0 +1,100 @@
+"""CronJob: send a few idle GPU nodes back to preflight (label + taint), oldest test first.
+
+A node is idle when no pod other than a balloon requests its GPUs. After tainting, the node's
+pods are listed again: if a GPU pod was bound in between, the node is released at once, so a
+diagnostic never runs under a job.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+if __package__:  # imported as part of the toolkit (tests, type checking)
+    from modules.cluster.scripts.kube import Api, Conflict
+else:  # run from the ConfigMap mount, next to kube.py
+    from kube import Api, Conflict  # type: ignore[import-not-found,no-redef]
+
+GPU = "nvidia.com/gpu"
+
+
+def _gpus(pod: dict[str, Any]) -> int:
+    total = 0
+    for c in pod.get("spec", {}).get("containers", []):
+        total += int(c.get("resources", {}).get("requests", {}).get(GPU, "0"))
+    return total
+
+
+def busy_nodes(pods: Iterable[dict[str, Any]], balloon_class: str = "balloon") -> set[str]:
+    busy = set()
+    for pod in pods:
+        spec = pod.get("spec", {})
+        if pod.get("status", {}).get("phase") in ("Succeeded", "Failed") or not spec.get("nodeName"):
+            continue
+        if spec.get("priorityClassName") != balloon_class and _gpus(pod) > 0:
+            busy.add(spec["nodeName"])
+    return busy
+
+
+def idle_nodes(
+    nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], *, pool_key: str, key: str, limit: int
+) -> list[str]:
+    busy = busy_nodes(pods)
+    candidates = []
+    for node in nodes:
+        meta = node.get("metadata", {})
+        labels = meta.get("labels") or {}
+        if pool_key not in labels or key in labels or node.get("spec", {}).get("unschedulable"):
+            continue
+        if meta["name"] in busy:
+            continue
+        last = (meta.get("annotations") or {}).get(f"{key}-last-run", "")
+        candidates.append((last, meta["name"]))
+    return [name for _, name in sorted(candidates)[:limit]]
+
+
+def retest_patch(node: dict[str, Any], key: str) -> dict[str, Any]:
+    taints = [t for t in (node.get("spec", {}).get("taints") or []) if t.get("key") != key]
+    taints.append({"key": key, "value": "pending", "effect": "NoSchedule"})
+    return {
+        "metadata": {"resourceVersion": node["metadata"].get("resourceVersion"), "labels": {key: "pending"}},
+        "spec": {"taints": taints},
+    }
+
+
+def release_patch(node: dict[str, Any], key: str) -> dict[str, Any]:
+    taints = [t for t in (node.get("spec", {}).get("taints") or []) if t.get("key") != key]
+    return {"metadata": {"labels": {key: None}}, "spec": {"taints": taints}}
+
+
+def run(api: Api, *, pool_key: str, key: str, limit: int) -> list[str]:
+    nodes = api.get("/api/v1/nodes", labelSelector=pool_key)["items"]
+    pods = api.get("/api/v1/pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed")["items"]
+    sent = []
+    for name in idle_nodes(nodes, pods, pool_key=pool_key, key=key, limit=limit):
+        path = f"/api/v1/nodes/{name}"
+        node = next(n for n in nodes if n["metadata"]["name"] == name)
+        try:
+            tainted = api.patch(path, retest_patch(node, key))
+        except Conflict:
+            continue  # changed since listed: next run
+        on_node = api.get("/api/v1/pods", fieldSelector=f"spec.nodeName={name}")["items"]
+        if name in busy_nodes(on_node):
+            api.patch(path, release_patch(tainted, key))
+            continue
+        sent.append(name)
+    return sent
+
+
+def main() -> None:
+    limit = int(os.environ["MAX_NODES"])
+    sent = run(Api.in_cluster(), pool_key=os.environ["POOL_KEY"], key=os.environ["PREFLIGHT_KEY"], limit=limit)
+    stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    print(f"{stamp} sent to preflight: {', '.join(sent) or 'none (no idle node)'}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,304 @@
+"""The add-ons spec: everything the cluster's Kubernetes objects are built from.
+
+The cluster stack computes it from its validated config (``addons_spec``) and exports it as a
+plain JSON object; the ``<cluster>-addons`` stack reads it back (``AddonsSpec.from_json``). All
+cross-references between the ``addons`` section and the pools are checked here, before any
+resource exists, each failure one line naming the key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from modules.cluster import images
+from modules.cluster.config import AddonsConfig
+from modules.errors import ConfigError
+
+P = "azure-gpu-k8s"
+# Namespaces the add-ons own: a team may not be called after one of them.
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "gpu-health", "balloons")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_CRON_FIELD = re.compile(r"^[0-9*/,\-]+$")
+_TAG = re.compile(r"^v\d+\.\d+\.\d+$")
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """What the add-ons need to know about one GPU pool."""
+
+    name: str
+    vm_size: str
+    gpus_per_node: int
+    nodes: int
+    team: str | None = None
+
+
+@dataclass(frozen=True)
+class TeamSpec:
+    """A team: namespace ``name`` labelled ``<domain>/team=<name>``, with a GPU quota."""
+
+    name: str
+    gpu_quota: int
+    pools: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BalloonSpec:
+    """The balloon Deployment of one pool."""
+
+    pool: str
+    replicas: int
+    gpus_per_node: int
+    team: str | None
+
+
+@dataclass(frozen=True)
+class PreflightSpec:
+    enabled: bool
+    level: int
+    timeout_minutes: int
+    retest_schedule: str
+    retest_max_nodes: int
+
+
+@dataclass(frozen=True)
+class GangSpec:
+    enabled: bool
+    scheduler_name: str
+    scheduler_image: str
+    controller_image: str
+    permit_waiting_seconds: int
+    replicas: int
+
+
+@dataclass(frozen=True)
+class HealthSpec:
+    dcgm_exporter: bool
+    iptables_exporter: bool
+    node_problem_detector: bool
+    fatal_xids: tuple[int, ...]
+    replace_after_minutes: int
+
+
+@dataclass(frozen=True)
+class AddonsSpec:
+    """Validated, JSON-round-trippable input of every add-on object builder."""
+
+    cluster_name: str
+    kubernetes_version: str
+    label_domain: str
+    pools: tuple[PoolFacts, ...]
+    teams: tuple[TeamSpec, ...]
+    balloons: tuple[BalloonSpec, ...]
+    preflight: PreflightSpec
+    gang: GangSpec
+    health: HealthSpec
+
+    # Node label and taint keys shared with the node bootstrap (registerWithTaints/labels).
+    @property
+    def team_key(self) -> str:
+        return f"{self.label_domain}/team"
+
+    @property
+    def pool_key(self) -> str:
+        return f"{self.label_domain}/pool"
+
+    @property
+    def preflight_key(self) -> str:
+        return f"{self.label_domain}/preflight"
+
+    @property
+    def minor(self) -> int:
+        return int(self.kubernetes_version.split(".")[1])
+
+    @property
+    def mutating_admission(self) -> bool:
+        """MutatingAdmissionPolicy is GA (admissionregistration.k8s.io/v1, on by default) from 1.36."""
+        return self.minor >= 36
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str) -> AddonsSpec:
+        raw: dict[str, Any] = json.loads(data) if isinstance(data, str) else dict(data)
+        try:
+            return cls(
+                cluster_name=raw["cluster_name"],
+                kubernetes_version=raw["kubernetes_version"],
+                label_domain=raw["label_domain"],
+                pools=tuple(PoolFacts(**p) for p in raw["pools"]),
+                teams=tuple(TeamSpec(t["name"], t["gpu_quota"], tuple(t["pools"])) for t in raw["teams"]),
+                balloons=tuple(BalloonSpec(**b) for b in raw["balloons"]),
+                preflight=PreflightSpec(**raw["preflight"]),
+                gang=GangSpec(**raw["gang"]),
+                health=HealthSpec(**{**raw["health"], "fatal_xids": tuple(raw["health"]["fatal_xids"])}),
+            )
+        except (KeyError, TypeError) as err:
+            raise ConfigError(
+                f"addons_spec output is not an add-ons spec ({err}): run `pulumi up` on the cluster stack "
+                "with this version of the toolkit first"
+            ) from None
+
+
+def _fail(key: str, message: str) -> ConfigError:
+    return ConfigError(f"{P}:{key}: {message}")
+
+
+def _check_team_name(key: str, team: str) -> None:
+    if not _DNS_LABEL.match(team):
+        raise _fail(key, f"team {team!r} is not a valid namespace name: use lowercase letters, digits and '-'")
+    if team in SYSTEM_NAMESPACES or team.startswith("kube-"):
+        raise _fail(key, f"team {team!r} would take over a system namespace: pick another team name")
+
+
+def _teams(pools: Mapping[str, PoolFacts], addons: AddonsConfig) -> tuple[TeamSpec, ...]:
+    owned: dict[str, list[str]] = {}
+    for pool in pools.values():
+        if pool.team is None:
+            continue
+        _check_team_name(f"cluster.gpu_pools.{pool.name}.team", pool.team)
+        if addons.teams is not None and pool.team not in addons.teams:
+            declared = ", ".join(sorted(addons.teams)) or "none"
+            raise _fail(
+                f"cluster.gpu_pools.{pool.name}.team",
+                f"team {pool.team!r} is not declared in addons.teams (declared: {declared}): "
+                "fix the pool's team or add it under addons.teams",
+            )
+        owned.setdefault(pool.team, []).append(pool.name)
+    declared_teams = addons.teams if addons.teams is not None else {t: None for t in owned}
+    teams = []
+    for name in sorted(declared_teams):
+        _check_team_name(f"addons.teams.{name}", name)
+        team_pools = sorted(owned.get(name, []))
+        config = declared_teams[name]
+        quota = config.gpu_quota if config is not None else None
+        if quota is None:
+            if not team_pools:
+                raise _fail(
+                    f"addons.teams.{name}",
+                    "owns no GPU pool and has no gpu_quota: set team on a gpu_pool or set gpu_quota",
+                )
+            quota = sum(pools[p].gpus_per_node * pools[p].nodes for p in team_pools)
+        teams.append(TeamSpec(name, quota, tuple(team_pools)))
+    return tuple(teams)
+
+
+def _balloons(pools: Mapping[str, PoolFacts], addons: AddonsConfig) -> tuple[BalloonSpec, ...]:
+    for pool_name, replicas in addons.balloons.items():
+        key = f"addons.balloons.{pool_name}"
+        if pool_name not in pools:
+            raise _fail(key, f"no GPU pool named {pool_name!r} (pools: {', '.join(sorted(pools))}): fix the name")
+        if replicas < 0:
+            raise _fail(key, f"{replicas} replicas is negative: use 0 to {pools[pool_name].nodes}")
+        if replicas > pools[pool_name].nodes:
+            raise _fail(
+                key,
+                f"{replicas} replicas exceed pool {pool_name}'s {pools[pool_name].nodes} nodes: lower replicas",
+            )
+    return tuple(
+        BalloonSpec(p.name, addons.balloons.get(p.name, 0), p.gpus_per_node, p.team)
+        for p in sorted(pools.values(), key=lambda p: p.name)
+    )
+
+
+def _preflight(addons: AddonsConfig) -> PreflightSpec:
+    cfg = addons.preflight
+    if not 1 <= cfg.level <= 4:
+        raise _fail(
+            "addons.preflight.level",
+            f"{cfg.level} is not a DCGM diagnostic level: use 1 to 4 (dcgmi diag -r)",
+        )
+    fields = cfg.retest_schedule.split()
+    if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+        raise _fail(
+            "addons.preflight.retest_schedule",
+            f"{cfg.retest_schedule!r} is not a 5-field cron schedule: use e.g. '17 */6 * * *'",
+        )
+    return PreflightSpec(cfg.enabled, cfg.level, cfg.timeout_minutes, cfg.retest_schedule, cfg.retest_max_nodes)
+
+
+def _gang(kubernetes_version: str, addons: AddonsConfig) -> GangSpec:
+    cfg = addons.gang
+    if not _DNS_SUBDOMAIN.match(cfg.scheduler_name) or len(cfg.scheduler_name) > 63:
+        raise _fail(
+            "addons.gang.scheduler_name",
+            f"{cfg.scheduler_name!r} is not a valid scheduler name: use lowercase letters, digits and '-'",
+        )
+    if cfg.image_tag is not None and not _TAG.match(cfg.image_tag):
+        raise _fail("addons.gang.image_tag", f"{cfg.image_tag!r} is not a release tag: use e.g. v0.31.8")
+    if not cfg.enabled:
+        tag = cfg.image_tag or "none"
+    else:
+        tag = cfg.image_tag or images.scheduler_plugins_tag(kubernetes_version)
+    return GangSpec(
+        cfg.enabled,
+        cfg.scheduler_name,
+        f"{images.SCHEDULER_REPO}:{tag}",
+        f"{images.CONTROLLER_REPO}:{tag}",
+        cfg.permit_waiting_seconds,
+        cfg.replicas,
+    )
+
+
+def _health(addons: AddonsConfig) -> HealthSpec:
+    cfg = addons.health
+    xids = cfg.fatal_xids
+    if not xids:
+        raise _fail("addons.health.fatal_xids", "empty: list the XIDs that fail a node (see DOMAIN.md)")
+    bad = [x for x in xids if x <= 0]
+    if bad:
+        raise _fail("addons.health.fatal_xids", f"{bad[0]} is not an XID: use positive numbers")
+    dupes = sorted({x for x in xids if xids.count(x) > 1})
+    if dupes:
+        raise _fail("addons.health.fatal_xids", f"{dupes[0]} is listed twice: remove the duplicate")
+    return HealthSpec(
+        cfg.dcgm_exporter,
+        cfg.iptables_exporter,
+        cfg.node_problem_detector,
+        tuple(sorted(xids)),
+        cfg.replace_after_minutes,
+    )
+
+
+def addons_spec(
+    cluster_name: str,
+    kubernetes_version: str,
+    label_domain: str,
+    pools: Mapping[str, PoolFacts],
+    addons: AddonsConfig,
+) -> AddonsSpec:
+    """Validate the ``addons`` section against the pools and build the spec (pure, no Pulumi)."""
+    if not _DNS_SUBDOMAIN.match(label_domain) or "." not in label_domain or len(label_domain) > 253:
+        raise _fail(
+            "cluster.label_domain",
+            f"{label_domain!r} is not a DNS domain: use one your organisation owns, e.g. gpu.example.com",
+        )
+    if int(kubernetes_version.split(".")[1]) < 30:
+        raise _fail(
+            "cluster.kubernetes_version",
+            f"{kubernetes_version} has no ValidatingAdmissionPolicy v1 (GA in 1.30), which keeps teams "
+            "apart: use 1.30 or later",
+        )
+    for name, pool in pools.items():
+        if pool.gpus_per_node < 1:
+            raise _fail(
+                f"cluster.gpu_pools.{name}.vm_size",
+                f"{pool.vm_size} has no GPUs: use a GPU size or move the pool to system_pool",
+            )
+    return AddonsSpec(
+        cluster_name=cluster_name,
+        kubernetes_version=kubernetes_version,
+        label_domain=label_domain,
+        pools=tuple(sorted(pools.values(), key=lambda p: p.name)),
+        teams=_teams(pools, addons),
+        balloons=_balloons(pools, addons),
+        preflight=_preflight(addons),
+        gang=_gang(kubernetes_version, addons),
+        health=_health(addons),
+    )
