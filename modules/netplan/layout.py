@@ -23,14 +23,37 @@ class Block:
     prefix: int
 
 
-def _carve(free: list[IPv4Network], taken: IPv4Network) -> list[IPv4Network]:
-    out: list[IPv4Network] = []
-    for block in free:
-        if taken.subnet_of(block):
-            out.extend(block.address_exclude(taken))
-        elif not block.overlaps(taken):
-            out.append(block)
-    return out
+# Free space is kept as aligned (start, prefix) integer pairs sorted by start: ipaddress objects
+# cost microseconds per operation, and `make bench` plans 10,000 subnets in well under a second.
+_Free = list[tuple[int, int]]
+
+
+def _size(prefix: int) -> int:
+    return 1 << (32 - prefix)
+
+
+def _split(start: int, prefix: int, taken: int, taken_prefix: int) -> _Free:
+    """The free block (start, prefix) minus the aligned block it contains: its buddies, in order."""
+    out: _Free = []
+    while prefix < taken_prefix:
+        prefix += 1
+        half = _size(prefix)
+        if taken < start + half:
+            out.append((start + half, prefix))
+        else:
+            out.append((start, prefix))
+            start += half
+    return sorted(out)
+
+
+def _take(free: _Free, start: int, prefix: int) -> bool:
+    """Remove an aligned block from the free space; False when no single free block holds it."""
+    end = start + _size(prefix)
+    for i, (fstart, fprefix) in enumerate(free):
+        if fstart <= start and end <= fstart + _size(fprefix):
+            free[i : i + 1] = _split(fstart, fprefix, start, prefix)
+            return True
+    return False
 
 
 def allocate(
@@ -43,7 +66,7 @@ def allocate(
     """Place every block; return name -> CIDR. Raises ``AddressError`` when they cannot fit."""
     pins = dict(pinned or {})
     capacity = sum(space.num_addresses for space in spaces)
-    free = sorted(spaces, key=lambda n: (int(n.network_address), n.prefixlen))
+    free: _Free = sorted((int(n.network_address), n.prefixlen) for n in spaces)
     placed: dict[str, IPv4Network] = {}
     for name in sorted(pins):
         net = pins[name]
@@ -55,22 +78,23 @@ def allocate(
         for other, onet in placed.items():
             if net.overlaps(onet):
                 raise AddressError(f"network.pinned.{name}: {net} overlaps pinned {other} ({onet}): pin disjoint CIDRs")
+        if not _take(free, int(net.network_address), net.prefixlen):  # pragma: no cover - pins are checked above
+            raise AssertionError(f"pinned {net} is free space but no free block holds it")
         placed[name] = net
-        free = _carve(free, net)
 
     # Largest first; ties by name, so the layout depends only on names and sizes.
     for block in sorted((b for b in blocks if b.name not in pins), key=lambda b: (b.prefix, b.name)):
-        slot = next((f for f in free if f.prefixlen <= block.prefix), None)
+        slot = next((i for i, (_, fprefix) in enumerate(free) if fprefix <= block.prefix), None)
         if slot is None:
-            need = sum(2 ** (32 - b.prefix) for b in blocks)
+            need = sum(_size(b.prefix) for b in blocks)
             raise AddressError(
                 f"{where}: {', '.join(map(str, spaces))} ({capacity:,} addresses) cannot hold the subnets "
                 f"({need:,} addresses in aligned blocks; {block.name} /{block.prefix} does not fit): "
                 "use a larger or an extra address prefix, or lower node counts or max pods"
             )
-        net = IPv4Network((slot.network_address, block.prefix))
-        placed[block.name] = net
-        free = sorted(_carve(free, net), key=lambda n: (int(n.network_address), n.prefixlen))
+        start, fprefix = free[slot]
+        free[slot : slot + 1] = _split(start, fprefix, start, block.prefix)
+        placed[block.name] = IPv4Network((start, block.prefix))
     return placed
 
 

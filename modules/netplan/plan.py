@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 from typing import Any
 
-from modules.netplan.addressing import AddressError, check_usable, first_overlap, parse_cidr
+from modules.netplan.addressing import AKS_REFUSED, AddressError, check_usable, first_overlap, parse_cidr
 from modules.netplan.findings import Finding
 from modules.netplan.layout import Block, allocate
 from modules.netplan.limits import Limits
@@ -212,6 +212,31 @@ def plan_vnet(vnet: VNetSpec) -> tuple[VNetPlan, list[Finding]]:
     return plan, findings
 
 
+def _refuse_overlap(
+    hub: str, members: Sequence[str], plans: Mapping[str, VNetPlan], specs: Mapping[str, VNetSpec]
+) -> None:
+    """Raise on the first two VNets of one hub-and-spoke network whose ranges overlap.
+
+    A sweep over ranges sorted by start address: a range overlaps an earlier one exactly when it
+    starts before the furthest end seen so far, so 1,000 spokes cost a sort, not a million pairs.
+    """
+    ranges = sorted(
+        (int(net.network_address), int(net.broadcast_address), member, net)
+        for member in members
+        for net in plans[member].address_space
+    )
+    reach: tuple[int, str, IPv4Network] | None = None
+    for start, end, member, net in ranges:
+        if reach is not None and start <= reach[0]:
+            (first, fnet), (second, snet) = sorted(((reach[1], reach[2]), (member, net)), key=lambda x: x[0] == hub)
+            raise AddressError(
+                f"{specs[first].key_prefix}network.address_space: {first}'s {fnet} overlaps {second}'s {snet} "
+                f"in {hub}'s hub-and-spoke network: give every VNet its own range"
+            )
+        if reach is None or end > reach[0]:
+            reach = (end, member, net)
+
+
 def plan_network(vnets: Sequence[VNetSpec]) -> NetworkPlan:
     """Plan every VNet, then check what only the whole network shows (overlaps, peered groups)."""
     plans: dict[str, VNetPlan] = {}
@@ -224,25 +249,20 @@ def plan_network(vnets: Sequence[VNetSpec]) -> NetworkPlan:
 
     # Peered VNets must not overlap; spokes of one hub must not overlap each other either:
     # Azure refuses to peer a VNet with two VNets whose spaces overlap.
-    hubs = [v for v in vnets if v.kind == "hub"]
-    for hub in hubs:
-        members = [hub.name, *[p for p in hub.peers if p in plans]]
-        ranges = [(m, n) for m in members for n in plans[m].address_space]
-        for i, (a, an) in enumerate(ranges):
-            for b, bn in ranges[i + 1 :]:
-                if a != b and an.overlaps(bn):
-                    first, second = (a, b) if a != hub.name else (b, a)
-                    raise AddressError(
-                        f"{specs[first].key_prefix}network.address_space: {first}'s {an if first == a else bn} "
-                        f"overlaps {second}'s {bn if first == a else an}; both peer with {hub.name}: "
-                        "give every VNet of the hub-and-spoke network its own range"
-                    )
+    for hub in (v for v in vnets if v.kind == "hub"):
+        _refuse_overlap(hub.name, list(dict.fromkeys([hub.name, *[p for p in hub.peers if p in plans]])), plans, specs)
     for vnet in vnets:
         peered = [plans[p] for p in vnet.peers if p in plans]
         for label, text in vnet.other_ranges:
             where = f"{vnet.key_prefix}{label}"
             net = parse_cidr(text, where)
             check_usable(net, where, allow_public=vnet.allow_public)
+            for refused in AKS_REFUSED:
+                if net.overlaps(refused):
+                    raise AddressError(
+                        f"{where}: {net} overlaps {refused}, which AKS refuses for cluster ranges "
+                        "(Docker bridge and documentation ranges): use another private range"
+                    )
             for other in [plans[vnet.name], *peered]:
                 for space in other.address_space:
                     if net.overlaps(space):
