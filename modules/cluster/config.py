@@ -32,9 +32,7 @@ class PreflightConfig(_Model):
     """GPU diagnostics a new node passes before it takes work, and periodic re-tests of idle nodes."""
 
     enabled: bool = Field(default=True, description="Run the preflight DaemonSet and the re-test CronJob.")
-    level: int = Field(
-        default=2, description="`dcgmi diag -r` level, 1 to 4 (2 takes ~2 minutes, 3 ~15 minutes)."
-    )
+    level: int = Field(default=2, description="`dcgmi diag -r` level, 1 to 4 (2 takes ~2 minutes, 3 ~15 minutes).")
     timeout_minutes: int = Field(default=60, ge=5, le=600, description="Give up on a diagnostic run after this.")
     retest_schedule: str = Field(
         default="17 */6 * * *", description="Cron schedule (5 fields) of the idle-node re-test."
@@ -71,9 +69,7 @@ class HealthConfig(_Model):
         default_factory=lambda: list(FATAL_XIDS),
         description="XIDs that fail a node: it is cordoned, drained and replaced (Azure NHC list).",
     )
-    replace_after_minutes: int = Field(
-        default=30, ge=0, description="Grace period between cordon and VM replacement."
-    )
+    replace_after_minutes: int = Field(default=30, ge=0, description="Grace period between cordon and VM replacement.")
 
 
 class AddonsConfig(_Model):

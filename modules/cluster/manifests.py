@@ -29,10 +29,3 @@ def render_examples(spec: AddonsSpec) -> list[Obj]:
     if not spec.teams or not spec.gang.enabled:
         return []
     return gang.example(spec, spec.teams[0])
-
-
-def object_key(obj: Obj) -> str:
-    """Stable, unique name of an object: kind, namespace and name."""
-    meta = obj["metadata"]
-    ns = meta.get("namespace")
-    return f"{obj['kind'].lower()}-{ns}-{meta['name']}" if ns else f"{obj['kind'].lower()}-{meta['name']}"

@@ -74,9 +74,7 @@ def validations() -> list[dict[str, str]]:
 
 def _match_pods(operations: list[str]) -> Obj:
     return {
-        "resourceRules": [
-            {"apiGroups": [""], "apiVersions": ["v1"], "operations": operations, "resources": ["pods"]}
-        ]
+        "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": operations, "resources": ["pods"]}]
     }
 
 

@@ -57,6 +57,4 @@ def balloon(spec: AddonsSpec, b: BalloonSpec) -> Obj:
 
 
 def balloons(spec: AddonsSpec) -> list[Obj]:
-    return [namespace(BALLOON_NS, app=APP, pod_security_level="restricted")] + [
-        balloon(spec, b) for b in spec.balloons
-    ]
+    return [namespace(BALLOON_NS, app=APP, pod_security_level="restricted")] + [balloon(spec, b) for b in spec.balloons]

@@ -178,7 +178,9 @@ def gang(spec: AddonsSpec) -> list[Obj]:
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": meta(f"{name}-leader-election", GANG_NS, app=APP),
-        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "update"]}],
+        "rules": [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "update"]}
+        ],
     }
     lease_binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import sys
 import time
 from typing import Any
 
@@ -66,4 +65,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -97,4 +96,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,0 +1,139 @@
+"""ClusterAddons: turns the pure object builders' dicts into pulumi_kubernetes resources.
+
+Each object becomes the typed SDK resource of its kind, so mypy checks the keyword arguments;
+the bodies are the builders' dicts, already in the API server's wire form (camelCase), which
+the SDK passes through unchanged. Children are keyed by kind, namespace and name, never by
+position, so adding an object never renames another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from modules.cluster.manifests import render_manifests
+from modules.cluster.objects.common import Obj
+from modules.cluster.spec import AddonsSpec
+
+# Created before everything else: namespaced objects need their namespace, pods their priority class.
+FOUNDATION_KINDS = ("Namespace", "CustomResourceDefinition", "PriorityClass")
+
+
+@dataclass
+class ClusterAddonsArgs:
+    spec: AddonsSpec | pulumi.Output[AddonsSpec]
+    """The validated add-ons spec; an Output when it comes from the cluster stack (StackReference)."""
+    provider: k8s.Provider | None = None
+    """Kubernetes provider pointed at the cluster's API server (None: the ambient kubeconfig)."""
+
+
+def create_object(name: str, obj: Obj, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """The typed SDK resource for one builder object."""
+    m: Any = obj["metadata"]
+    kind = (obj["apiVersion"], obj["kind"])
+    if kind == ("v1", "Namespace"):
+        return k8s.core.v1.Namespace(name, metadata=m, opts=opts)
+    if kind == ("v1", "ConfigMap"):
+        return k8s.core.v1.ConfigMap(name, metadata=m, data=obj["data"], opts=opts)
+    if kind == ("v1", "ServiceAccount"):
+        return k8s.core.v1.ServiceAccount(
+            name, metadata=m, automount_service_account_token=obj["automountServiceAccountToken"], opts=opts
+        )
+    if kind == ("v1", "ResourceQuota"):
+        return k8s.core.v1.ResourceQuota(name, metadata=m, spec=obj["spec"], opts=opts)
+    if kind == ("scheduling.k8s.io/v1", "PriorityClass"):
+        return k8s.scheduling.v1.PriorityClass(
+            name,
+            metadata=m,
+            value=obj["value"],
+            global_default=obj["globalDefault"],
+            preemption_policy=obj["preemptionPolicy"],
+            description=obj["description"],
+            opts=opts,
+        )
+    if kind == ("rbac.authorization.k8s.io/v1", "ClusterRole"):
+        return k8s.rbac.v1.ClusterRole(name, metadata=m, rules=obj["rules"], opts=opts)
+    if kind == ("rbac.authorization.k8s.io/v1", "Role"):
+        return k8s.rbac.v1.Role(name, metadata=m, rules=obj["rules"], opts=opts)
+    if kind == ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"):
+        return k8s.rbac.v1.ClusterRoleBinding(
+            name, metadata=m, role_ref=obj["roleRef"], subjects=obj["subjects"], opts=opts
+        )
+    if kind == ("rbac.authorization.k8s.io/v1", "RoleBinding"):
+        return k8s.rbac.v1.RoleBinding(name, metadata=m, role_ref=obj["roleRef"], subjects=obj["subjects"], opts=opts)
+    if kind == ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"):
+        return k8s.admissionregistration.v1.ValidatingAdmissionPolicy(name, metadata=m, spec=obj["spec"], opts=opts)
+    if kind == ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"):
+        return k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            name, metadata=m, spec=obj["spec"], opts=opts
+        )
+    if kind == ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"):
+        return k8s.admissionregistration.v1.MutatingAdmissionPolicy(name, metadata=m, spec=obj["spec"], opts=opts)
+    if kind == ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding"):
+        return k8s.admissionregistration.v1.MutatingAdmissionPolicyBinding(
+            name, metadata=m, spec=obj["spec"], opts=opts
+        )
+    if kind == ("apps/v1", "Deployment"):
+        return k8s.apps.v1.Deployment(name, metadata=m, spec=obj["spec"], opts=opts)
+    if kind == ("apps/v1", "DaemonSet"):
+        return k8s.apps.v1.DaemonSet(name, metadata=m, spec=obj["spec"], opts=opts)
+    if kind == ("batch/v1", "CronJob"):
+        return k8s.batch.v1.CronJob(name, metadata=m, spec=obj["spec"], opts=opts)
+    if kind == ("apiextensions.k8s.io/v1", "CustomResourceDefinition"):
+        return k8s.apiextensions.v1.CustomResourceDefinition(name, metadata=m, spec=obj["spec"], opts=opts)
+    raise ValueError(f"no Pulumi resource for {kind[0]} {kind[1]}: add it to modules/cluster/component.py")
+
+
+def object_key(obj: Obj) -> str:
+    """Stable child name: kind, namespace and name."""
+    meta = obj["metadata"]
+    parts = [obj["kind"].lower(), meta.get("namespace", ""), meta["name"]]
+    return "-".join(p for p in parts if p).replace(".", "-").replace(":", "-")
+
+
+class ClusterAddons(pulumi.ComponentResource):
+    """Every in-cluster object: priorities, teams, admission, balloons, gang scheduling, health."""
+
+    objects: pulumi.Output[list[str]]
+    """Child keys of the objects created (kind-namespace-name)."""
+    team_namespaces: pulumi.Output[list[str]]
+    """Namespaces research teams run in."""
+
+    def __init__(self, name: str, args: ClusterAddonsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("agk:cluster:ClusterAddons", name, None, opts)
+        self._name, self._provider = name, args.provider
+        if isinstance(args.spec, AddonsSpec):
+            keys: pulumi.Output[list[str]] = pulumi.Output.from_input(self._create(args.spec))
+            teams = pulumi.Output.from_input([t.name for t in args.spec.teams])
+        else:
+            # The spec is the cluster stack's output: known at preview (a StackReference reads
+            # the stored outputs), so preview lists every object created here.
+            keys = args.spec.apply(self._create)
+            teams = args.spec.apply(lambda s: [t.name for t in s.teams])
+        self.objects = keys
+        self.team_namespaces = teams
+        self.register_outputs({"objects": keys, "team_namespaces": teams})
+
+    def _create(self, spec: AddonsSpec) -> list[str]:
+        objs = render_manifests(spec)
+        foundation: list[pulumi.Resource] = []
+        keys = []
+        for obj in objs:
+            key = object_key(obj)
+            first = obj["kind"] in FOUNDATION_KINDS
+            opts = pulumi.ResourceOptions(
+                parent=self, provider=self._provider, depends_on=None if first else list(foundation)
+            )
+            resource = create_object(f"{self._name}-{key}", obj, opts)
+            if first:
+                foundation.append(resource)
+            keys.append(key)
+        return keys
+
+
+def child_names(name: str, objs: Sequence[Obj]) -> list[str]:
+    return [f"{name}-{object_key(o)}" for o in objs]
