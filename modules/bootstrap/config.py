@@ -1,11 +1,176 @@
-"""Stack config for node bootstrap (owned by the bootstrap module)."""
+"""Stack config for node bootstrap (owned by the bootstrap module).
+
+Every field has a default, so a cluster stack needs no ``bootstrap`` section; the defaults are
+the reference design's (etcd's tuning guide, kube-prometheus, OpenAI's 7,500-node post).
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+_DURATION = re.compile(r"^[1-9][0-9]*(s|m|h)$")
+_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _duration(value: str, key: str) -> str:
+    if not _DURATION.match(value):
+        raise ValueError(f"{key} {value!r} is not a duration: use e.g. '30s', '5m' or '1h'")
+    return value
+
+
+class EtcdTuning(_Model):
+    """How every etcd member (main and events cluster) is tuned."""
+
+    rtt_ms: int = Field(
+        default=100,
+        description="Worst round trip between members, disk stalls included (ms): heartbeat = RTT, "
+        "election timeout = 10 x RTT (etcd tuning guide). 100 gives etcd's own defaults.",
+    )
+    quota_backend_gib: int = Field(
+        default=8, description="quota-backend-bytes in GiB (etcd default 2, suggested maximum 8)."
+    )
+    snapshot_count: int = Field(default=10000, description="Applied entries between snapshots (etcd 3.5's default).")
+    compaction_retention: str = Field(
+        default="1h", description="Periodic auto-compaction keeps this much history (the API server compacts too)."
+    )
+
+    @field_validator("rtt_ms")
+    @classmethod
+    def _rtt(cls, v: int) -> int:
+        if v <= 0 or v > 5000:
+            raise ValueError(f"rtt_ms {v} is out of range: use 1 to 5000 (election timeout = 10 x RTT <= 50 s)")
+        return v
+
+    @field_validator("quota_backend_gib")
+    @classmethod
+    def _quota(cls, v: int) -> int:
+        if not 1 <= v <= 8:
+            raise ValueError(f"quota_backend_gib {v} is out of range: use 1 to 8 (etcd's suggested maximum)")
+        return v
+
+    @field_validator("snapshot_count")
+    @classmethod
+    def _snapshots(cls, v: int) -> int:
+        if v < 1000:
+            raise ValueError(f"snapshot_count {v} is too low: use at least 1000")
+        return v
+
+    @field_validator("compaction_retention")
+    @classmethod
+    def _retention(cls, v: str) -> str:
+        return _duration(v, "compaction_retention")
+
+
+class ControlPlaneTuning(_Model):
+    """kube-apiserver, scheduler and controller-manager limits; unset values scale with node count."""
+
+    max_requests_inflight: int | None = Field(
+        default=None, description="Read seats per API server (default: ~1 per node it serves, 400 minimum)."
+    )
+    max_mutating_requests_inflight: int | None = Field(
+        default=None, description="Mutating seats per API server (default: half the read seats)."
+    )
+    client_qps: int | None = Field(
+        default=None, description="Scheduler and controller-manager API QPS (default: 20 / 100 / 200 by size)."
+    )
+    client_burst: int | None = Field(default=None, description="Their API burst (default: 2 x QPS).")
+    audit_log_max_age_days: int = Field(default=7, ge=1, le=365, description="Days of audit log kept.")
+
+    @model_validator(mode="after")
+    def _positive(self) -> ControlPlaneTuning:
+        for key in ("max_requests_inflight", "max_mutating_requests_inflight", "client_qps", "client_burst"):
+            value = getattr(self, key)
+            if value is not None and value < 1:
+                raise ValueError(f"{key} {value} must be at least 1: raise it or remove it for the default")
+        return self
+
+
+class NodeTuning(_Model):
+    """Kubelet and container runtime settings for GPU and system nodes."""
+
+    image_gc_high_percent: int = Field(default=85, description="Disk use that starts image GC.")
+    image_gc_low_percent: int = Field(default=70, description="Disk use image GC frees down to.")
+    image_pull_progress_deadline: str = Field(
+        default="30m", description="containerd gives up on a stalled pull after this (large ML images)."
+    )
+    azure_cni_version: str = Field(default="1.6.21", description="Azure CNI release for secondary-IP mode.")
+
+    @model_validator(mode="after")
+    def _gc(self) -> NodeTuning:
+        if not 0 < self.image_gc_low_percent < self.image_gc_high_percent <= 100:
+            raise ValueError(
+                f"image_gc_low_percent {self.image_gc_low_percent} / image_gc_high_percent "
+                f"{self.image_gc_high_percent}: need 0 < low < high <= 100"
+            )
+        _duration(self.image_pull_progress_deadline, "image_pull_progress_deadline")
+        if not _VERSION.match(self.azure_cni_version):
+            raise ValueError(f"azure_cni_version {self.azure_cni_version!r} is not a release: use e.g. '1.6.21'")
+        return self
+
+
+class PrometheusTuning(_Model):
+    """The Prometheus server on the dedicated hosts."""
+
+    gomaxprocs: int = Field(default=24, description="GOMAXPROCS (bounds WAL replay on many-core hosts).")
+    query_timeout: str = Field(default="2m", description="--query.timeout.")
+    query_max_samples: int = Field(default=50_000_000, description="--query.max-samples.")
+    scrape_interval: str = Field(default="30s", description="Global scrape interval.")
+    remote_write_url: str | None = Field(default=None, description="Optional remote_write endpoint (https).")
+    data_disk_gib: int = Field(default=1024, ge=64, le=32767, description="TSDB data disk size.")
+
+    @field_validator("gomaxprocs", "query_max_samples")
+    @classmethod
+    def _positive(cls, v: int, info: ValidationInfo) -> int:
+        if v < 1:
+            raise ValueError(f"{info.field_name} {v} must be at least 1: raise it")
+        return v
+
+    @field_validator("query_timeout", "scrape_interval")
+    @classmethod
+    def _durations(cls, v: str, info: ValidationInfo) -> str:
+        return _duration(v, str(info.field_name))
+
+    @field_validator("remote_write_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("https://"):
+            raise ValueError(f"remote_write_url {v!r} is not https: use an https:// endpoint")
+        return v
 
 
 class BootstrapConfig(BaseModel):
     """Settings for what every node boots with (cloud-init, etcd, API server, Prometheus)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kubernetes_patch: int | None = Field(
+        default=None,
+        description="Patch release of cluster.kubernetes_version (default: the newest this toolkit knows).",
+    )
+    etcd: EtcdTuning = Field(default_factory=EtcdTuning, description="etcd tuning (main and events).")
+    control_plane: ControlPlaneTuning = Field(
+        default_factory=ControlPlaneTuning, description="API server, scheduler, controller-manager limits."
+    )
+    nodes: NodeTuning = Field(default_factory=NodeTuning, description="Kubelet and runtime settings.")
+    prometheus: PrometheusTuning = Field(default_factory=PrometheusTuning, description="Prometheus server.")
+    preflight_timeout: str = Field(
+        default="1h", description="A node still tainted preflight after this raises NodeStuckInPreflight."
+    )
+
+    @field_validator("kubernetes_patch")
+    @classmethod
+    def _patch(cls, v: int | None) -> int | None:
+        if v is not None and v < 0:
+            raise ValueError(f"kubernetes_patch {v} is negative: use 0 or more, or remove it")
+        return v
+
+    @field_validator("preflight_timeout")
+    @classmethod
+    def _preflight(cls, v: str) -> str:
+        return _duration(v, "preflight_timeout")

@@ -1,0 +1,163 @@
+"""From a cluster stack's config and address plan to the pure ``BootstrapContext``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from ipaddress import IPv4Address
+
+from infra.config import PROJECT, ClusterConfig, EtcdConfig, PoolConfig, StackConfig
+from modules.bootstrap.config import BootstrapConfig
+from modules.bootstrap.context import (
+    BootstrapContext,
+    ControlPlane,
+    EtcdCluster,
+    EtcdRole,
+    Host,
+    NodePool,
+    NodeSettings,
+    PrometheusSettings,
+    Taint,
+)
+from modules.bootstrap.versions import kubernetes_release
+from modules.errors import ConfigError
+from modules.netplan.hosts import ClusterAddresses
+from modules.sizing.skus import sku
+
+GIB = 1024**3
+
+
+def _hosts(addresses: Mapping[str, IPv4Address]) -> tuple[Host, ...]:
+    return tuple(Host(name, ip) for name, ip in addresses.items())
+
+
+def _etcd(role: EtcdRole, cluster: str, etcd: EtcdConfig, hosts: tuple[Host, ...], cfg: BootstrapConfig) -> EtcdCluster:
+    rtt = cfg.etcd.rtt_ms
+    return EtcdCluster(
+        role=role,
+        token=f"{cluster}-{role}",
+        members=hosts,
+        storage=etcd.storage,
+        heartbeat_ms=rtt,
+        election_ms=10 * rtt,
+        quota_bytes=cfg.etcd.quota_backend_gib * GIB,
+        snapshot_count=cfg.etcd.snapshot_count,
+        compaction_retention=cfg.etcd.compaction_retention,
+    )
+
+
+def _nodes(pool: PoolConfig) -> int:
+    return pool.max_nodes or pool.nodes
+
+
+def total_nodes(cluster: ClusterConfig) -> int:
+    return _nodes(cluster.system_pool) + sum(_nodes(p) for p in cluster.gpu_pools.values())
+
+
+def _control_plane(cluster: ClusterConfig, hosts: tuple[Host, ...], cfg: BootstrapConfig) -> ControlPlane:
+    tuning = cfg.control_plane
+    nodes = total_nodes(cluster)
+    # About one read seat per node each server fronts (kubelet watches and leases dominate), never
+    # below the upstream default of 400/200.
+    per_server = math.ceil(nodes / len(hosts) / 100) * 100
+    reads = tuning.max_requests_inflight or max(400, per_server)
+    mutating = tuning.max_mutating_requests_inflight or max(200, reads // 2)
+    qps = tuning.client_qps or (20 if nodes <= 500 else 100 if nodes <= 3000 else 200)
+    return ControlPlane(
+        apiservers=hosts,
+        max_requests_inflight=reads,
+        max_mutating_requests_inflight=mutating,
+        goaway_chance=0.001 if len(hosts) > 1 else None,
+        client_qps=qps,
+        client_burst=tuning.client_burst or 2 * qps,
+        audit_log_max_age_days=tuning.audit_log_max_age_days,
+    )
+
+
+def _pool(
+    name: str,
+    pool: PoolConfig,
+    role: str,
+    team: str | None,
+    infiniband: bool,
+    addresses: ClusterAddresses,
+    domain: str,
+    subnet_name: str,
+) -> NodePool:
+    size = sku(pool.vm_size)
+    labels = [(f"{domain}/pool", name), (f"{domain}/preflight", "pending")]
+    taints = [Taint(f"{domain}/preflight", "pending", "NoSchedule")]
+    if size.gpus:
+        labels.append((f"{domain}/gpu-model", size.gpu_model))
+    if team:
+        labels.append((f"{domain}/team", team))
+        taints.append(Taint(f"{domain}/team", team, "NoSchedule"))
+    try:
+        subnet = addresses.subnets[subnet_name]
+    except KeyError:
+        raise ConfigError(
+            f"{PROJECT}:cluster: pool {name!r} has no subnet {subnet_name!r} in the address plan: re-run the plan"
+        ) from None
+    return NodePool(
+        name=name,
+        role="gpu-node" if role == "gpu-node" else "system-node",
+        vm_size=pool.vm_size,
+        max_pods=pool.max_pods,
+        gpus=size.gpus,
+        gpu_model=size.gpu_model,
+        infiniband=infiniband,
+        team=team,
+        subnet=subnet,
+        labels=tuple(labels),
+        taints=tuple(taints),
+    )
+
+
+def bootstrap_context(config: StackConfig, addresses: ClusterAddresses) -> BootstrapContext:
+    """The context every bootstrap renderer reads; raises ConfigError for a non-cluster stack."""
+    cluster = config.cluster
+    if cluster is None:
+        raise ConfigError(f"{PROJECT}:kind: a {config.kind} stack boots no nodes: render a cluster stack")
+    cfg = config.bootstrap
+    domain = cluster.label_domain
+    pools = [_pool("system", cluster.system_pool, "system-node", None, False, addresses, domain, "system")]
+    for name, gpu in cluster.gpu_pools.items():
+        pools.append(_pool(name, gpu, "gpu-node", gpu.team, gpu.infiniband, addresses, domain, f"gpu-{name}"))
+    events = None
+    if cluster.events_etcd is not None:
+        events = _etcd("events-etcd", cluster.name, cluster.events_etcd, _hosts(addresses.events_etcd), cfg)
+    tuning = cfg.prometheus
+    return BootstrapContext(
+        cluster=cluster.name,
+        kubernetes_version=kubernetes_release(cluster.kubernetes_version, cfg.kubernetes_patch),
+        label_domain=domain,
+        cluster_domain="cluster.local",
+        service_cidr=addresses.service_cidr,
+        dns_service_ip=addresses.dns_service_ip,
+        apiserver_service_ip=addresses.apiserver_service_ip,
+        apiserver_vip=addresses.apiserver_vip,
+        internal_cidrs=tuple(addresses.internal_cidrs),
+        etcd=_etcd("etcd", cluster.name, cluster.etcd, _hosts(addresses.etcd), cfg),
+        events_etcd=events,
+        control_plane=_control_plane(cluster, _hosts(addresses.apiservers), cfg),
+        pools=tuple(pools),
+        total_nodes=total_nodes(cluster),
+        node=NodeSettings(
+            image_gc_high_percent=cfg.nodes.image_gc_high_percent,
+            image_gc_low_percent=cfg.nodes.image_gc_low_percent,
+            image_pull_progress_deadline=cfg.nodes.image_pull_progress_deadline,
+            azure_cni_version=cfg.nodes.azure_cni_version,
+        ),
+        prometheus=PrometheusSettings(
+            hosts=_hosts(addresses.prometheus),
+            retention_days=cluster.prometheus.retention_days,
+            gomaxprocs=tuning.gomaxprocs,
+            query_timeout=tuning.query_timeout,
+            query_max_samples=tuning.query_max_samples,
+            scrape_interval=tuning.scrape_interval,
+            remote_write_url=tuning.remote_write_url,
+            data_disk_gib=tuning.data_disk_gib,
+        ),
+        nat=Host(f"{cluster.name}-nat-0", addresses.nat),
+        preflight_timeout=cfg.preflight_timeout,
+    )

@@ -1,0 +1,164 @@
+"""Everything the bootstrap templates need, as plain frozen values (no config models, no Pulumi).
+
+``infra/bootstrap.py`` builds a ``BootstrapContext`` from a stack's config and its address
+plan; every renderer and the PKI spec read only this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv4Network
+from typing import Literal
+
+EtcdRole = Literal["etcd", "events-etcd"]
+PoolRole = Literal["gpu-node", "system-node"]
+
+ETCD_CLIENT_PORT = 2379
+ETCD_PEER_PORT = 2380
+ETCD_METRICS_PORT = 2381
+APISERVER_PORT = 6443
+KUBELET_PORT = 10250
+NODE_EXPORTER_PORT = 9100
+PROMETHEUS_PORT = 9090
+
+
+@dataclass(frozen=True)
+class Host:
+    """A fixed host: its stable name (also its hostname) and static address."""
+
+    name: str
+    ip: IPv4Address
+
+
+@dataclass(frozen=True)
+class EtcdCluster:
+    """One etcd cluster (the main one, or the separate events cluster)."""
+
+    role: EtcdRole
+    token: str
+    """initial-cluster-token: distinct per cluster so members of two clusters never join up."""
+    members: tuple[Host, ...]
+    storage: Literal["local-nvme", "premium-ssd-v2"]
+    heartbeat_ms: int
+    election_ms: int
+    quota_bytes: int
+    snapshot_count: int
+    compaction_retention: str
+
+    @property
+    def client_urls(self) -> tuple[str, ...]:
+        return tuple(f"https://{m.ip}:{ETCD_CLIENT_PORT}" for m in self.members)
+
+    @property
+    def initial_cluster(self) -> str:
+        return ",".join(f"{m.name}=https://{m.ip}:{ETCD_PEER_PORT}" for m in self.members)
+
+    def member(self, name: str) -> Host:
+        for m in self.members:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: Literal["NoSchedule", "NoExecute", "PreferNoSchedule"]
+
+
+@dataclass(frozen=True)
+class NodePool:
+    """A pool of identical nodes that boot from one user-data."""
+
+    name: str
+    role: PoolRole
+    vm_size: str
+    max_pods: int
+    gpus: int
+    gpu_model: str
+    infiniband: bool
+    team: str | None
+    subnet: IPv4Network
+    labels: tuple[tuple[str, str], ...]
+    taints: tuple[Taint, ...]
+
+
+@dataclass(frozen=True)
+class ControlPlane:
+    apiservers: tuple[Host, ...]
+    max_requests_inflight: int
+    max_mutating_requests_inflight: int
+    goaway_chance: float | None
+    """Only with several API servers behind the load balancer; None leaves the flag out."""
+    client_qps: int
+    client_burst: int
+    audit_log_max_age_days: int
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    image_gc_high_percent: int
+    image_gc_low_percent: int
+    image_pull_progress_deadline: str
+    azure_cni_version: str
+
+
+@dataclass(frozen=True)
+class PrometheusSettings:
+    hosts: tuple[Host, ...]
+    retention_days: int
+    gomaxprocs: int
+    query_timeout: str
+    query_max_samples: int
+    scrape_interval: str
+    remote_write_url: str | None
+    data_disk_gib: int
+
+
+@dataclass(frozen=True)
+class BootstrapContext:
+    """The cluster as the bootstrap files see it."""
+
+    cluster: str
+    kubernetes_version: str
+    """Full release, e.g. 1.31.4 (images, packages)."""
+    label_domain: str
+    cluster_domain: str
+    service_cidr: IPv4Network
+    dns_service_ip: IPv4Address
+    apiserver_service_ip: IPv4Address
+    apiserver_vip: IPv4Address
+    internal_cidrs: tuple[IPv4Network, ...]
+    """Everything that is not the internet for egress accounting (address plan, not a literal)."""
+    etcd: EtcdCluster
+    events_etcd: EtcdCluster | None
+    control_plane: ControlPlane
+    pools: tuple[NodePool, ...]
+    total_nodes: int
+    node: NodeSettings
+    prometheus: PrometheusSettings
+    nat: Host
+    preflight_timeout: str
+
+    @property
+    def kubernetes_minor(self) -> str:
+        return ".".join(self.kubernetes_version.split(".")[:2])
+
+    @property
+    def preflight_taint_key(self) -> str:
+        return f"{self.label_domain}/preflight"
+
+    @property
+    def team_taint_key(self) -> str:
+        return f"{self.label_domain}/team"
+
+    @property
+    def apiserver_url(self) -> str:
+        return f"https://{self.apiserver_vip}:{APISERVER_PORT}"
+
+    def pool(self, name: str) -> NodePool:
+        for p in self.pools:
+            if p.name == name:
+                return p
+        raise KeyError(name)

@@ -1,0 +1,159 @@
+"""The cluster's PKI as data: which CAs and certificates exist, their subjects, SANs, usages, lifetimes.
+
+One spec drives both the Pulumi component (``modules.bootstrap.pki_component.ClusterPki``,
+pulumi-tls) and the tests' issuer (``cryptography``), so the tests prove the deployed PKI.
+Keys are ECDSA P-256: small PEMs keep every user-data far under Azure's customData limit.
+
+Secrets are named ``cert:<name>``, ``key:<name>`` (and ``pub:service-account``); renderers ask
+for them by these names and never see how they were made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from ipaddress import IPv4Address
+from typing import Literal
+
+from modules.bootstrap.context import BootstrapContext, EtcdCluster
+
+Usage = Literal["digital_signature", "key_encipherment", "server_auth", "client_auth", "cert_signing", "crl_signing"]
+
+CA_HOURS = 10 * 365 * 24
+LEAF_HOURS = 365 * 24
+EARLY_RENEWAL_HOURS = 30 * 24
+
+SERVER: tuple[Usage, ...] = ("digital_signature", "key_encipherment", "server_auth")
+CLIENT: tuple[Usage, ...] = ("digital_signature", "key_encipherment", "client_auth")
+PEER: tuple[Usage, ...] = ("digital_signature", "key_encipherment", "server_auth", "client_auth")
+CA_USAGES: tuple[Usage, ...] = ("digital_signature", "cert_signing", "crl_signing")
+
+ETCD_CA = "etcd-ca"
+KUBERNETES_CA = "kubernetes-ca"
+FRONT_PROXY_CA = "front-proxy-ca"
+SERVICE_ACCOUNT = "service-account"
+APISERVER_ETCD_CLIENT = "apiserver-etcd-client"
+APISERVER_KUBELET_CLIENT = "apiserver-kubelet-client"
+FRONT_PROXY_CLIENT = "front-proxy-client"
+CONTROLLER_MANAGER = "controller-manager"
+SCHEDULER = "scheduler"
+KUBE_PROXY = "kube-proxy"
+PROMETHEUS = "prometheus"
+ETCD_HEALTHCHECK = "etcd-healthcheck-client"
+
+
+@dataclass(frozen=True)
+class CaSpec:
+    name: str
+    common_name: str
+    validity_hours: int = CA_HOURS
+
+
+@dataclass(frozen=True)
+class CertSpec:
+    name: str
+    ca: str
+    common_name: str
+    organizations: tuple[str, ...] = ()
+    dns_names: tuple[str, ...] = ()
+    ip_addresses: tuple[IPv4Address, ...] = ()
+    usages: tuple[Usage, ...] = CLIENT
+    validity_hours: int = LEAF_HOURS
+
+
+@dataclass(frozen=True)
+class PkiSpec:
+    cas: tuple[CaSpec, ...]
+    certs: tuple[CertSpec, ...]
+    key_pairs: tuple[str, ...]
+    """Bare key pairs (the service-account signing key): ``key:<name>`` and ``pub:<name>``."""
+
+    def cert(self, name: str) -> CertSpec:
+        for c in self.certs:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def secret_names(self) -> tuple[str, ...]:
+        names = [f"{kind}:{ca.name}" for ca in self.cas for kind in ("cert", "key")]
+        names += [f"{kind}:{c.name}" for c in self.certs for kind in ("cert", "key")]
+        names += [f"{kind}:{k}" for k in self.key_pairs for kind in ("key", "pub")]
+        return tuple(names)
+
+
+LOOPBACK = IPv4Address("127.0.0.1")
+
+
+def etcd_server_cert(name: str) -> str:
+    return f"etcd-server-{name}"
+
+
+def etcd_peer_cert(name: str) -> str:
+    return f"etcd-peer-{name}"
+
+
+def apiserver_cert(name: str) -> str:
+    return f"apiserver-{name}"
+
+
+def kubelet_bootstrap_cert(pool: str) -> str:
+    return f"kubelet-bootstrap-{pool}"
+
+
+def _etcd_certs(etcd: EtcdCluster) -> list[CertSpec]:
+    certs = []
+    for m in etcd.members:
+        # Loopback in both: local etcdctl health checks, and etcd's peer listener checks the
+        # connecting peer's IP against its certificate's SANs.
+        names = (m.name, "localhost")
+        ips = (m.ip, LOOPBACK)
+        certs.append(CertSpec(etcd_server_cert(m.name), ETCD_CA, m.name, (), names, ips, SERVER))
+        certs.append(CertSpec(etcd_peer_cert(m.name), ETCD_CA, m.name, (), names, ips, PEER))
+    return certs
+
+
+def pki_spec(ctx: BootstrapContext) -> PkiSpec:
+    """Every CA, certificate and key pair the cluster's hosts receive."""
+    cas = (
+        CaSpec(ETCD_CA, f"{ctx.cluster} etcd CA"),
+        CaSpec(KUBERNETES_CA, f"{ctx.cluster} Kubernetes CA"),
+        CaSpec(FRONT_PROXY_CA, f"{ctx.cluster} front-proxy CA"),
+    )
+    certs = _etcd_certs(ctx.etcd)
+    if ctx.events_etcd is not None:
+        certs += _etcd_certs(ctx.events_etcd)
+    svc = "kubernetes.default.svc"
+    api_names = ("kubernetes", "kubernetes.default", svc, f"{svc}.{ctx.cluster_domain}", "localhost")
+    for h in ctx.control_plane.apiservers:
+        certs.append(
+            CertSpec(
+                apiserver_cert(h.name),
+                KUBERNETES_CA,
+                "kube-apiserver",
+                (),
+                (h.name, *api_names),
+                (h.ip, ctx.apiserver_vip, ctx.apiserver_service_ip, LOOPBACK),
+                SERVER,
+            )
+        )
+    certs += [
+        CertSpec(APISERVER_ETCD_CLIENT, ETCD_CA, "kube-apiserver-etcd-client"),
+        CertSpec(ETCD_HEALTHCHECK, ETCD_CA, "kube-etcd-healthcheck-client"),
+        CertSpec(APISERVER_KUBELET_CLIENT, KUBERNETES_CA, "kube-apiserver-kubelet-client", ("system:masters",)),
+        CertSpec(FRONT_PROXY_CLIENT, FRONT_PROXY_CA, "front-proxy-client"),
+        CertSpec(CONTROLLER_MANAGER, KUBERNETES_CA, "system:kube-controller-manager"),
+        CertSpec(SCHEDULER, KUBERNETES_CA, "system:kube-scheduler"),
+        CertSpec(KUBE_PROXY, KUBERNETES_CA, "system:kube-proxy", ("system:node-proxier",)),
+        CertSpec(PROMETHEUS, KUBERNETES_CA, "prometheus", (f"{ctx.label_domain}:monitoring",)),
+    ]
+    for pool in ctx.pools:
+        # Kubelets authenticate as bootstrappers only to file a CSR; their node certificates
+        # come from the controller-manager's signer (NodeRestriction stays meaningful).
+        certs.append(
+            CertSpec(
+                kubelet_bootstrap_cert(pool.name),
+                KUBERNETES_CA,
+                f"system:bootstrap:{pool.name}",
+                ("system:bootstrappers", f"system:bootstrappers:{ctx.label_domain}:{pool.name}"),
+            )
+        )
+    return PkiSpec(cas=cas, certs=tuple(certs), key_pairs=(SERVICE_ACCOUNT,))
