@@ -1,0 +1,101 @@
+"""`agk plan`: what `pulumi up` would create for a stack, worked out offline.
+
+The real ``infra/`` program runs under Pulumi's mock runtime (see :mod:`agk.plan.engine`); the
+result is reported as text, JSON or a pull-request comment, and ``--out`` writes per stack the
+``pulumi stack export`` state, the comment and the address plan. Every stack is planned before
+anything is written: bad input leaves no files behind.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+from agk.plan.engine import REPO_ROOT, Planner, StackPlan, deployment, export_state
+from agk.plan.report import as_json, markdown, text
+from agk.plan.topology import address_plan
+from modules.errors import AgkError
+
+__all__ = ["Planner", "StackPlan", "addresses_for", "deployment", "export_state", "review_verdict", "run"]
+
+
+def addresses_for(plan: StackPlan, stacks_dir: Path, project_root: Path = REPO_ROOT) -> dict[str, Any]:
+    """The address plan: the planner's own (``subnet-calc plan``) for this project, else as built."""
+    built = address_plan(plan)
+    if project_root.resolve() != REPO_ROOT or not built["vnets"]:
+        return built
+    try:
+        from agk.subnet_calc import plan_json
+    except ImportError:
+        return built
+    result: dict[str, Any] = plan_json(plan.stack, stacks_dir)
+    return result
+
+
+def review_verdict(state: dict[str, Any]) -> str | None:
+    """One line from the policy pack when `agk review` offers ``verdict(state) -> str``."""
+    try:
+        from agk import review
+    except ImportError:
+        return None
+    verdict = getattr(review, "verdict", None)
+    if not callable(verdict):
+        return None
+    return str(verdict(state))
+
+
+def _choose(stack: str | None, all_stacks: bool, planner: Planner) -> list[StackPlan]:
+    if stack is not None and all_stacks:
+        raise AgkError("--stack and --all both given: use one of them")
+    if stack is None and not all_stacks:
+        known = ", ".join(planner.stacks()) or "(none)"
+        raise AgkError(f"no stack chosen: pass --stack <name> (one of {known}) or --all")
+    if all_stacks:
+        if not planner.stacks():
+            raise AgkError(f"no stacks in {planner.stacks_dir}: add Pulumi.<stack>.yaml files or fix --stacks-dir")
+        return planner.plan_all()
+    return [planner.plan(stack)] if stack is not None else []
+
+
+def run(
+    *,
+    stack: str | None,
+    all_stacks: bool,
+    fmt: str,
+    out: Path | None,
+    stacks_dir: Path,
+    project_root: Path = REPO_ROOT,
+) -> int:
+    # The SDK leaves coroutines of a failed stack reference unawaited; the error itself is reported.
+    warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
+    if not stacks_dir.is_dir():
+        raise AgkError(f"{stacks_dir}: no such directory: pass --stacks-dir with the Pulumi.<stack>.yaml files")
+    planner = Planner(stacks_dir, project_root)
+    plans = _choose(stack, all_stacks, planner)
+    rendered = []
+    for plan in plans:
+        state = deployment(plan)
+        addresses = addresses_for(plan, stacks_dir, project_root)
+        verdict = review_verdict(state)
+        rendered.append((plan, state, addresses, verdict))
+    if out is not None:
+        if out.exists() and not out.is_dir():
+            raise AgkError(f"--out {out}: exists and is not a directory: choose a directory")
+        for plan, state, addresses, verdict in rendered:
+            folder = out / plan.stack
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+            (folder / "plan.md").write_text(markdown(plan, addresses, verdict))
+            (folder / "addresses.json").write_text(json.dumps(addresses, indent=2) + "\n")
+    if fmt == "json":
+        docs = [as_json(p, a, v) for p, _, a, v in rendered]
+        print(json.dumps(docs[0] if len(docs) == 1 and not all_stacks else {"stacks": docs}, indent=2))
+    elif fmt == "markdown":
+        print("\n---\n\n".join(markdown(p, a, v) for p, _, a, v in rendered), end="")
+    else:
+        print("\n\n".join(text(p, a, v) for p, _, a, v in rendered))
+        if out is not None:
+            print(f"\nWrote state.json, plan.md and addresses.json per stack under {out}/")
+    return 0

@@ -1,0 +1,346 @@
+"""Run the real Pulumi program for a stack under a mock engine and record what it would create.
+
+No Pulumi CLI, no cloud, no credentials: the program runs in this process against
+:class:`~agk.plan.monitor.CaptureMonitor`, with the stack's config in Pulumi's runtime form.
+
+Each stack runs in a thread of its own with an empty ``contextvars.Context``: every piece of
+Pulumi's runtime state (settings, root stack, config) is a context variable, so a fresh
+context is a fresh runtime, and a stack reference can plan the referenced stack while the
+referencing program waits. (Measured against one subprocess per stack, see bench/plan.py: the
+subprocess pays Python and provider SDK imports again for every stack.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import contextvars
+import hashlib
+import importlib.metadata
+import heapq
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime.config import set_all_config
+from pulumi.runtime.settings import ROOT, Settings, configure
+from pulumi.runtime.stack import run_in_stack
+
+from agk.plan import wire
+from agk.plan.monitor import STACK_TYPE, CaptureMonitor, Captured
+from agk.plan.stackconfig import project_name, runtime_config, stack_names
+from modules.errors import AgkError, ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class StackGraphError(ConfigError):
+    """Stack references that cannot be planned (a cycle); the message names every stack involved."""
+
+
+@dataclass
+class StackPlan:
+    """Everything one stack's program registered, in the order an export lists it."""
+
+    stack: str
+    project: str
+    resources: list[Captured]
+    references: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def stack_resource(self) -> Captured:
+        return next(r for r in self.resources if r.type == STACK_TYPE)
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """Stack outputs in wire form (secrets tagged)."""
+        return self.stack_resource.outputs
+
+    def by_type(self, type_: str) -> list[Captured]:
+        return [r for r in self.resources if r.type == type_]
+
+
+class _Engine:
+    """Collects what the program logs: warnings go in the report, errors fail the plan."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+        self.errors: list[str] = []
+
+    def Log(self, request: Any) -> None:  # noqa: N802 (gRPC method name)
+        from pulumi.runtime.proto import engine_pb2
+
+        if request.severity == engine_pb2.ERROR:
+            self.errors.append(request.message)
+        elif request.severity == engine_pb2.WARNING:
+            self.warnings.append(request.message)
+
+
+_path_lock = threading.Lock()
+_path_users: dict[str, int] = {}
+
+
+@contextlib.contextmanager
+def _program_on_path(directory: Path) -> Iterator[None]:
+    """Put the program directory on ``sys.path`` as Pulumi's Python host does (nesting-safe)."""
+    entry = str(directory)
+    with _path_lock:
+        _path_users[entry] = _path_users.get(entry, 0) + 1
+        if _path_users[entry] == 1:
+            sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        with _path_lock:
+            _path_users[entry] -= 1
+            if _path_users[entry] == 0:
+                del _path_users[entry]
+                with contextlib.suppress(ValueError):
+                    sys.path.remove(entry)
+
+
+def _exec_program(main: Path) -> None:
+    path = main / "__main__.py" if main.is_dir() else main
+    code = compile(path.read_text(), str(path), "exec")
+    with _program_on_path(path.parent):
+        exec(code, {"__name__": "__main__", "__file__": str(path), "__builtins__": builtins})
+
+
+def _user_error(err: BaseException, stack: str) -> AgkError | None:
+    """The configuration error behind a failed run, if that is what it was."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, StackGraphError):
+            return current
+        if isinstance(current, AgkError):
+            text = str(current)
+            return type(current)(text if text.startswith(f"{stack}:") else f"{stack}: {text}")
+        if isinstance(current, pulumi.RunError):
+            return ConfigError(f"{stack}: {current}")
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _in_fresh_runtime(body: Any) -> Any:
+    """Run ``body()`` in a new thread with an empty context and its own event loop."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = body()
+        except BaseException as err:  # noqa: BLE001 re-raised in the caller's thread
+            box["error"] = err
+
+    thread = threading.Thread(target=lambda: contextvars.Context().run(target), name="agk-plan")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _export_order(resources: dict[str, Captured]) -> list[Captured]:
+    """Dependencies before dependents (parent, provider, dependencies), ties by URN: stable output."""
+    after: dict[str, set[str]] = {urn: set() for urn in resources}
+    for res in resources.values():
+        needs = {res.parent, res.provider.rsplit("::", 1)[0] if res.provider else None, *res.dependencies}
+        for urns in res.property_dependencies.values():
+            needs.update(urns)
+        after[res.urn] = {u for u in needs if u in resources and u != res.urn}
+    users: dict[str, list[str]] = {urn: [] for urn in resources}
+    for urn, needs in after.items():
+        for need in needs:
+            users[need].append(urn)
+    pending = {urn: len(needs) for urn, needs in after.items()}
+
+    def key(urn: str) -> tuple[int, str]:
+        return (0 if resources[urn].type == STACK_TYPE else 1, urn)
+
+    ready = [key(u) for u, n in pending.items() if n == 0]
+    heapq.heapify(ready)
+    order: list[Captured] = []
+    while ready:
+        _, urn = heapq.heappop(ready)
+        order.append(resources[urn])
+        for user in users[urn]:
+            pending[user] -= 1
+            if pending[user] == 0:
+                heapq.heappush(ready, key(user))
+    placed = {r.urn for r in order}
+    order.extend(sorted((r for r in resources.values() if r.urn not in placed), key=lambda r: r.urn))
+    return order
+
+
+class Planner:
+    """Plans stacks of one project; remembers each plan so references are planned once."""
+
+    def __init__(self, stacks_dir: Path, project_root: Path = REPO_ROOT) -> None:
+        self.stacks_dir = stacks_dir
+        self.project_root = project_root
+        self.project, self.main = project_name(project_root)
+        self._plans: dict[str, StackPlan] = {}
+        self._active: list[str] = []
+        self._lock = threading.RLock()
+
+    def stacks(self) -> list[str]:
+        return stack_names(self.stacks_dir)
+
+    def plan(self, stack: str) -> StackPlan:
+        with self._lock:
+            if stack in self._plans:
+                return self._plans[stack]
+            if stack in self._active:
+                chain = " -> ".join([*self._active[self._active.index(stack) :], stack])
+                raise StackGraphError(f"stack references form a cycle ({chain}): a stack cannot depend on itself")
+            self._active.append(stack)
+        try:
+            result = self._run(stack)
+        finally:
+            with self._lock:
+                self._active.remove(stack)
+        with self._lock:
+            self._plans[stack] = result
+        return result
+
+    def plan_all(self) -> list[StackPlan]:
+        """Every stack, referenced stacks first (hub, then clusters, then their add-ons)."""
+        plans = {name: self.plan(name) for name in self.stacks()}
+        depth: dict[str, int] = {}
+
+        def level(name: str) -> int:
+            if name not in depth:
+                refs = [ref for ref in plans[name].references if ref in plans]
+                depth[name] = 1 + max((level(ref) for ref in refs), default=-1)
+            return depth[name]
+
+        return sorted(plans.values(), key=lambda p: (level(p.stack), p.stack))
+
+    def _resolve(self, reference: str) -> tuple[dict[str, Any], list[str]]:
+        name = reference.rsplit("/", 1)[-1]
+        if not (self.stacks_dir / f"Pulumi.{name}.yaml").is_file():
+            known = ", ".join(self.stacks()) or "(none)"
+            raise ConfigError(f"stack reference {reference!r}: no such stack in {self.stacks_dir}: use one of {known}")
+        exported = self.plan(name).outputs
+        values = {k: wire.plain(v) for k, v in exported.items()}
+        return values, sorted(k for k, v in exported.items() if wire.is_secret(v))
+
+    def _run(self, stack: str) -> StackPlan:
+        config, secret_keys = runtime_config(self.stacks_dir, stack, self.project)
+        monitor = CaptureMonitor(stack, self.project, config, self._resolve)
+        engine = _Engine()
+        started = time.perf_counter()
+
+        def body() -> None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            # A failed program leaves futures nobody awaits; the failure itself is reported once.
+            loop.set_exception_handler(lambda _loop, _context: None)
+            # One worker: the monitor answers in the order the program asked (stable dynamic IPs).
+            loop.set_default_executor(ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"agk-{stack}"))
+            ROOT.set(None)
+            settings = Settings(
+                project=self.project,
+                stack=stack,
+                monitor=monitor,
+                engine=engine,
+                dry_run=False,
+                organization="organization",
+                root_directory=str(self.project_root),
+            )
+            configure(settings)
+            set_all_config(config, secret_keys)
+            try:
+                loop.run_until_complete(run_in_stack(lambda: _exec_program(self.main)))
+            finally:
+                pending = asyncio.all_tasks(loop)
+                for task in pending:
+                    task.cancel()
+                if pending:
+                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_default_executor())
+                asyncio.set_event_loop(None)
+                loop.close()
+
+        try:
+            _in_fresh_runtime(body)
+        except Exception as err:
+            user = _user_error(err, stack)
+            if user is not None:
+                raise user from None
+            raise
+        if engine.errors:
+            raise ConfigError(f"{stack}: {engine.errors[0].strip().splitlines()[0]}")
+        return StackPlan(
+            stack=stack,
+            project=self.project,
+            resources=_export_order(monitor.captured),
+            references=sorted(set(monitor.references)),
+            warnings=engine.warnings,
+            seconds=time.perf_counter() - started,
+        )
+
+
+def _state_resource(res: Captured) -> dict[str, Any]:
+    out: dict[str, Any] = {"urn": res.urn, "custom": res.custom}
+    if res.id:
+        out["id"] = res.id
+    out["type"] = res.type
+    if res.inputs:
+        out["inputs"] = wire.to_state(res.inputs)
+    if res.outputs:
+        out["outputs"] = wire.to_state(res.outputs)
+    if res.parent:
+        out["parent"] = res.parent
+    if res.protect:
+        out["protect"] = True
+    if res.external:
+        out["external"] = True
+    if res.dependencies:
+        out["dependencies"] = list(res.dependencies)
+    if res.provider:
+        out["provider"] = res.provider
+    if res.property_dependencies:
+        out["propertyDependencies"] = res.property_dependencies
+    return out
+
+
+def _manifest() -> dict[str, str]:
+    version = f"v{importlib.metadata.version('pulumi')}"
+    epoch = _source_date_epoch()
+    moment = datetime.fromtimestamp(epoch, UTC) if epoch is not None else datetime.now(UTC)
+    return {
+        "time": moment.isoformat().replace("+00:00", "Z"),
+        "magic": hashlib.sha256(version.encode()).hexdigest(),
+        "version": version,
+    }
+
+
+def _source_date_epoch() -> int | None:
+    value = os.environ.get("SOURCE_DATE_EPOCH", "")
+    return int(value) if value.isdigit() else None
+
+
+def deployment(plan: StackPlan) -> dict[str, Any]:
+    """The plan as ``pulumi stack export`` writes it (deployment version 3)."""
+    return {
+        "version": 3,
+        "deployment": {"manifest": _manifest(), "resources": [_state_resource(r) for r in plan.resources]},
+    }
+
+
+def export_state(stack: str, stacks_dir: Path, project_root: Path = REPO_ROOT) -> dict[str, Any]:
+    """``pulumi stack export`` of what ``pulumi up --stack <stack>`` would create."""
+    return deployment(Planner(stacks_dir, project_root).plan(stack))

@@ -1,0 +1,202 @@
+"""A resource monitor that records the whole graph the way the Pulumi engine would.
+
+Pulumi's own ``MockMonitor`` keeps only URN, id and outputs, forms nested URNs from the last
+parent type only and hands mocks deserialized inputs (secrets unwrapped). This monitor keeps
+what ``pulumi stack export`` shows: URNs with the full parent type chain (the root stack's type
+left out, as the engine does), parent, dependencies, property dependencies, provider references
+(default providers created on first use, named ``default_<version>``), inputs and outputs in
+wire form with secrets still tagged, and component outputs from ``RegisterResourceOutputs``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import empty_pb2
+from pulumi.runtime.mocks import MockMonitor, Mocks, MockResourceArgs
+from pulumi.runtime.proto import resource_pb2
+
+from agk.plan import wire
+from agk.plan.cloud import Cloud, stable_uuid
+
+STACK_TYPE = "pulumi:pulumi:Stack"
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+
+
+@dataclass
+class Captured:
+    """One resource as the engine would record it (values in wire form)."""
+
+    urn: str
+    type: str
+    custom: bool
+    id: str | None = None
+    parent: str | None = None
+    provider: str | None = None
+    dependencies: list[str] = field(default_factory=list)
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    inputs: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    external: bool = False
+    protect: bool = False
+    order: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.urn.split("::", 3)[3]
+
+
+def make_urn(stack: str, project: str, parent: str, type_: str, name: str) -> str:
+    if parent:
+        parent_type = parent.split("::", 3)[2]
+        if parent_type != STACK_TYPE:
+            type_ = f"{parent_type}${type_}"
+    return f"urn:pulumi:{stack}::{project}::{type_}::{name}"
+
+
+def default_provider_name(version: str) -> str:
+    return "default" if not version else "default_" + re.sub(r"[^A-Za-z0-9]", "_", version)
+
+
+class _NoMocks(Mocks):
+    """Never called: this monitor answers every request itself."""
+
+    def call(self, args: Any) -> tuple[dict[str, Any], None]:  # pragma: no cover
+        return {}, None
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:  # pragma: no cover
+        return "", {}
+
+
+StackResolver = Callable[[str], tuple[dict[str, Any], list[str]]]
+"""Stack reference name -> (that stack's outputs, the names of its secret outputs)."""
+
+
+class CaptureMonitor(MockMonitor):
+    def __init__(self, stack: str, project: str, config: dict[str, str], resolve_stack: StackResolver) -> None:
+        super().__init__(_NoMocks())
+        self.stack = stack
+        self.project = project
+        self.config = config
+        self.resolve_stack = resolve_stack
+        self.cloud = Cloud()
+        self.captured: dict[str, Captured] = {}
+        self.references: list[str] = []
+        self._lock = threading.Lock()
+        self._order = 0
+
+    # -- recording ---------------------------------------------------------------------------
+    def _record(self, res: Captured) -> Captured:
+        with self._lock:
+            self._order += 1
+            res.order = self._order
+            self.captured[res.urn] = res
+        return res
+
+    def _default_provider(self, type_: str, version: str) -> str:
+        package = type_.split(":", 1)[0]
+        name = "default" if package == "pulumi" else default_provider_name(version)
+        urn = make_urn(self.stack, self.project, "", f"pulumi:providers:{package}", name)
+        with self._lock:
+            existing = self.captured.get(urn)
+        if existing is None:
+            # A default provider's inputs are the stack config of its package, and its version.
+            inputs: dict[str, Any] = {
+                k.split(":", 1)[1]: v for k, v in sorted(self.config.items()) if k.startswith(f"{package}:")
+            }
+            if version:
+                inputs["version"] = version
+            existing = self._record(
+                Captured(urn, f"pulumi:providers:{package}", True, stable_uuid(urn), None, None, [], {}, inputs, inputs)
+            )
+        return f"{urn}::{existing.id}"
+
+    def _provider_ref(self, type_: str, custom: bool, provider: str, version: str) -> str | None:
+        if not custom or type_.startswith("pulumi:providers:"):
+            return provider or None
+        return provider or self._default_provider(type_, version)
+
+    # -- the monitor's RPCs ------------------------------------------------------------------
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        urn = make_urn(self.stack, self.project, request.parent, request.type, request.name)
+        if request.type == STACK_TYPE:
+            self._record(Captured(urn, STACK_TYPE, False))
+            return resource_pb2.RegisterResourceResponse(urn=urn)
+        inputs = wire.from_struct(request.object)
+        provider = self._provider_ref(request.type, request.custom, request.provider, request.version)
+        res = Captured(
+            urn=urn,
+            type=request.type,
+            custom=bool(request.custom),
+            parent=request.parent or None,
+            provider=provider,
+            dependencies=list(dict.fromkeys(request.dependencies)),
+            property_dependencies={k: list(v.urns) for k, v in sorted(request.propertyDependencies.items())},
+            inputs=inputs,
+            protect=bool(request.protect),
+        )
+        if not request.custom:
+            self._record(res)
+            return resource_pb2.RegisterResourceResponse(urn=urn)
+        id_, outputs = self.cloud.create(request.type, request.name, urn, inputs)
+        for key in request.additionalSecretOutputs:
+            if key in outputs and not wire.is_secret(outputs[key]):
+                outputs[key] = wire.secret(outputs[key])
+        res.id, res.outputs = id_, outputs
+        self._record(res)
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=wire.to_struct(outputs))
+
+    def ReadResource(self, request: Any) -> Any:  # noqa: N802
+        urn = make_urn(self.stack, self.project, request.parent, request.type, request.name)
+        inputs = wire.from_struct(request.properties)
+        if request.type == STACK_REFERENCE:
+            name = str(wire.plain(inputs.get("name") or request.id))
+            exported, secret_names = self.resolve_stack(name)
+            with self._lock:
+                self.references.append(name)
+            outputs = {
+                "name": name,
+                "outputs": {k: wire.secret(v) if k in secret_names else v for k, v in exported.items()},
+                "secretOutputNames": sorted(secret_names),
+            }
+        else:
+            outputs = dict(inputs)
+        res = Captured(
+            urn=urn,
+            type=request.type,
+            custom=True,
+            id=request.id,
+            parent=request.parent or None,
+            provider=self._provider_ref(request.type, True, request.provider, request.version),
+            dependencies=list(dict.fromkeys(request.dependencies)),
+            inputs=inputs,
+            outputs=outputs,
+            external=True,
+        )
+        self._record(res)
+        return resource_pb2.ReadResourceResponse(urn=urn, properties=wire.to_struct(outputs))
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802
+        outputs = wire.from_struct(request.outputs)
+        with self._lock:
+            res = self.captured.get(request.urn)
+            if res is not None:
+                res.outputs = outputs
+        return empty_pb2.Empty()
+
+    def Invoke(self, request: Any) -> Any:  # noqa: N802
+        if request.tok == "azure-native:authorization:getClientConfig":
+            answer = {
+                "clientId": stable_uuid("client"),
+                "objectId": stable_uuid("object"),
+                "subscriptionId": "00000000-0000-0000-0000-000000000000",
+                "tenantId": "00000000-0000-0000-0000-00000000aaaa",
+            }
+            return resource_pb2.ResourceInvokeResponse(**{"return": wire.to_struct(answer)})
+        if request.tok == "pulumi:pulumi:getResource":
+            return super().Invoke(request)
+        return resource_pb2.ResourceInvokeResponse(**{"return": wire.to_struct({})})

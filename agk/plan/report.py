@@ -1,0 +1,202 @@
+"""A plan as a person reads it: terminal text, a pull-request comment (Markdown + Mermaid), JSON."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import asdict
+from typing import Any
+
+from agk.plan import wire
+from agk.plan.engine import StackPlan
+from agk.plan.topology import Topology, topology
+
+NOTHING_DEPLOYED = "Offline plan under Pulumi's mock runtime: nothing was deployed, no cloud API was called."
+
+
+def counts_by_type(plan: StackPlan) -> dict[str, int]:
+    counts = Counter(r.type for r in plan.resources if r.type != "pulumi:pulumi:Stack")
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _summary(plan: StackPlan) -> str:
+    kinds = Counter(
+        "provider"
+        if r.type.startswith("pulumi:providers:")
+        else "stack reference"
+        if r.type == "pulumi:pulumi:StackReference"
+        else "cloud"
+        if r.custom
+        else "component"
+        for r in plan.resources
+        if r.type != "pulumi:pulumi:Stack"
+    )
+    parts = [f"{kinds[k]:,} {k}{'s' if kinds[k] != 1 else ''}" for k in ("cloud", "component", "provider", "stack reference")]
+    total = sum(kinds.values())
+    return f"{total:,} resources ({', '.join(p for p in parts if not p.startswith('0 '))})"
+
+
+def masked_outputs(plan: StackPlan) -> dict[str, Any]:
+    return {k: "[secret]" if wire.is_secret(v) else wire.plain(v) for k, v in sorted(plan.outputs.items())}
+
+
+def _pct(value: Any) -> str:
+    return f"{float(value):.0%}" if isinstance(value, int | float) else "-"
+
+
+def _num(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else "-"
+
+
+def _subnet_of(topo: Topology, subnet_id: str) -> str:
+    vnet = topo.vnet_of(subnet_id)
+    if vnet is None:
+        return subnet_id.rsplit("/", 1)[-1]
+    return next(s.name for s in vnet.subnets if s.id.lower() == subnet_id.lower())
+
+
+# -- text ----------------------------------------------------------------------------------------
+def text(plan: StackPlan, addresses: dict[str, Any], review: str | None) -> str:
+    topo = topology(plan)
+    lines = [f"Stack {plan.stack} ({plan.project}): {_summary(plan)}", f"  {NOTHING_DEPLOYED}", ""]
+    if plan.references:
+        lines += [f"Reads outputs of: {', '.join(plan.references)}", ""]
+    lines.append("Resources by type:")
+    lines += [f"  {count:>6,}  {type_}" for type_, count in counts_by_type(plan).items()]
+    if addresses.get("vnets"):
+        lines += ["", "Address plan:"]
+        for vnet in addresses["vnets"]:
+            lines.append(
+                f"  {vnet['name']}  {vnet['cidr']}  needs {_num(vnet.get('ips_needed'))} IPs,"
+                f" {_pct(vnet.get('utilization'))} used"
+            )
+            for subnet in vnet.get("subnets", []):
+                lines.append(
+                    f"    {subnet['name']:<28} {subnet['cidr']:<18} {_num(subnet.get('usable_ips')):>9} usable"
+                    f"  {_num(subnet.get('ips_needed')):>9} needed  {subnet.get('role') or ''}".rstrip()
+                )
+        for warning in addresses.get("warnings", []):
+            lines.append(f"  warning [{warning.get('code')}]: {warning.get('message')}")
+    if topo.peerings:
+        lines += ["", "Peerings:"]
+        names = {v.id.lower(): v.name for v in topo.vnets}
+        lines += [f"  {names[p.local.lower()]} -> {names[p.remote.lower()]}  ({p.name})" for p in topo.peerings]
+    if topo.pools:
+        lines += ["", "Pools and scale sets:"]
+        for pool in topo.pools:
+            subnets = ", ".join(_subnet_of(topo, s) for s in pool.subnet_ids) or "-"
+            lines.append(
+                f"  {pool.name:<14} {pool.role:<12} {pool.vm_size:<28} {pool.scale_sets:>3} scale sets"
+                f" {pool.nodes:>6,} nodes  subnet {subnets}"
+            )
+    if topo.vms_by_role:
+        lines += ["", "Virtual machines: " + ", ".join(f"{role} {n}" for role, n in topo.vms_by_role.items())]
+    outputs = masked_outputs(plan)
+    if outputs:
+        lines += ["", f"Stack outputs: {', '.join(outputs)}"]
+    for warning in plan.warnings:
+        lines.append(f"warning: {warning}")
+    lines += ["", f"Review: {review}" if review else "Review: not run (agk review is not available)"]
+    return "\n".join(lines)
+
+
+# -- markdown ------------------------------------------------------------------------------------
+def _mid(text_: str) -> str:
+    return "n_" + re.sub(r"[^A-Za-z0-9_]", "_", text_)
+
+
+def _label(text_: str) -> str:
+    return text_.replace('"', "#quot;")
+
+
+def mermaid(topo: Topology) -> str:
+    """A flowchart of the hub-and-spoke topology: VNets, their subnets with sizes, peerings, pools."""
+    lines = ["flowchart LR"]
+    for vnet in topo.vnets:
+        where = " (another stack)" if vnet.external else ""
+        kind = f" · {vnet.kind}" if vnet.kind else ""
+        title = f"{vnet.name}{kind} {', '.join(vnet.cidrs)}{where}".strip()
+        lines.append(f'  subgraph {_mid(vnet.id)}["{_label(title)}"]')
+        lines.append("    direction TB")
+        for subnet in vnet.subnets:
+            lines.append(f'    {_mid(subnet.id)}["{_label(subnet.name)}<br/>{subnet.cidr} · {subnet.usable:,} usable"]')
+        if not vnet.subnets:
+            lines.append(f'    {_mid(vnet.id)}_x["{_label(vnet.name)}"]')
+        lines.append("  end")
+    seen: set[frozenset[str]] = set()
+    for peering in topo.peerings:
+        pair = frozenset({peering.local.lower(), peering.remote.lower()})
+        if pair in seen:
+            continue
+        seen.add(pair)
+        lines.append(f"  {_mid(peering.local)} <-->|peering| {_mid(peering.remote)}")
+    for pool in topo.pools:
+        pid = _mid(f"pool-{pool.name}")
+        label = f"{pool.name}: {pool.nodes:,} × {pool.vm_size}<br/>{pool.scale_sets} scale sets"
+        lines.append(f'  {pid}(["{_label(label)}"])')
+        for subnet_id in pool.subnet_ids:
+            if topo.vnet_of(subnet_id) is not None:
+                lines.append(f"  {_mid(subnet_id)} --- {pid}")
+    return "\n".join(lines)
+
+
+def markdown(plan: StackPlan, addresses: dict[str, Any], review: str | None) -> str:
+    topo = topology(plan)
+    out = [f"### `agk plan` · stack `{plan.stack}`", "", f"> {NOTHING_DEPLOYED}", "", f"**{_summary(plan)}**"]
+    if plan.references:
+        out.append(f"Reads the outputs of {', '.join(f'`{r}`' for r in plan.references)}.")
+    out.append("")
+    if review:
+        out += [f"**Review:** {review}", ""]
+    if topo.vnets:
+        out += ["```mermaid", mermaid(topo), "```", ""]
+    if addresses.get("vnets"):
+        out += ["#### Address plan", "", "| VNet / subnet | CIDR | usable | needed | role |", "|---|---|--:|--:|---|"]
+        for vnet in addresses["vnets"]:
+            out.append(
+                f"| **{vnet['name']}** | {vnet['cidr']} | {_num(vnet.get('usable_ips'))} |"
+                f" {_num(vnet.get('ips_needed'))} | {_pct(vnet.get('utilization'))} used |"
+            )
+            for s in vnet.get("subnets", []):
+                out.append(
+                    f"| {s['name']} | {s['cidr']} | {_num(s.get('usable_ips'))} | {_num(s.get('ips_needed'))} |"
+                    f" {s.get('role') or ''} |"
+                )
+        for warning in addresses.get("warnings", []):
+            out.append(f"\n> **{warning.get('code')}**: {warning.get('message')}")
+        out.append("")
+    if topo.pools:
+        out += ["#### Pools and scale sets", "", "| pool | role | VM size | scale sets | nodes |", "|---|---|---|--:|--:|"]
+        out += [f"| {p.name} | {p.role} | {p.vm_size} | {p.scale_sets} | {p.nodes:,} |" for p in topo.pools]
+        out.append("")
+    if topo.vms_by_role:
+        out += ["Virtual machines: " + ", ".join(f"{role} × {n}" for role, n in topo.vms_by_role.items()), ""]
+    out += ["<details><summary>Resources by type</summary>", "", "| type | count |", "|---|--:|"]
+    out += [f"| `{t}` | {n:,} |" for t, n in counts_by_type(plan).items()]
+    out += ["", "</details>", ""]
+    for warning in plan.warnings:
+        out.append(f"> warning: {warning}")
+    return "\n".join(out).rstrip() + "\n"
+
+
+# -- json ----------------------------------------------------------------------------------------
+def as_json(plan: StackPlan, addresses: dict[str, Any], review: str | None) -> dict[str, Any]:
+    topo = topology(plan)
+    return {
+        "stack": plan.stack,
+        "project": plan.project,
+        "deployed": False,
+        "resources": len(plan.resources),
+        "counts_by_type": counts_by_type(plan),
+        "references": plan.references,
+        "outputs": masked_outputs(plan),
+        "addresses": addresses,
+        "topology": {
+            "vnets": [asdict(v) for v in topo.vnets],
+            "peerings": [asdict(p) for p in topo.peerings],
+            "pools": [asdict(p) for p in topo.pools],
+            "vms_by_role": topo.vms_by_role,
+        },
+        "warnings": plan.warnings,
+        "review": review,
+    }
