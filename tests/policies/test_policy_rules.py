@@ -1,0 +1,344 @@
+"""Each rule: the compliant cluster passes it, one change breaks it with the exact message."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from policy_fixtures import (
+    RG,
+    Stack,
+    arm_id,
+    good_cluster,
+    messages,
+    nsg_rule,
+    review,
+    tags,
+    vmss,
+    vnet_id,
+)
+
+from policies.pack import POLICIES
+
+
+def _spoke_peering(st: Stack) -> None:
+    st.add(
+        "azure-native:network:VirtualNetwork",
+        "vnet-other",
+        {
+            "resourceGroupName": RG,
+            "virtualNetworkName": "vnet-other",
+            "addressSpace": {"addressPrefixes": ["10.16.128.0/17"]},
+            "tags": tags("network", **{"agk-network": "spoke"}),
+        },
+    )
+    st.add(
+        "azure-native:network:VirtualNetworkPeering",
+        "dev-to-other",
+        {
+            "resourceGroupName": RG,
+            "virtualNetworkName": "vnet-dev",
+            "remoteVirtualNetwork": {"id": vnet_id("vnet-other")},
+        },
+    )
+
+
+def _big_pool(st: Stack) -> None:
+    for i in range(2):
+        st.inputs(f"gpu-h100-{i}")["sku"]["capacity"] = 100.0
+    st.inputs("vnet-dev-gpu-h100")["addressPrefix"] = "10.16.0.0/17"
+    st.inputs("vnet-dev")["addressSpace"]["addressPrefixes"] = ["10.16.0.0/14"]
+    for i in range(2, 60):
+        st.add(
+            "azure-native:compute:VirtualMachineScaleSet",
+            f"gpu-h100-{i}",
+            vmss(f"gpu-h100-{i}", "h100", "gpu-h100", 100, 10),
+        )
+
+
+def _full_pool(st: Stack) -> None:
+    for i in range(2):
+        st.inputs(f"gpu-h100-{i}")["sku"]["capacity"] = 100.0
+
+
+def _raised(st: Stack) -> None:
+    _big_pool(st)
+    st.inputs("vnet-dev")["tags"]["agk-limits"] = "vnet-private-ips=70000"
+
+
+def _set(name: str, path: str, value: object) -> Callable[[Stack], None]:
+    def change(st: Stack) -> None:
+        node = st.inputs(name)
+        *parents, last = path.split(".")
+        for key in parents:
+            node = node[key]
+        if value is None:
+            del node[last]
+        else:
+            node[last] = value
+
+    return change
+
+
+def _public_ip_on_apiserver(st: Stack) -> None:
+    st.add(
+        "azure-native:network:PublicIPAddress",
+        "apiserver-0-pip",
+        {"resourceGroupName": RG, "tags": tags("nat"), "sku": {"name": "Standard"}},
+    )
+    ipc = st.inputs("apiserver-0-nic")["ipConfigurations"][0]
+    ipc["publicIPAddress"] = {"id": arm_id("azure-native:network:PublicIPAddress", "apiserver-0-pip")}
+
+
+def _ports_from_internet(st: Stack) -> None:
+    st.inputs("nsg-dev")["securityRules"].append(nsg_rule("oops", 300, "0.0.0.0/0", ["2000-2379", "10250,3389"]))
+
+
+def _second_vmss_nic(st: Stack) -> None:
+    nic = st.inputs("gpu-h100-0")["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"][0]
+    nic["ipConfigurations"] = nic["ipConfigurations"][:5]
+
+
+def _etcd_on_p30(st: Stack) -> None:
+    st.inputs("etcd-1-data")["sku"]["name"] = "Premium_LRS"
+
+
+def _four_apiservers(st: Stack) -> None:
+    from policy_fixtures import host
+
+    host(st, "apiserver-3", "apiserver", "control-plane", "Standard_D8ds_v5", nodes=100)
+
+
+def _one_etcd(st: Stack) -> None:
+    for i in (1, 2):
+        st.remove(f"etcd-{i}")
+
+
+def _balloon_at(value: float) -> Callable[[Stack], None]:
+    return _set("balloon", "value", value)
+
+
+def _no_limits(st: Stack) -> None:
+    spec = st.inputs("balloons")["spec"]["template"]["spec"]
+    del spec["containers"][0]["resources"]
+
+
+CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
+    (
+        "no-spoke-to-spoke-peering",
+        _spoke_peering,
+        [
+            "peering dev-to-other joins spoke VNet vnet-dev to spoke VNet vnet-other: peer each spoke only with the hub",
+            "spoke VNet vnet-dev is peered with 2 VNets (vnet-hub, vnet-other): peer each spoke only with the hub",
+        ],
+    ),
+    (
+        "peered-vnets-no-overlap",
+        _spoke_peering,
+        [
+            "peering dev-to-other: VNet vnet-dev (10.16.0.0/16) overlaps VNet vnet-other (10.16.128.0/17): "
+            "give peered VNets disjoint address spaces"
+        ],
+    ),
+    (
+        "subnet-holds-its-pools",
+        _full_pool,
+        [
+            "subnet gpu-h100 (10.16.8.0/21) has 2048 addresses but needs 2216 (pool h100 2211, + 5 reserved; "
+            "pools count (instances + surge) x (1 + maxPods)): widen it to /20 or shorter"
+        ],
+    ),
+    (
+        "ip-configurations-within-limits",
+        _big_pool,
+        [
+            "VNet vnet-dev has 66018 IP configurations, over the vnet-private-ips limit of 65536 (Azure's default): "
+            "split the cluster across VNets, or raise the quota by support request and declare it under "
+            "azure-gpu-k8s:limits.vnet-private-ips"
+        ],
+    ),
+    (
+        "ip-configurations-need-raised-quota",
+        _raised,
+        [
+            "VNet vnet-dev has 66018 IP configurations, above Azure's default vnet-private-ips of 65536: deploying "
+            "depends on the raised quota of 70000 this stack declares; confirm the support request is granted "
+            "before `pulumi up`"
+        ],
+    ),
+    (
+        "nsg-no-admin-ports-from-internet",
+        _ports_from_internet,
+        [
+            "NSG nsg-dev rule oops allows inbound from 0.0.0.0/0 to port(s) 10250, 2379-2380, 3389: "
+            "allow only the hub or VNet ranges"
+        ],
+    ),
+    (
+        "nsg-no-admin-ports-from-internet",
+        _set("allow-https", "destinationPortRange", "*"),
+        [
+            "security rule allow-https allows inbound from Internet to port(s) 10250, 22, 2379-2380, 3389, 6443: "
+            "allow only the hub or VNet ranges"
+        ],
+    ),
+    (
+        "subnet-has-nsg",
+        _set("vnet-dev-etcd", "networkSecurityGroup", None),
+        ["subnet etcd has no network security group: set networkSecurityGroup.id"],
+    ),
+    (
+        "no-public-ip-on-cluster-hosts",
+        _public_ip_on_apiserver,
+        [
+            "NIC apiserver-0-nic gives a public IP address to a apiserver host: reach it through the hub "
+            "(Bastion, jump host) or the NAT host instead"
+        ],
+    ),
+    (
+        "nic-ip-configurations",
+        _second_vmss_nic,
+        [
+            "scale set gpu-h100-0 NIC nic has 5 IP configurations but its pool declares maxPods 10: "
+            "give it 1 + maxPods = 11 (the node, then one per pod)"
+        ],
+    ),
+    (
+        "scale-set-capacity-within-cap",
+        _set("gpu-h100-0", "sku.capacity", 101.0),
+        [
+            "scale set gpu-h100-0 has capacity 101, over the 100 VMs a scale set holds with singlePlacementGroup=true: "
+            "split the pool into more scale sets"
+        ],
+    ),
+    (
+        "infiniband-single-placement-group",
+        _set("gpu-h100-0", "singlePlacementGroup", False),
+        [
+            "scale set gpu-h100-0 uses InfiniBand size Standard_ND96isr_H100_v5 with singlePlacementGroup=false: "
+            "InfiniBand only connects VMs inside one placement group; set singlePlacementGroup to true"
+        ],
+    ),
+    (
+        "accelerated-networking",
+        _set("etcd-0-nic", "enableAcceleratedNetworking", False),
+        ["NIC etcd-0-nic has accelerated networking off: set enableAcceleratedNetworking true"],
+    ),
+    (
+        "ssh-keys-only",
+        _set("etcd-0", "osProfile.linuxConfiguration.disablePasswordAuthentication", False),
+        [
+            "VM etcd-0 allows password login: set osProfile.linuxConfiguration.disablePasswordAuthentication true "
+            "and log in with SSH keys"
+        ],
+    ),
+    (
+        "encryption-at-host",
+        _set("gpu-h100-1", "virtualMachineProfile.securityProfile", None),
+        [
+            "scale set gpu-h100-1 has encryption at host off: set "
+            "virtualMachineProfile.securityProfile.encryptionAtHost true"
+        ],
+    ),
+    (
+        "control-plane-member-count",
+        _four_apiservers,
+        ["4 apiserver hosts: use 1, 3 or 5 (an odd member count keeps a quorum)"],
+    ),
+    (
+        "control-plane-redundancy",
+        _one_etcd,
+        ["1 etcd host: a single member has no redundancy; use 3 or 5 in production"],
+    ),
+    (
+        "etcd-low-latency-storage",
+        _etcd_on_p30,
+        [
+            "etcd VM etcd-1 (Standard_D8ds_v5, Premium_LRS) has neither local NVMe nor a Premium SSD v2 / Ultra "
+            "data disk: etcd is latency-bound; use an Lsv3 size or a PremiumV2_LRS disk"
+        ],
+    ),
+    (
+        "apiserver-memory-sizing",
+        _set("apiserver-2", "tags.agk-cluster-nodes", "7500"),
+        [
+            "API server VM apiserver-2 is Standard_D8ds_v5 (8 vCPU, 32 GiB) but 7500 nodes need at least 64 vCPU "
+            "and 66 GiB: pick a larger size"
+        ],
+    ),
+    (
+        "storage-https-only",
+        _set("stdev", "enableHttpsTrafficOnly", False),
+        ["storage account stdev accepts plain HTTP: set enableHttpsTrafficOnly true"],
+    ),
+    (
+        "storage-min-tls-1-2",
+        _set("stdev", "minimumTlsVersion", "TLS1_0"),
+        ["storage account stdev has minimumTlsVersion TLS1_0: set it to TLS1_2"],
+    ),
+    (
+        "storage-no-public-blob-access",
+        _set("datasets", "publicAccess", "Blob"),
+        ["blob container datasets has publicAccess Blob: set it to None"],
+    ),
+    (
+        "storage-no-public-blob-access",
+        _set("stdev", "allowBlobPublicAccess", None),
+        ["storage account stdev does not forbid public blob access: set allowBlobPublicAccess false"],
+    ),
+    (
+        "balloon-priority-range",
+        _balloon_at(-1000.0),
+        [
+            "balloon PriorityClass balloon has value -1000: use -10 to -1 (below -10 the autoscaler ignores the "
+            "balloon; at 0 or above real pods cannot preempt it)"
+        ],
+    ),
+    (
+        "balloon-priority-range",
+        _balloon_at(0.0),
+        [
+            "balloon PriorityClass balloon has value 0: use -10 to -1 (below -10 the autoscaler ignores the "
+            "balloon; at 0 or above real pods cannot preempt it)"
+        ],
+    ),
+    (
+        "container-limits",
+        _no_limits,
+        ["Deployment balloons container pause has no resource limits: set resources.limits (cpu, memory)"],
+    ),
+    (
+        "privileged-needs-justification",
+        _set("iptables-exporter", "metadata.annotations", None),
+        [
+            "DaemonSet iptables-exporter uses hostNetwork, privileged container exporter without a "
+            "azure-gpu-k8s/justification annotation: add one that says why it needs host access"
+        ],
+    ),
+    (
+        "required-tags",
+        _set("stdev", "tags.cost-center", None),
+        [
+            "storage:StorageAccount stdev lacks tag(s) cost-center: tag every Azure resource with owner, "
+            "cost-center and cluster (modules.tags.base_tags)"
+        ],
+    ),
+]
+
+
+def test_compliant_cluster_passes_every_policy() -> None:
+    report = review(good_cluster())
+    assert report.violations == []
+    assert report.policies_run == len(POLICIES) == 25
+
+
+def test_every_policy_has_a_violating_case() -> None:
+    assert {p.name for p in POLICIES} == {case[0] for case in CASES}
+
+
+@pytest.mark.parametrize(("policy", "change", "expected"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_violation_text(policy: str, change: Callable[[Stack], None], expected: list[str]) -> None:
+    st = good_cluster()
+    assert messages(st, policy) == []
+    change(st)
+    assert messages(st, policy) == expected
