@@ -37,11 +37,17 @@ def parse_cidr(text: str, where: str) -> IPv4Network:
     return net
 
 
+def inside(net: IPv4Network, other: IPv4Network) -> str:
+    return "is inside" if net.subnet_of(other) else "overlaps"
+
+
 def check_usable(net: IPv4Network, where: str, *, allow_public: bool) -> None:
     """Refuse Azure-reserved ranges, and public ranges unless the stack allows them."""
     for reserved in AZURE_RESERVED:
         if net.overlaps(reserved):
-            raise AddressError(f"{where}: {net} overlaps {reserved}, which Azure reserves: use a private range")
+            raise AddressError(
+                f"{where}: {net} {inside(net, reserved)} {reserved}, which Azure reserves: use a private range"
+            )
     if not allow_public and not any(net.subnet_of(p) for p in PRIVATE):
         raise AddressError(
             f"{where}: {net} is not private address space: use 10.0.0.0/8, 172.16.0.0/12, "

@@ -61,9 +61,12 @@ def allocate(
     blocks: Sequence[Block],
     pinned: Mapping[str, IPv4Network] | None = None,
     *,
-    where: str = "network.address_space",
+    key_prefix: str = "",
 ) -> dict[str, IPv4Network]:
-    """Place every block; return name -> CIDR. Raises ``AddressError`` when they cannot fit."""
+    """Place every block; return name -> CIDR. Raises ``AddressError`` when they cannot fit.
+
+    ``key_prefix`` leads the config keys named in errors (``<stack>: azure-gpu-k8s:``).
+    """
     pins = dict(pinned or {})
     capacity = sum(space.num_addresses for space in spaces)
     free: _Free = sorted((int(n.network_address), n.prefixlen) for n in spaces)
@@ -72,12 +75,14 @@ def allocate(
         net = pins[name]
         if not any(net.subnet_of(space) for space in spaces):
             raise AddressError(
-                f"network.pinned.{name}: {net} is outside the address space "
+                f"{key_prefix}network.pinned.{name}: {net} is outside the address space "
                 f"{', '.join(map(str, spaces))}: pin a CIDR inside it or extend network.address_space"
             )
         for other, onet in placed.items():
             if net.overlaps(onet):
-                raise AddressError(f"network.pinned.{name}: {net} overlaps pinned {other} ({onet}): pin disjoint CIDRs")
+                raise AddressError(
+                    f"{key_prefix}network.pinned.{name}: {net} overlaps pinned {other} ({onet}): pin disjoint CIDRs"
+                )
         if not _take(free, int(net.network_address), net.prefixlen):  # pragma: no cover - pins are checked above
             raise AssertionError(f"pinned {net} is free space but no free block holds it")
         placed[name] = net
@@ -88,7 +93,7 @@ def allocate(
         if slot is None:
             need = sum(_size(b.prefix) for b in blocks)
             raise AddressError(
-                f"{where}: {', '.join(map(str, spaces))} ({capacity:,} addresses) cannot hold the subnets "
+                f"{key_prefix}network.address_space: {', '.join(map(str, spaces))} ({capacity:,} addresses) cannot hold the subnets "
                 f"({need:,} addresses in aligned blocks; {block.name} /{block.prefix} does not fit): "
                 "use a larger or an extra address prefix, or lower node counts or max pods"
             )

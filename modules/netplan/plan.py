@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 from typing import Any
 
-from modules.netplan.addressing import AKS_REFUSED, AddressError, check_usable, first_overlap, parse_cidr
+from modules.netplan.addressing import AKS_REFUSED, AddressError, check_usable, first_overlap, inside, parse_cidr
 from modules.netplan.findings import Finding
 from modules.netplan.layout import Block, allocate
 from modules.netplan.limits import Limits
@@ -176,7 +176,7 @@ def plan_vnet(vnet: VNetSpec) -> tuple[VNetPlan, list[Finding]]:
             )
         pinned[name] = net
     blocks = [_block(s, vnet) for s in vnet.subnets]
-    placed = allocate(spaces, blocks, pinned, where=f"{vnet.key_prefix}network.address_space")
+    placed = allocate(spaces, blocks, pinned, key_prefix=vnet.key_prefix)
     subnets = {
         s.name: SubnetPlan(s.name, s.role, placed[s.name], s.ips_needed)
         for s in sorted(vnet.subnets, key=lambda s: placed[s.name])
@@ -260,7 +260,7 @@ def plan_network(vnets: Sequence[VNetSpec]) -> NetworkPlan:
             for refused in AKS_REFUSED:
                 if net.overlaps(refused):
                     raise AddressError(
-                        f"{where}: {net} overlaps {refused}, which AKS refuses for cluster ranges "
+                        f"{where}: {net} {inside(net, refused)} {refused}, which AKS refuses for cluster ranges "
                         "(Docker bridge and documentation ranges): use another private range"
                     )
             for other in [plans[vnet.name], *peered]:
@@ -268,7 +268,7 @@ def plan_network(vnets: Sequence[VNetSpec]) -> NetworkPlan:
                     if net.overlaps(space):
                         raise AddressError(
                             f"{where}: {net} overlaps VNet {other.name}'s {space}: "
-                            "use a range outside every VNet it is peered with"
+                            "use a range outside this VNet and every VNet peered with it"
                         )
         lim = vnet.limits
         group = plans[vnet.name].ips_needed + sum(p.ips_needed for p in peered)
