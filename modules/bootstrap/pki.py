@@ -53,7 +53,8 @@ class CertSpec:
     name: str
     ca: str
     common_name: str
-    organizations: tuple[str, ...] = ()
+    organization: str | None = None
+    """One O= (pulumi-tls takes one); Kubernetes reads it as the user's group."""
     dns_names: tuple[str, ...] = ()
     ip_addresses: tuple[IPv4Address, ...] = ()
     usages: tuple[Usage, ...] = CLIENT
@@ -106,8 +107,8 @@ def _etcd_certs(etcd: EtcdCluster) -> list[CertSpec]:
         # connecting peer's IP against its certificate's SANs.
         names = (m.name, "localhost")
         ips = (m.ip, LOOPBACK)
-        certs.append(CertSpec(etcd_server_cert(m.name), ETCD_CA, m.name, (), names, ips, SERVER))
-        certs.append(CertSpec(etcd_peer_cert(m.name), ETCD_CA, m.name, (), names, ips, PEER))
+        certs.append(CertSpec(etcd_server_cert(m.name), ETCD_CA, m.name, None, names, ips, SERVER))
+        certs.append(CertSpec(etcd_peer_cert(m.name), ETCD_CA, m.name, None, names, ips, PEER))
     return certs
 
 
@@ -129,7 +130,7 @@ def pki_spec(ctx: BootstrapContext) -> PkiSpec:
                 apiserver_cert(h.name),
                 KUBERNETES_CA,
                 "kube-apiserver",
-                (),
+                None,
                 (h.name, *api_names),
                 (h.ip, ctx.apiserver_vip, ctx.apiserver_service_ip, LOOPBACK),
                 SERVER,
@@ -138,12 +139,12 @@ def pki_spec(ctx: BootstrapContext) -> PkiSpec:
     certs += [
         CertSpec(APISERVER_ETCD_CLIENT, ETCD_CA, "kube-apiserver-etcd-client"),
         CertSpec(ETCD_HEALTHCHECK, ETCD_CA, "kube-etcd-healthcheck-client"),
-        CertSpec(APISERVER_KUBELET_CLIENT, KUBERNETES_CA, "kube-apiserver-kubelet-client", ("system:masters",)),
+        CertSpec(APISERVER_KUBELET_CLIENT, KUBERNETES_CA, "kube-apiserver-kubelet-client", "system:masters"),
         CertSpec(FRONT_PROXY_CLIENT, FRONT_PROXY_CA, "front-proxy-client"),
         CertSpec(CONTROLLER_MANAGER, KUBERNETES_CA, "system:kube-controller-manager"),
         CertSpec(SCHEDULER, KUBERNETES_CA, "system:kube-scheduler"),
-        CertSpec(KUBE_PROXY, KUBERNETES_CA, "system:kube-proxy", ("system:node-proxier",)),
-        CertSpec(PROMETHEUS, KUBERNETES_CA, "prometheus", (f"{ctx.label_domain}:monitoring",)),
+        CertSpec(KUBE_PROXY, KUBERNETES_CA, "system:kube-proxy"),
+        CertSpec(PROMETHEUS, KUBERNETES_CA, "prometheus", f"{ctx.label_domain}:monitoring"),
     ]
     for pool in ctx.pools:
         # Kubelets authenticate as bootstrappers only to file a CSR; their node certificates
@@ -153,7 +154,7 @@ def pki_spec(ctx: BootstrapContext) -> PkiSpec:
                 kubelet_bootstrap_cert(pool.name),
                 KUBERNETES_CA,
                 f"system:bootstrap:{pool.name}",
-                ("system:bootstrappers", f"system:bootstrappers:{ctx.label_domain}:{pool.name}"),
+                "system:bootstrappers",
             )
         )
     return PkiSpec(cas=cas, certs=tuple(certs), key_pairs=(SERVICE_ACCOUNT,))
