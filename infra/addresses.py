@@ -138,9 +138,13 @@ class StackPlan:
         return self.vnet.limits
 
 
-def network_of(stacks_dir: Path, stack: str) -> tuple[str, dict[str, StackConfig]]:
-    """The hub's stack name and the configs of the hub and every spoke that names it."""
-    config = load_stack(stacks_dir, stack)
+def network_of(stacks_dir: Path, stack: str, config: StackConfig | None = None) -> tuple[str, dict[str, StackConfig]]:
+    """The hub's stack name and the configs of the hub and every spoke that names it.
+
+    ``config`` is the stack's own config when the caller already has it (the Pulumi engine's
+    view of it); the other stacks are read from their files.
+    """
+    config = config or load_stack(stacks_dir, stack)
     if config.kind == "addons":
         raise ConfigError(f"{stack}: an addons stack has no network: plan its cluster stack instead")
     if config.kind == "hub":
@@ -170,9 +174,9 @@ def _load_hub(stacks_dir: Path, hub: str, stack: str) -> StackConfig:
     return hub_config
 
 
-def plan_stack(stacks_dir: Path, stack: str) -> StackPlan:
+def plan_stack(stacks_dir: Path, stack: str, config: StackConfig | None = None) -> StackPlan:
     """Validate the stack and its network, and lay out every VNet; raises ConfigError or AddressError."""
-    hub, configs = network_of(stacks_dir, stack)
+    hub, configs = network_of(stacks_dir, stack, config)
     spokes = tuple(n for n in configs if n != hub)
     specs = [vnet_spec(hub, configs[hub], spokes)] + [vnet_spec(n, configs[n], (hub,)) for n in spokes]
     return StackPlan(stack, configs[stack], plan_network(specs), configs)

@@ -1,0 +1,284 @@
+"""What each kind of stack builds: the composition behind infra/__main__.py.
+
+Everything is validated and planned (config, address plan, sizes, scale sets) before the first
+resource is constructed, so bad input never leaves a half-built graph.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi_azure_native import resources
+
+from infra.addresses import StackPlan, cluster_addresses, hub_stack_name, limits_for, plan_stack
+from infra.config import PROJECT, StackConfig, parse_config
+from infra.sizing import cluster_nodes, size_cluster
+from modules import tags as tagging
+from modules.azure.boot import minimal_cloud_config
+from modules.azure.context import DeployContext
+from modules.azure.control_plane import ControlPlane, ControlPlaneArgs, EtcdGroup
+from modules.azure.hosts import NatHost, NatHostArgs, PrometheusHosts, PrometheusHostsArgs
+from modules.azure.hub import HubNetwork, HubNetworkArgs
+from modules.azure.node_pool import NodePool, NodePoolArgs
+from modules.azure.spoke import HubRef, SpokeNetwork, SpokeNetworkArgs
+from modules.azure.storage import ClusterStorage, ClusterStorageArgs, account_name
+from modules.sizing.recommend import prometheus_disk_gib
+from modules.sizing.scale_sets import split_pool
+
+STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+
+
+def runtime_config() -> dict[str, Any]:
+    """Every config key Pulumi hands this program (the engine's settings, else PULUMI_CONFIG)."""
+    from pulumi.runtime import config as runtime
+
+    return {**runtime.get_config_env(), **runtime.CONFIG.get()}
+
+
+def load() -> tuple[str, StackConfig]:
+    stack = pulumi.get_stack()
+    return stack, parse_config(runtime_config())
+
+
+def context(stack: str, config: StackConfig) -> tuple[resources.ResourceGroup, DeployContext]:
+    assert config.tags is not None and config.admin is not None and config.location is not None
+    cluster = config.cluster.name if config.cluster else stack
+    tags = tagging.base_tags(config.tags.owner, config.tags.cost_center, cluster, config.tags.extra)
+    rg = resources.ResourceGroup(
+        f"{stack}-rg", resource_group_name=f"agk-{stack}", location=config.location, tags=tags
+    )
+    ctx = DeployContext(
+        resource_group_name=rg.name,
+        resource_group_id=rg.id,
+        location=config.location,
+        tags=tags,
+        admin_username=config.admin.username,
+        ssh_public_keys=tuple(config.admin.ssh_public_keys),
+    )
+    return rg, ctx
+
+
+def _limits_tag(config: StackConfig) -> str:
+    return tagging.encode_limits({r.name: r.value for r in limits_for(config).overridden()})
+
+
+def build_hub(stack: str, config: StackConfig, plan: StackPlan) -> dict[str, Any]:
+    assert config.hub is not None
+    _, ctx = context(stack, config)
+    jump = {f"{stack}-jump-{i}": minimal_cloud_config(f"{stack}-jump-{i}", "jump") for i in range(config.hub.jump_hosts)}
+    hub = HubNetwork(
+        stack,
+        HubNetworkArgs(
+            ctx=ctx,
+            plan=plan.vnet,
+            limits_tag=_limits_tag(config),
+            bastion=config.hub.bastion,
+            jump_hosts=config.hub.jump_hosts,
+            jump_vm_size=config.hub.jump_vm_size,
+            jump_custom_data=jump,
+            private_dns_zone=config.hub.private_dns_zone,
+        ),
+    )
+    return {
+        "vnet_id": hub.id,
+        "vnet_name": hub.name,
+        "resource_group_name": hub.resource_group_name,
+        "route_table_name": hub.route_table_name,
+        "private_dns_zone_name": hub.private_dns_zone_name,
+        "subnet_ids": hub.subnet_ids,
+        "address_space": [str(n) for n in plan.vnet.address_space],
+        "address_plan": plan.vnet.to_dict(),
+    }
+
+
+def build_cluster(stack: str, config: StackConfig, plan: StackPlan) -> dict[str, Any]:
+    cluster = config.cluster
+    assert cluster is not None
+    sizes = size_cluster(cluster)
+    addresses = cluster_addresses(plan)
+    limits = plan.limits
+    pools = {
+        name: split_pool(
+            name,
+            pool.nodes,
+            infiniband=pool.infiniband,
+            cap_spg=limits["vmss-instances-spg"],
+            cap_large=limits["vmss-instances-large"],
+        )
+        for name, pool in cluster.gpu_pools.items()
+    }
+    system_sets = split_pool(
+        f"{cluster.name}-system",
+        cluster.system_pool.nodes,
+        infiniband=False,
+        cap_spg=limits["vmss-instances-spg"],
+        cap_large=limits["vmss-instances-large"],
+    )
+    _, ctx = context(stack, config)
+    hub_ref = pulumi.StackReference(f"{PROJECT}-hub", stack_name=cluster.hub_stack)
+    hub = HubRef(
+        vnet_id=hub_ref.require_output("vnet_id").apply(str),
+        vnet_name=hub_ref.require_output("vnet_name").apply(str),
+        resource_group_name=hub_ref.require_output("resource_group_name").apply(str),
+        route_table_name=hub_ref.require_output("route_table_name").apply(str),
+        private_dns_zone_name=hub_ref.require_output("private_dns_zone_name").apply(str),
+    )
+    spoke = SpokeNetwork(
+        cluster.name,
+        SpokeNetworkArgs(
+            ctx=ctx,
+            plan=plan.vnet,
+            limits_tag=_limits_tag(config),
+            hub=hub,
+            allow_forwarded_traffic=cluster.allow_forwarded_traffic,
+        ),
+    )
+    subnet = spoke.subnet_refs
+    hosts = {**addresses.apiservers, **addresses.etcd, **addresses.events_etcd, **addresses.prometheus}
+    boot = {h: minimal_cloud_config(h, "control-plane") for h in hosts}
+    etcd = [
+        EtcdGroup(
+            "etcd",
+            {h: str(a) for h, a in addresses.etcd.items()},
+            subnet["etcd"],
+            sizes["etcd"].chosen,
+            cluster.etcd.storage,
+            cluster.etcd.disk_gib,
+            cluster.etcd.disk_iops,
+        )
+    ]
+    if cluster.events_etcd is not None:
+        etcd.append(
+            EtcdGroup(
+                "events-etcd",
+                {h: str(a) for h, a in addresses.events_etcd.items()},
+                subnet["events-etcd"],
+                sizes["events-etcd"].chosen,
+                cluster.events_etcd.storage,
+                cluster.events_etcd.disk_gib,
+                cluster.events_etcd.disk_iops,
+            )
+        )
+    nodes = cluster_nodes(cluster)
+    control = ControlPlane(
+        cluster.name,
+        ControlPlaneArgs(
+            ctx=ctx,
+            cluster_nodes=nodes,
+            apiservers={h: str(a) for h, a in addresses.apiservers.items()},
+            apiserver_vip=str(addresses.apiserver_vip),
+            apiserver_vm_size=sizes["apiserver"].chosen,
+            control_plane_subnet_id=subnet["control-plane"],
+            etcd=etcd,
+            zones=cluster.api_servers.zones,
+            custom_data=boot,
+        ),
+    )
+    prometheus = PrometheusHosts(
+        f"{cluster.name}-prometheus",
+        PrometheusHostsArgs(
+            ctx=ctx,
+            hosts={h: str(a) for h, a in addresses.prometheus.items()},
+            subnet_id=subnet["monitoring"],
+            vm_size=sizes["prometheus"].chosen,
+            data_disk_gib=prometheus_disk_gib(nodes, cluster.prometheus.retention_days),
+            zones=cluster.api_servers.zones,
+            custom_data=boot,
+        ),
+    )
+    nat_host = f"{cluster.name}-nat-0"
+    NatHost(
+        f"{cluster.name}-nat",
+        NatHostArgs(
+            ctx=ctx,
+            host=nat_host,
+            address=str(addresses.nat),
+            subnet_id=subnet["nat"],
+            vm_size=cluster.nat.vm_size,
+            custom_data=minimal_cloud_config(nat_host, "nat"),
+            service_cidr=str(addresses.service_cidr),
+            hub_route_table_name=hub.route_table_name,
+            hub_resource_group_name=hub.resource_group_name,
+        ),
+    )
+    pool_outputs: dict[str, Any] = {}
+    system = NodePool(
+        f"{cluster.name}-system",
+        NodePoolArgs(
+            ctx=ctx,
+            role="system-node",
+            vm_size=cluster.system_pool.vm_size,
+            scale_sets=system_sets,
+            subnet_id=subnet["system"],
+            max_pods=cluster.system_pool.max_pods,
+            os_disk_gib=cluster.system_pool.os_disk_gib,
+            custom_data=minimal_cloud_config(f"{cluster.name}-system", "system-node"),
+            image="general",
+        ),
+    )
+    pool_outputs["system"] = system.scale_sets
+    for name, pool in cluster.gpu_pools.items():
+        gpu = NodePool(
+            name,
+            NodePoolArgs(
+                ctx=ctx,
+                role="gpu-node",
+                vm_size=pool.vm_size,
+                scale_sets=pools[name],
+                subnet_id=subnet[f"gpu-{name}"],
+                max_pods=pool.max_pods,
+                os_disk_gib=pool.os_disk_gib,
+                custom_data=minimal_cloud_config(name, "gpu-node"),
+                zone=pool.zone,
+            ),
+        )
+        pool_outputs[name] = gpu.scale_sets
+    if cluster.storage.enabled:
+        ClusterStorage(
+            f"{cluster.name}-storage",
+            ClusterStorageArgs(
+                ctx=ctx,
+                account_name=account_name(cluster.name, f"{config.location}/{stack}"),
+                containers=cluster.storage.containers,
+                endpoint_subnet_id=subnet["endpoints"],
+                vnet_id=spoke.id,
+            ),
+        )
+    return {
+        "vnet_id": spoke.id,
+        "vnet_name": spoke.name,
+        "subnet_ids": spoke.subnet_ids,
+        "peering_ids": spoke.peering_ids,
+        "apiserver_endpoint": control.apiserver_endpoint,
+        "etcd_members": control.etcd_members,
+        "prometheus_hosts": prometheus.hosts,
+        "scale_sets": {name: {s.name: s.capacity for s in sets} for name, sets in pools.items()},
+        "scale_set_ids": pool_outputs,
+        "sizing": {role: choice.to_dict() for role, choice in sizes.items()},
+        "address_plan": plan.vnet.to_dict(),
+        "hub": hub_stack_name(cluster),
+    }
+
+
+def build(stack: str, config: StackConfig) -> dict[str, Any]:
+    """Validate and plan, then construct every resource of the stack; returns the outputs."""
+    if config.kind == "addons":
+        from infra.addons_stack import build as build_addons
+
+        return build_addons(config)
+    plan = plan_stack(STACKS_DIR, stack, config)
+    if config.kind == "hub":
+        return build_hub(stack, config, plan)
+    return build_cluster(stack, config, plan)
+
+
+def export(outputs: dict[str, Any]) -> None:
+    for key, value in outputs.items():
+        pulumi.export(key, value)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)

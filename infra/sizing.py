@@ -1,0 +1,73 @@
+"""Recommended vs chosen VM sizes for a cluster stack (the plan shows both)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra.addresses import planned_nodes
+from infra.config import PROJECT, ClusterConfig
+from modules.errors import ConfigError
+from modules.sizing import recommend
+from modules.sizing.skus import sku
+
+
+@dataclass(frozen=True)
+class SizeChoice:
+    role: str
+    recommended: str
+    chosen: str
+    rule: str
+    source: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "role": self.role,
+            "recommended": self.recommended,
+            "chosen": self.chosen,
+            "rule": self.rule,
+            "source": self.source,
+        }
+
+
+def cluster_nodes(cluster: ClusterConfig) -> int:
+    """Nodes the control plane is sized for: every pool at its maximum, surge included."""
+    pools = {"system_pool": cluster.system_pool, **{f"gpu_pools.{k}": v for k, v in cluster.gpu_pools.items()}}
+    return sum(sum(planned_nodes(p, f"cluster.{key}")) for key, p in pools.items())
+
+
+def _check(vm_size: str, where: str) -> None:
+    try:
+        sku(vm_size)
+    except ConfigError as err:
+        raise ConfigError(f"{PROJECT}:{where}: {err}") from None
+
+
+def _choice(rec: recommend.Recommendation, override: str | None, where: str) -> SizeChoice:
+    chosen = override or rec.vm_size
+    _check(chosen, where)
+    return SizeChoice(rec.role, rec.vm_size, chosen, rec.rule, rec.source)
+
+
+def size_cluster(cluster: ClusterConfig) -> dict[str, SizeChoice]:
+    nodes = cluster_nodes(cluster)
+    out = {
+        "apiserver": _choice(recommend.apiserver(nodes), cluster.api_servers.vm_size, "cluster.api_servers.vm_size"),
+        "etcd": _choice(
+            recommend.etcd(nodes, local_nvme=cluster.etcd.storage == "local-nvme"),
+            cluster.etcd.vm_size,
+            "cluster.etcd.vm_size",
+        ),
+        "prometheus": _choice(recommend.prometheus(nodes), cluster.prometheus.vm_size, "cluster.prometheus.vm_size"),
+    }
+    if cluster.events_etcd is not None:
+        rec = recommend.etcd(nodes, local_nvme=cluster.events_etcd.storage == "local-nvme")
+        out["events-etcd"] = _choice(
+            recommend.Recommendation("events-etcd", rec.vm_size, rec.vcpus, rec.memory_gib, rec.rule, rec.source),
+            cluster.events_etcd.vm_size,
+            "cluster.events_etcd.vm_size",
+        )
+    _check(cluster.system_pool.vm_size, "cluster.system_pool.vm_size")
+    for name, pool in cluster.gpu_pools.items():
+        _check(pool.vm_size, f"cluster.gpu_pools.{name}.vm_size")
+    _check(cluster.nat.vm_size, "cluster.nat.vm_size")
+    return out

@@ -1,0 +1,1 @@
+"""Pulumi components that turn the address plan and sizing into Azure resources."""

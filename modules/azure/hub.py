@@ -1,0 +1,150 @@
+"""The shared hub: researchers' way in (Bastion, jump hosts), the clusters' private DNS zone.
+
+Nothing in the hub forwards between spokes: there is no appliance and no route from one spoke to
+another, so one cluster's failure stays in that cluster. The only routes in the hub are those a
+spoke adds to reach its own service CIDR through its NAT host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import network, privatedns
+
+from modules.azure.context import DeployContext
+from modules.azure.nsg import BASTION_RULES, DENY_INTERNET_INBOUND, Rule
+from modules.azure.vm import VmSpec, first_private_ip, linux_vm
+from modules.azure.vnet import subnets, virtual_network
+from modules.netplan.plan import VNetPlan
+
+
+@dataclass(frozen=True)
+class HubNetworkArgs:
+    ctx: DeployContext
+    """Resource group, region, tags, admin login."""
+    plan: VNetPlan
+    """The hub's laid-out address plan."""
+    limits_tag: str
+    """Raised limits the stack declares (modules.tags.encode_limits)."""
+    bastion: bool
+    """Deploy Azure Bastion (needs its AzureBastionSubnet in the plan)."""
+    jump_hosts: int
+    """Jump host VMs in the `jump` subnet."""
+    jump_vm_size: str
+    """Their VM size."""
+    jump_custom_data: Mapping[str, pulumi.Input[str]]
+    """Base64 cloud-config per jump host name."""
+    private_dns_zone: str
+    """Private DNS zone that every spoke links to."""
+
+
+class HubNetwork(pulumi.ComponentResource):
+    id: pulumi.Output[str]
+    name: pulumi.Output[str]
+    resource_group_name: pulumi.Output[str]
+    subnet_ids: pulumi.Output[dict[str, str]]
+    route_table_name: pulumi.Output[str]
+    private_dns_zone_name: pulumi.Output[str]
+    jump_hosts: pulumi.Output[dict[str, str]]
+
+    def __init__(self, name: str, args: HubNetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("agk:network:HubNetwork", name, None, opts)
+        ctx = args.ctx
+        vnet = virtual_network(name, args.plan, ctx, self, "hub", args.limits_tag)
+        route_table = network.RouteTable(
+            f"{name}-routes",
+            route_table_name=f"{name}-routes",
+            resource_group_name=ctx.resource_group_name,
+            location=ctx.location,
+            # Spoke routes are added by each cluster stack; BGP propagation off keeps them the only ones.
+            disable_bgp_route_propagation=True,
+            tags=ctx.tags_for("network"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+        def rules(subnet: str) -> tuple[Rule, ...]:
+            return BASTION_RULES if subnet == "AzureBastionSubnet" else (DENY_INTERNET_INBOUND,)
+
+        created, _ = subnets(
+            name, args.plan, vnet, ctx, self, rules_for=rules, route_table_ids={"jump": route_table.id}
+        )
+        zone = privatedns.PrivateZone(
+            f"{name}-dns",
+            private_zone_name=args.private_dns_zone,
+            resource_group_name=ctx.resource_group_name,
+            location="Global",
+            tags=ctx.tags_for("network"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        privatedns.VirtualNetworkLink(
+            f"{name}-dns-link",
+            private_zone_name=zone.name,
+            resource_group_name=ctx.resource_group_name,
+            location="Global",
+            virtual_network=privatedns.SubResourceArgs(id=vnet.id),
+            registration_enabled=False,
+            tags=ctx.tags_for("network"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        if args.bastion:
+            pip = network.PublicIPAddress(
+                f"{name}-bastion-ip",
+                resource_group_name=ctx.resource_group_name,
+                location=ctx.location,
+                sku=network.PublicIPAddressSkuArgs(name="Standard"),
+                public_ip_allocation_method="Static",
+                tags=ctx.tags_for("bastion"),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            network.BastionHost(
+                f"{name}-bastion",
+                resource_group_name=ctx.resource_group_name,
+                location=ctx.location,
+                sku=network.SkuArgs(name="Standard"),
+                ip_configurations=[
+                    network.BastionHostIPConfigurationArgs(
+                        name="bastion",
+                        subnet=network.SubResourceArgs(id=created["AzureBastionSubnet"].id),
+                        public_ip_address=network.SubResourceArgs(id=pip.id),
+                    )
+                ],
+                tags=ctx.tags_for("bastion"),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        jump: dict[str, pulumi.Output[str]] = {}
+        for i in range(args.jump_hosts):
+            host = f"{name}-jump-{i}"
+            nic, _ = linux_vm(
+                VmSpec(
+                    name=host,
+                    role="jump",
+                    vm_size=args.jump_vm_size,
+                    subnet_id=created["jump"].id,
+                    private_ip=None,
+                    custom_data=args.jump_custom_data[host],
+                ),
+                ctx,
+                self,
+            )
+            jump[host] = nic.ip_configurations.apply(first_private_ip)
+
+        self.id = vnet.id
+        self.name = vnet.name
+        self.resource_group_name = pulumi.Output.from_input(ctx.resource_group_name)
+        self.subnet_ids = pulumi.Output.all(**{k: v.id for k, v in created.items()}).apply(dict)
+        self.route_table_name = route_table.name
+        self.private_dns_zone_name = zone.name
+        self.jump_hosts = pulumi.Output.all(**jump).apply(dict)
+        self.register_outputs(
+            {
+                "id": self.id,
+                "name": self.name,
+                "resource_group_name": self.resource_group_name,
+                "subnet_ids": self.subnet_ids,
+                "route_table_name": self.route_table_name,
+                "private_dns_zone_name": self.private_dns_zone_name,
+                "jump_hosts": self.jump_hosts,
+            }
+        )

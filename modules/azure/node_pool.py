@@ -1,0 +1,132 @@
+"""A node pool as Uniform scale sets whose NICs carry the pods' addresses.
+
+Native pod networking, no overlay: each NIC has ``ipconfig1`` (the node) plus ``maxPods``
+secondary IP configurations in the pool's subnet, which the CNI hands to pods (aks-engine's
+ipAddressCount = 1 + maxPods). Only the primary would ever join a load balancer pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import compute
+
+from modules import tags as tagging
+from modules.azure.context import DeployContext
+from modules.sizing.scale_sets import ScaleSetPlan
+
+
+@dataclass(frozen=True)
+class NodePoolArgs:
+    ctx: DeployContext
+    """Resource group, region, tags, admin login."""
+    role: str
+    """agk-role: gpu-node or system-node."""
+    vm_size: str
+    """Azure VM size."""
+    scale_sets: Sequence[ScaleSetPlan]
+    """The pool split into scale sets (stable names, capacities within the cap)."""
+    subnet_id: pulumi.Input[str]
+    """The pool's subnet: node and pod addresses."""
+    max_pods: int
+    """Secondary IP configurations per NIC."""
+    os_disk_gib: int
+    """OS disk size (large ML images)."""
+    custom_data: pulumi.Input[str]
+    """Base64 cloud-config every node of the pool boots with."""
+    zone: str | None = None
+    """Availability zone of the pool's scale sets."""
+    image: str = "gpu"
+    """Key into DeployContext.images."""
+
+
+def ip_configurations(subnet_id: pulumi.Input[str], max_pods: int) -> list[compute.VirtualMachineScaleSetIPConfigurationArgs]:
+    subnet = compute.ApiEntityReferenceArgs(id=subnet_id)
+    configs = [compute.VirtualMachineScaleSetIPConfigurationArgs(name="ipconfig1", primary=True, subnet=subnet)]
+    configs += [
+        compute.VirtualMachineScaleSetIPConfigurationArgs(name=f"pod{i:03d}", primary=False, subnet=subnet)
+        for i in range(1, max_pods + 1)
+    ]
+    return configs
+
+
+class NodePool(pulumi.ComponentResource):
+    id: pulumi.Output[str]
+    name: pulumi.Output[str]
+    scale_sets: pulumi.Output[dict[str, str]]
+    capacity: pulumi.Output[int]
+
+    def __init__(self, name: str, args: NodePoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("agk:compute:NodePool", name, None, opts)
+        ctx = args.ctx
+        publisher, offer, sku, version = ctx.images[args.image]
+        tags = ctx.tags_for(args.role, **{tagging.POOL: name, tagging.MAX_PODS: str(args.max_pods)})
+        created: dict[str, compute.VirtualMachineScaleSet] = {}
+        for plan in args.scale_sets:
+            created[plan.name] = compute.VirtualMachineScaleSet(
+                plan.name,
+                vm_scale_set_name=plan.name,
+                resource_group_name=ctx.resource_group_name,
+                location=ctx.location,
+                zones=[args.zone] if args.zone else None,
+                sku=compute.SkuArgs(name=args.vm_size, tier="Standard", capacity=plan.capacity),
+                orchestration_mode="Uniform",
+                overprovision=False,
+                single_placement_group=plan.single_placement_group,
+                platform_fault_domain_count=1,
+                upgrade_policy=compute.UpgradePolicyArgs(mode=compute.UpgradeMode.MANUAL),
+                identity=compute.VirtualMachineScaleSetIdentityArgs(type=compute.ResourceIdentityType.SYSTEM_ASSIGNED),
+                virtual_machine_profile=compute.VirtualMachineScaleSetVMProfileArgs(
+                    os_profile=compute.VirtualMachineScaleSetOSProfileArgs(
+                        computer_name_prefix=plan.name,
+                        admin_username=ctx.admin_username,
+                        custom_data=args.custom_data,
+                        linux_configuration=compute.LinuxConfigurationArgs(
+                            disable_password_authentication=True,
+                            ssh=compute.SshConfigurationArgs(
+                                public_keys=[
+                                    compute.SshPublicKeyArgs(
+                                        path=f"/home/{ctx.admin_username}/.ssh/authorized_keys", key_data=k
+                                    )
+                                    for k in ctx.ssh_public_keys
+                                ]
+                            ),
+                        ),
+                    ),
+                    storage_profile=compute.VirtualMachineScaleSetStorageProfileArgs(
+                        image_reference=compute.ImageReferenceArgs(
+                            publisher=publisher, offer=offer, sku=sku, version=version
+                        ),
+                        os_disk=compute.VirtualMachineScaleSetOSDiskArgs(
+                            create_option="FromImage",
+                            disk_size_gb=args.os_disk_gib,
+                            caching=compute.CachingTypes.READ_WRITE,
+                            managed_disk=compute.VirtualMachineScaleSetManagedDiskParametersArgs(
+                                storage_account_type="Premium_LRS"
+                            ),
+                        ),
+                    ),
+                    network_profile=compute.VirtualMachineScaleSetNetworkProfileArgs(
+                        network_interface_configurations=[
+                            compute.VirtualMachineScaleSetNetworkConfigurationArgs(
+                                name="nic0",
+                                primary=True,
+                                enable_accelerated_networking=True,
+                                ip_configurations=ip_configurations(args.subnet_id, args.max_pods),
+                            )
+                        ]
+                    ),
+                    security_profile=compute.SecurityProfileArgs(encryption_at_host=True),
+                ),
+                tags=tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        self.id = pulumi.Output.from_input(name)
+        self.name = pulumi.Output.from_input(name)
+        self.scale_sets = pulumi.Output.all(**{k: v.id for k, v in created.items()}).apply(dict)
+        self.capacity = pulumi.Output.from_input(sum(p.capacity for p in args.scale_sets))
+        self.register_outputs(
+            {"id": self.id, "name": self.name, "scale_sets": self.scale_sets, "capacity": self.capacity}
+        )

@@ -1,0 +1,136 @@
+"""One Linux VM with its NIC: no public IP, SSH keys only, encryption at host, managed identity."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pulumi
+from pulumi_azure_native import compute, network
+
+from modules.azure.context import DeployContext
+
+
+@dataclass(frozen=True)
+class VmSpec:
+    """What differs between the fixed hosts of a cluster (API servers, etcd, Prometheus, NAT, jump)."""
+
+    name: str
+    """Stable resource and host name."""
+    role: str
+    """agk-role tag value."""
+    vm_size: str
+    """Azure VM size."""
+    subnet_id: pulumi.Input[str]
+    """Subnet of the NIC."""
+    private_ip: str | None
+    """Static private address from the address plan; None for dynamic."""
+    custom_data: pulumi.Input[str]
+    """Base64 cloud-config."""
+    zone: str | None = None
+    """Availability zone."""
+    os_disk_gib: int = 128
+    """OS disk size."""
+    data_disk_ids: Sequence[pulumi.Input[str]] = field(default_factory=tuple)
+    """Managed disks to attach (LUN by position: the bootstrap mounts LUN 0)."""
+    data_disk_gib: int = 0
+    """Size of an empty Premium SSD data disk created with the VM (0: none)."""
+    backend_pool_ids: Sequence[pulumi.Input[str]] = field(default_factory=tuple)
+    """Load balancer backend pools of the primary IP configuration."""
+    ip_forwarding: bool = False
+    """Let the NIC forward traffic (the NAT host)."""
+    image: str = "general"
+    """Key into DeployContext.images."""
+
+
+def linux_vm(
+    spec: VmSpec, ctx: DeployContext, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()
+) -> tuple[network.NetworkInterface, compute.VirtualMachine]:
+    tags = ctx.tags_for(spec.role)
+    nic = network.NetworkInterface(
+        f"{spec.name}-nic",
+        resource_group_name=ctx.resource_group_name,
+        location=ctx.location,
+        enable_accelerated_networking=True,
+        enable_ip_forwarding=spec.ip_forwarding,
+        ip_configurations=[
+            network.NetworkInterfaceIPConfigurationArgs(
+                name="ipconfig1",
+                primary=True,
+                subnet=network.SubnetArgs(id=spec.subnet_id),
+                private_ip_allocation_method="Static" if spec.private_ip else "Dynamic",
+                private_ip_address=spec.private_ip,
+                load_balancer_backend_address_pools=[
+                    network.BackendAddressPoolArgs(id=pool_id) for pool_id in spec.backend_pool_ids
+                ]
+                or None,
+            )
+        ],
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    publisher, offer, sku, version = ctx.images[spec.image]
+    data_disks = [
+        compute.DataDiskArgs(
+            lun=lun,
+            create_option="Attach",
+            managed_disk=compute.ManagedDiskParametersArgs(id=disk_id),
+        )
+        for lun, disk_id in enumerate(spec.data_disk_ids)
+    ]
+    if spec.data_disk_gib:
+        data_disks.append(
+            compute.DataDiskArgs(
+                lun=len(data_disks),
+                create_option="Empty",
+                disk_size_gb=spec.data_disk_gib,
+                managed_disk=compute.ManagedDiskParametersArgs(storage_account_type="Premium_LRS"),
+            )
+        )
+    vm = compute.VirtualMachine(
+        spec.name,
+        resource_group_name=ctx.resource_group_name,
+        location=ctx.location,
+        vm_name=spec.name,
+        zones=[spec.zone] if spec.zone else None,
+        hardware_profile=compute.HardwareProfileArgs(vm_size=spec.vm_size),
+        identity=compute.VirtualMachineIdentityArgs(type=compute.ResourceIdentityType.SYSTEM_ASSIGNED),
+        security_profile=compute.SecurityProfileArgs(encryption_at_host=True),
+        os_profile=compute.OSProfileArgs(
+            computer_name=spec.name,
+            admin_username=ctx.admin_username,
+            custom_data=spec.custom_data,
+            linux_configuration=compute.LinuxConfigurationArgs(
+                disable_password_authentication=True,
+                ssh=compute.SshConfigurationArgs(
+                    public_keys=[
+                        compute.SshPublicKeyArgs(path=f"/home/{ctx.admin_username}/.ssh/authorized_keys", key_data=k)
+                        for k in ctx.ssh_public_keys
+                    ]
+                ),
+            ),
+        ),
+        storage_profile=compute.StorageProfileArgs(
+            image_reference=compute.ImageReferenceArgs(publisher=publisher, offer=offer, sku=sku, version=version),
+            os_disk=compute.OSDiskArgs(
+                create_option="FromImage",
+                disk_size_gb=spec.os_disk_gib,
+                managed_disk=compute.ManagedDiskParametersArgs(storage_account_type="Premium_LRS"),
+            ),
+            data_disks=data_disks or None,
+        ),
+        network_profile=compute.NetworkProfileArgs(
+            network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]
+        ),
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+    )
+    return nic, vm
+
+
+def first_private_ip(configs: Sequence[network.outputs.NetworkInterfaceIPConfigurationResponse] | None) -> str:
+    """The primary private address of a NIC, from its ipConfigurations output."""
+    for config in configs or ():
+        if config.private_ip_address:
+            return config.private_ip_address
+    return ""

@@ -1,0 +1,118 @@
+"""Recommended VM sizes per role from the cluster's node count, each rule with its source.
+
+A stack may override any size; the plan shows recommended next to chosen so a reviewer sees
+when a stack runs below what the rules suggest.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from modules.sizing.skus import SKUS, Sku
+
+GCE_TABLE = "https://kubernetes.io/docs/setup/best-practices/cluster-large/#size-of-master-and-master-components"
+OPENAI_7500 = "https://openai.com/research/scaling-kubernetes-to-7500-nodes"
+ETCD_HW = "https://etcd.io/docs/v3.5/op-guide/hardware/#example-hardware-configurations"
+PROM_STORAGE = "https://prometheus.io/docs/prometheus/latest/storage/#operational-aspects"
+
+# GCE's control-plane sizing table (vCPUs by node count); DOMAIN.md: >500 nodes 32, >3,000 nodes 64.
+APISERVER_VCPUS = ((5, 1), (10, 2), (100, 4), (250, 8), (500, 16), (3000, 32))
+APISERVER_VCPUS_ABOVE = 64
+# OpenAI: up to 70 GB of API server heap at 7,500 nodes; memory grows linearly with nodes.
+APISERVER_HEAP_GB_PER_NODE = 70 / 7500
+APISERVER_MEMORY_HEADROOM = 1.5
+# etcd's example hardware: (nodes up to, vCPUs, memory GB, IOPS).
+ETCD_TIERS = ((50, 2, 8, 3600), (250, 4, 16, 6000), (1000, 8, 32, 8000), (3000, 16, 64, 15000))
+ETCD_ABOVE = (32, 128, 20000)  # extrapolated beyond the guide's 3,000-node row
+# Prometheus: series per node (node-exporter, kubelet/cAdvisor, dcgm-exporter on 8 GPUs), bytes of
+# head memory per active series, bytes per sample on disk (the storage docs: 1-2 bytes).
+SERIES_PER_NODE = 3000
+HEAD_BYTES_PER_SERIES = 4096
+BYTES_PER_SAMPLE = 2
+SCRAPE_INTERVAL_S = 30
+
+GENERAL = ("Standard_D", "Standard_E")
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    role: str
+    vm_size: str
+    vcpus: int
+    memory_gib: int
+    rule: str
+    source: str
+
+
+def _smallest(vcpus: int, memory_gib: float, prefixes: tuple[str, ...], *, nvme: bool = False) -> Sku:
+    fits = [
+        s
+        for s in SKUS.values()
+        if s.gpus == 0
+        and s.name.startswith(prefixes)
+        and s.vcpus >= vcpus
+        and s.memory_gib >= memory_gib
+        and (s.local_nvme_gib > 0) == nvme
+    ]
+    if not fits:
+        return max((s for s in SKUS.values() if s.name.startswith(prefixes)), key=lambda s: (s.memory_gib, s.vcpus))
+    return min(fits, key=lambda s: (s.vcpus, s.memory_gib))
+
+
+def apiserver(nodes: int) -> Recommendation:
+    vcpus = next((v for limit, v in APISERVER_VCPUS if nodes <= limit), APISERVER_VCPUS_ABOVE)
+    memory = max(16.0, nodes * APISERVER_HEAP_GB_PER_NODE * APISERVER_MEMORY_HEADROOM)
+    sku = _smallest(vcpus, memory, GENERAL)
+    return Recommendation(
+        "apiserver",
+        sku.name,
+        sku.vcpus,
+        sku.memory_gib,
+        f"{nodes:,} nodes: >= {vcpus} vCPU (GCE table), >= {memory:.0f} GiB (70 GB heap at 7,500 nodes x1.5)",
+        f"{GCE_TABLE} ; {OPENAI_7500}",
+    )
+
+
+def apiserver_min_memory_gib(nodes: int) -> float:
+    """The memory floor the policy pack checks API server VMs against."""
+    return nodes * APISERVER_HEAP_GB_PER_NODE * APISERVER_MEMORY_HEADROOM
+
+
+def etcd(nodes: int, *, local_nvme: bool) -> Recommendation:
+    vcpus, memory, iops = next(((c, m, i) for limit, c, m, i in ETCD_TIERS if nodes <= limit), ETCD_ABOVE)
+    sku = _smallest(vcpus, memory, ("Standard_L",) if local_nvme else GENERAL, nvme=local_nvme)
+    return Recommendation(
+        "etcd",
+        sku.name,
+        sku.vcpus,
+        sku.memory_gib,
+        f"{nodes:,} nodes: {vcpus} vCPU, {memory} GB, {iops:,} IOPS (etcd hardware guide"
+        + (", extrapolated past 3,000 nodes)" if nodes > 3000 else ")"),
+        ETCD_HW,
+    )
+
+
+def prometheus_series(nodes: int) -> int:
+    return nodes * SERIES_PER_NODE
+
+
+def prometheus(nodes: int) -> Recommendation:
+    series = prometheus_series(nodes)
+    memory = max(16.0, 2 * series * HEAD_BYTES_PER_SERIES / 2**30)
+    sku = _smallest(8 if nodes > 100 else 4, memory, GENERAL)
+    return Recommendation(
+        "prometheus",
+        sku.name,
+        sku.vcpus,
+        sku.memory_gib,
+        f"{nodes:,} nodes x {SERIES_PER_NODE:,} series x {HEAD_BYTES_PER_SERIES} B head memory x2",
+        PROM_STORAGE,
+    )
+
+
+def prometheus_disk_gib(nodes: int, retention_days: int) -> int:
+    """Data disk: retention x ingestion (samples/s x bytes/sample) with 30% headroom, at least 128 GiB."""
+    samples_per_s = prometheus_series(nodes) / SCRAPE_INTERVAL_S
+    raw = retention_days * 86400 * samples_per_s * BYTES_PER_SAMPLE * 1.3
+    return max(128, math.ceil(raw / 2**30))
