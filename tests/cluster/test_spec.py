@@ -1,0 +1,198 @@
+"""Pure tier: the spec, its JSON round trip and every bad-config line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.config import load_stack
+from modules.cluster.config import AddonsConfig
+from modules.cluster.spec import AddonsSpec, PoolFacts, addons_spec
+from modules.errors import ConfigError
+
+POOLS = {
+    "a100": PoolFacts("a100", "Standard_ND96asr_v4", 8, 4, "research"),
+    "h100": PoolFacts("h100", "Standard_ND96isr_H100_v5", 8, 4, None),
+}
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod-7500"])
+def test_shipped_stacks_need_no_addons_section(
+    stack: str, make_spec: Callable[..., AddonsSpec], stacks_dir: Path
+) -> None:
+    spec = make_spec(load_stack(stacks_dir, stack))
+    assert spec.preflight.level == 2 and spec.gang.enabled
+    assert all(b.replicas == 0 for b in spec.balloons)
+
+
+def test_teams_derive_from_pools_with_quota_of_their_gpus(dev_spec: AddonsSpec) -> None:
+    assert [(t.name, t.gpu_quota, t.pools) for t in dev_spec.teams] == [("research", 32, ("a100",))]
+
+
+def test_json_round_trip(dev_spec: AddonsSpec, spec_136: AddonsSpec) -> None:
+    import json
+
+    for spec in (dev_spec, spec_136):
+        assert AddonsSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
+        assert AddonsSpec.from_json(json.dumps(spec.to_json())) == spec
+
+
+def test_from_json_of_something_else_is_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"^addons_spec output is not an add-ons spec \('pools'\): run"):
+        AddonsSpec.from_json({"cluster_name": "x", "kubernetes_version": "1.31", "label_domain": "a.b"})
+
+
+BAD: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
+    (
+        "unknown team in a pool",
+        {"teams": {"reserch": {}}},
+        {},
+        "azure-gpu-k8s:cluster.gpu_pools.a100.team: team 'research' is not declared in addons.teams "
+        "(declared: reserch): fix the pool's team or add it under addons.teams",
+    ),
+    (
+        "balloons exceed pool",
+        {"balloons": {"h100": 9}},
+        {},
+        "azure-gpu-k8s:addons.balloons.h100: 9 replicas exceed pool h100's 4 nodes: lower replicas",
+    ),
+    (
+        "balloons for an unknown pool",
+        {"balloons": {"h200": 1}},
+        {},
+        "azure-gpu-k8s:addons.balloons.h200: no GPU pool named 'h200' (pools: a100, h100): fix the name",
+    ),
+    (
+        "negative balloons",
+        {"balloons": {"h100": -1}},
+        {},
+        "azure-gpu-k8s:addons.balloons.h100: -1 replicas is negative: use 0 to 4",
+    ),
+    (
+        "preflight level 9",
+        {"preflight": {"level": 9}},
+        {},
+        "azure-gpu-k8s:addons.preflight.level: 9 is not a DCGM diagnostic level: use 1 to 4 (dcgmi diag -r)",
+    ),
+    (
+        "preflight level 0",
+        {"preflight": {"level": 0}},
+        {},
+        "azure-gpu-k8s:addons.preflight.level: 0 is not a DCGM diagnostic level: use 1 to 4 (dcgmi diag -r)",
+    ),
+    (
+        "bad cron",
+        {"preflight": {"retest_schedule": "every 6 hours"}},
+        {},
+        "azure-gpu-k8s:addons.preflight.retest_schedule: 'every 6 hours' is not a 5-field cron schedule: "
+        "use e.g. '17 */6 * * *'",
+    ),
+    (
+        "team without pool or quota",
+        {"teams": {"research": {}, "vision": {}}},
+        {},
+        "azure-gpu-k8s:addons.teams.vision: owns no GPU pool and has no gpu_quota: set team on a gpu_pool "
+        "or set gpu_quota",
+    ),
+    (
+        "team named after a system namespace",
+        {},
+        {"a100": PoolFacts("a100", "Standard_ND96asr_v4", 8, 4, "kube-system")},
+        "azure-gpu-k8s:cluster.gpu_pools.a100.team: team 'kube-system' would take over a system namespace: "
+        "pick another team name",
+    ),
+    (
+        "team not a namespace name",
+        {},
+        {"a100": PoolFacts("a100", "Standard_ND96asr_v4", 8, 4, "Research_1")},
+        "azure-gpu-k8s:cluster.gpu_pools.a100.team: team 'Research_1' is not a valid namespace name: "
+        "use lowercase letters, digits and '-'",
+    ),
+    (
+        "pool without GPUs",
+        {},
+        {"cpu": PoolFacts("cpu", "Standard_D8ds_v5", 0, 4, None)},
+        "azure-gpu-k8s:cluster.gpu_pools.cpu.vm_size: Standard_D8ds_v5 has no GPUs: use a GPU size or move "
+        "the pool to system_pool",
+    ),
+    (
+        "duplicate XID",
+        {"health": {"fatal_xids": [79, 48, 79]}},
+        {},
+        "azure-gpu-k8s:addons.health.fatal_xids: 79 is listed twice: remove the duplicate",
+    ),
+    (
+        "empty XID list",
+        {"health": {"fatal_xids": []}},
+        {},
+        "azure-gpu-k8s:addons.health.fatal_xids: empty: list the XIDs that fail a node (see DOMAIN.md)",
+    ),
+    (
+        "bad scheduler image tag",
+        {"gang": {"image_tag": "latest"}},
+        {},
+        "azure-gpu-k8s:addons.gang.image_tag: 'latest' is not a release tag: use e.g. v0.31.8",
+    ),
+    (
+        "bad scheduler name",
+        {"gang": {"scheduler_name": "Gang_Scheduler"}},
+        {},
+        "azure-gpu-k8s:addons.gang.scheduler_name: 'Gang_Scheduler' is not a valid scheduler name: use "
+        "lowercase letters, digits and '-'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "addons", "pools", "message"), BAD, ids=[b[0] for b in BAD])
+def test_bad_config_is_one_clear_line(
+    case: str, addons: dict[str, Any], pools: dict[str, PoolFacts], message: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        addons_spec("dev", "1.31", "gpu.example.com", pools or POOLS, AddonsConfig.model_validate(addons))
+    assert str(err.value) == message
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("version", "domain", "message"),
+    [
+        (
+            "1.29",
+            "gpu.example.com",
+            "azure-gpu-k8s:cluster.kubernetes_version: 1.29 has no ValidatingAdmissionPolicy v1 (GA in 1.30), "
+            "which keeps teams apart: use 1.30 or later",
+        ),
+        (
+            "1.31",
+            "gpu_example",
+            "azure-gpu-k8s:cluster.label_domain: 'gpu_example' is not a DNS domain: use one your organisation "
+            "owns, e.g. gpu.example.com",
+        ),
+        (
+            "1.38",
+            "gpu.example.com",
+            "azure-gpu-k8s:addons.gang.image_tag: no scheduler-plugins release is known for Kubernetes 1.38: "
+            "set addons.gang.image_tag (e.g. v0.38.0) or disable addons.gang",
+        ),
+    ],
+)
+def test_cluster_level_errors(version: str, domain: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        addons_spec("dev", version, domain, POOLS, AddonsConfig())
+    assert str(err.value) == message
+
+
+def test_unknown_addons_key_is_refused_by_the_model() -> None:
+    with pytest.raises(ValueError, match="extra"):
+        AddonsConfig.model_validate({"balloon": {"h100": 1}})
+
+
+def test_scheduler_release_follows_the_declared_version() -> None:
+    tags = {v: addons_spec("d", v, "a.b", POOLS, AddonsConfig()).gang.scheduler_image for v in ("1.31", "1.33")}
+    assert tags == {
+        "1.31": "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.31.8",
+        "1.33": "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.32.7",  # one minor older is in skew
+    }

@@ -1,0 +1,113 @@
+"""Real-tool tier: every object validated by kubernetes-validate (strict) for the declared version."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from modules.cluster.manifests import render_examples, render_manifests
+from modules.cluster.objects import gang, health
+from modules.cluster.spec import AddonsSpec
+
+
+def _strict(schema: Any) -> Any:
+    """The CRD schema with unknown fields refused (the API server would silently prune them)."""
+    schema = copy.deepcopy(schema)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "properties" in node and "additionalProperties" not in node:
+                node["additionalProperties"] = False
+            for key, value in node.items():
+                if key != "metadata":
+                    walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    schema["properties"]["metadata"] = {"type": "object"}
+    return schema
+
+
+def _validate(spec: AddonsSpec, objs: list[dict[str, Any]]) -> int:
+    crds = {
+        (o["spec"]["group"], v["name"], o["spec"]["names"]["kind"]): v["schema"]["openAPIV3Schema"]
+        for o in objs
+        if o["kind"] == "CustomResourceDefinition"
+        for v in o["spec"]["versions"]
+    }
+    for obj in objs:
+        group, _, version = obj["apiVersion"].rpartition("/")
+        if (group, version, obj["kind"]) in crds:
+            jsonschema.Draft202012Validator(_strict(crds[group, version, obj["kind"]])).validate(obj)
+        else:
+            kubernetes_validate.validate(obj, spec.kubernetes_version, strict=True)
+    return len(objs)
+
+
+@pytest.mark.parametrize("which", ["dev_spec", "prod_spec", "spec_136"])
+def test_every_object_is_valid_for_the_declared_version(which: str, request: pytest.FixtureRequest) -> None:
+    spec: AddonsSpec = request.getfixturevalue(which)
+    objs = render_manifests(spec)
+    examples = render_examples(spec)
+    assert _validate(spec, objs + examples) == len(objs) + len(examples) > 30
+
+
+def test_a_wrong_field_is_caught(dev_spec: AddonsSpec) -> None:
+    obj = next(o for o in render_manifests(dev_spec) if o["kind"] == "DaemonSet")
+    obj["spec"]["template"]["spec"]["tolerationz"] = []
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(obj, dev_spec.kubernetes_version, strict=True)
+    group = gang.example(dev_spec, dev_spec.teams[0])[0]
+    group["spec"]["minMembers"] = 3
+    crd = gang.podgroup_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(_strict(crd)).validate(group)
+
+
+def test_mutating_policy_only_where_the_version_has_it(dev_spec: AddonsSpec, spec_136: AddonsSpec) -> None:
+    def kinds(spec: AddonsSpec) -> set[str]:
+        return {o["kind"] for o in render_manifests(spec)}
+
+    assert "MutatingAdmissionPolicy" not in kinds(dev_spec)
+    assert {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"} <= kinds(spec_136)
+
+
+def test_object_names_are_unique(prod_spec: AddonsSpec) -> None:
+    keys = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in render_manifests(prod_spec)]
+    assert len(keys) == len(set(keys))
+
+
+def test_scheduler_config_enables_coscheduling(dev_spec: AddonsSpec) -> None:
+    cm = next(o for o in render_manifests(dev_spec) if o["metadata"]["name"].endswith("-config"))
+    config = yaml.safe_load(cm["data"]["scheduler-config.yaml"])
+    profile = config["profiles"][0]
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert profile["schedulerName"] == dev_spec.gang.scheduler_name
+    assert profile["plugins"]["multiPoint"] == {
+        "enabled": [{"name": "Coscheduling"}],
+        "disabled": [{"name": "PrioritySort"}],
+    }
+
+
+@pytest.mark.parametrize(
+    ("line", "fatal"),
+    [
+        ("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.", True),
+        ("NVRM: Xid (PCI:0001:00:00.0): 48, pid=9, An uncorrectable double bit error", True),
+        ("NVRM: Xid (PCI:0000:3b:00): 13, pid=1234, Graphics Engine Exception", False),
+        ("NVRM: Xid (PCI:0000:3b:00): 119, pid=1, Timeout waiting for GSP", True),
+        ("NVRM: Xid (PCI:0000:3b:00): 1190, pid=1, not an XID we list", False),
+    ],
+)
+def test_xid_rule_matches_kernel_lines(dev_spec: AddonsSpec, line: str, fatal: bool) -> None:
+    # node-problem-detector uses Go's RE2; this pattern uses only syntax RE2 and Python share.
+    rule = health.xid_monitor(dev_spec)["rules"][0]["pattern"]
+    assert bool(re.fullmatch(rule, line)) is fatal
