@@ -62,7 +62,7 @@ def load_file(path: Path) -> Deployment:
         raise AgkError(
             f"--file {path}: not JSON (line {err.lineno}: {err.msg}): give the output of `pulumi stack export`"
         ) from None
-    return parse(data, str(path), str(path))
+    return parse(data, f"--file {path}", str(path))
 
 
 def parse(data: Any, where: str, source: str) -> Deployment:

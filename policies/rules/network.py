@@ -242,7 +242,7 @@ def _has_public(nic: Any, field: str) -> bool:
 
 def _public_msg(what: str, host_role: str | None) -> str:
     return (
-        f"{what} gives a public IP address to a {host_role} host: reach it through the hub "
+        f"{what} gives a public IP address to a host with role {host_role}: reach it through the hub "
         "(Bastion, jump host) or the NAT host instead"
     )
 

@@ -191,7 +191,7 @@ CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
         "no-public-ip-on-cluster-hosts",
         _public_ip_on_apiserver,
         [
-            "NIC apiserver-0-nic gives a public IP address to a apiserver host: reach it through the hub "
+            "NIC apiserver-0-nic gives a public IP address to a host with role apiserver: reach it through the hub "
             "(Bastion, jump host) or the NAT host instead"
         ],
     ),
