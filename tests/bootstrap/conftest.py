@@ -1,0 +1,64 @@
+"""Fixtures for the bootstrap tests: the shipped cluster stacks' contexts and the real tools."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from infra.addresses import cluster_addresses, plan_stack
+from infra.bootstrap import bootstrap_context
+from modules.bootstrap.context import BootstrapContext
+
+ROOT = Path(__file__).resolve().parents[2]
+STACKS = ROOT / "stacks"
+CLUSTER_STACKS = ("dev", "prod-7500")
+
+# Program -> the Debian package that ships it (.ci/apt-packages.txt).
+PACKAGES = {
+    "etcd": "etcd-server",
+    "etcdctl": "etcd-client",
+    "promtool": "prometheus",
+    "prometheus": "prometheus",
+    "cloud-init": "cloud-init",
+    "iptables": "iptables",
+    "iptables-save": "iptables",
+    "ip": "iproute2",
+}
+
+
+def context(stack: str) -> BootstrapContext:
+    plan = plan_stack(STACKS, stack)
+    return bootstrap_context(plan.config, cluster_addresses(plan))
+
+
+@pytest.fixture(scope="session", params=CLUSTER_STACKS)
+def ctx(request: pytest.FixtureRequest) -> BootstrapContext:
+    return context(request.param)
+
+
+@pytest.fixture(scope="session")
+def dev() -> BootstrapContext:
+    return context("dev")
+
+
+@pytest.fixture(scope="session")
+def prod() -> BootstrapContext:
+    return context("prod-7500")
+
+
+def tool(name: str) -> str:
+    """The path of a real program the test drives; a missing one fails (never skips)."""
+    path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
+    if path is None:
+        where = "CI requires it" if os.environ.get("CI") == "true" else "the real-tool tests need it"
+        pytest.fail(f"{name} is not installed ({where}): apt-get install {PACKAGES[name]}", pytrace=False)
+    return path
+
+
+@pytest.fixture
+def require() -> Callable[[str], str]:
+    return tool

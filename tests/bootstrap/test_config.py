@@ -1,0 +1,115 @@
+"""Bad bootstrap (and bootstrap-relevant cluster) config: one clear line naming the key and the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.config import parse_config
+from modules.errors import ConfigError
+from .conftest import STACKS
+
+P = "azure-gpu-k8s"
+
+
+def _dev(**changes: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = yaml.safe_load((STACKS / "Pulumi.dev.yaml").read_text())["config"]
+    for key, value in changes.items():
+        section, _, rest = key.partition(".")
+        target = raw.setdefault(f"{P}:{section}", {})
+        *path, leaf = rest.split(".")
+        for part in path:
+            target = target.setdefault(part, {})
+        target[leaf] = value
+    return raw
+
+
+CASES = [
+    (
+        {"cluster.etcd.count": 4},
+        f"{P}:cluster.etcd.count: 4 etcd members is not supported: use 3 or 5 (an odd quorum)",
+    ),
+    (
+        {"bootstrap.etcd.rtt_ms": 0},
+        f"{P}:bootstrap.etcd.rtt_ms: rtt_ms 0 is out of range: use 1 to 5000 (election timeout = 10 x RTT <= 50 s)",
+    ),
+    (
+        {"cluster.prometheus.retention_days": -1},
+        f"{P}:cluster.prometheus.retention_days: -1 is invalid: input should be greater than or equal to 1",
+    ),
+    (
+        {"bootstrap.etcd.quota_backend_gib": 16},
+        f"{P}:bootstrap.etcd.quota_backend_gib: quota_backend_gib 16 is out of range: "
+        "use 1 to 8 (etcd's suggested maximum)",
+    ),
+    (
+        {"bootstrap.etcd.compaction_retention": "1 hour"},
+        f"{P}:bootstrap.etcd.compaction_retention: compaction_retention '1 hour' is not a duration: "
+        "use e.g. '30s', '5m' or '1h'",
+    ),
+    (
+        {"bootstrap.etcd.snapshot_count": 10},
+        f"{P}:bootstrap.etcd.snapshot_count: snapshot_count 10 is too low: use at least 1000",
+    ),
+    (
+        {"bootstrap.prometheus.query_timeout": "forever"},
+        f"{P}:bootstrap.prometheus.query_timeout: query_timeout 'forever' is not a duration: "
+        "use e.g. '30s', '5m' or '1h'",
+    ),
+    (
+        {"bootstrap.prometheus.gomaxprocs": 0},
+        f"{P}:bootstrap.prometheus.gomaxprocs: gomaxprocs 0 must be at least 1: raise it",
+    ),
+    (
+        {"bootstrap.prometheus.remote_write_url": "http://metrics.example.com/write"},
+        f"{P}:bootstrap.prometheus.remote_write_url: remote_write_url 'http://metrics.example.com/write' "
+        "is not https: use an https:// endpoint",
+    ),
+    (
+        {"bootstrap.nodes.image_gc_low_percent": 90},
+        f"{P}:bootstrap.nodes: image_gc_low_percent 90 / image_gc_high_percent 85: need 0 < low < high <= 100",
+    ),
+    (
+        {"bootstrap.control_plane.client_qps": 0},
+        f"{P}:bootstrap.control_plane: client_qps 0 must be at least 1: raise it or remove it for the default",
+    ),
+    (
+        {"bootstrap.kubernetes_patch": -1},
+        f"{P}:bootstrap.kubernetes_patch: kubernetes_patch -1 is negative: use 0 or more, or remove it",
+    ),
+    (
+        {"bootstrap.etcd.rtt": 5},
+        f"{P}:bootstrap.etcd.rtt: unknown key: remove it or fix the spelling (see stacks/schema.json)",
+    ),
+    (
+        {"bootstrap.preflight_timeout": "soon"},
+        f"{P}:bootstrap.preflight_timeout: preflight_timeout 'soon' is not a duration: use e.g. '30s', '5m' or '1h'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "message"), CASES, ids=[next(iter(c)) for c, _ in CASES])
+def test_bad_config_is_one_clear_line(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(_dev(**changes))
+    assert str(err.value) == message
+    assert "\n" not in str(err.value)
+
+
+def test_shipped_stacks_need_no_bootstrap_section() -> None:
+    config = parse_config(_dev())
+    assert config.bootstrap.etcd.rtt_ms == 100
+    assert config.bootstrap.prometheus.gomaxprocs == 24
+
+
+def test_unknown_kubernetes_minor_needs_a_patch() -> None:
+    from modules.bootstrap.versions import kubernetes_release
+
+    with pytest.raises(ConfigError) as err:
+        kubernetes_release("1.39", None)
+    assert str(err.value) == (
+        f"{P}:bootstrap.kubernetes_patch: no default patch release for Kubernetes 1.39: set bootstrap.kubernetes_patch"
+    )
+    assert kubernetes_release("1.39", 2) == "1.39.2"

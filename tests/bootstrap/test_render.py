@@ -1,0 +1,184 @@
+"""Pure checks of what each role boots with (the real tools check the files in test_realtools_*)."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import tomllib
+
+import pytest
+import yaml
+
+from modules.bootstrap import pki
+from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.roles import ROLES, bundle, mangle_rules, names
+from modules.bootstrap.userdata import (
+    AZURE_CUSTOM_DATA_LIMIT,
+    encode_custom_data,
+    placeholder_secrets,
+    render_user_data,
+)
+from modules.errors import AgkError
+
+from .certs import issue
+
+
+def _all(ctx: BootstrapContext):  # type: ignore[no-untyped-def]
+    for role in ROLES:
+        for name in names(ctx, role):
+            yield bundle(ctx, role, name)
+
+
+def test_user_data_carries_every_file_exactly(ctx: BootstrapContext) -> None:
+    for node in _all(ctx):
+        secrets = placeholder_secrets(node)
+        doc = yaml.safe_load(render_user_data(ctx, node, secrets))
+        written = {f["path"]: f["content"] for f in doc["write_files"]}
+        assert written == {f.path: f.content for f in node.files} | {
+            s.path: secrets[s.secret] for s in node.secrets
+        }
+        assert {f["path"]: f["permissions"] for f in doc["write_files"] if f["path"].endswith(".key")} == {
+            s.path: "0600" for s in node.secrets if s.path.endswith(".key")
+        }
+
+
+def test_every_role_fits_azure_custom_data_with_real_certificates(ctx: BootstrapContext) -> None:
+    pems = issue(pki.pki_spec(ctx))
+    for node in _all(ctx):
+        encoded = encode_custom_data(render_user_data(ctx, node, pems), where=node.name)
+        # Plain base64 (no gzip needed): every role is far below the limit.
+        assert len(encoded) < AZURE_CUSTOM_DATA_LIMIT * 0.8, (node.role, len(encoded))
+        assert base64.b64decode(encoded).startswith(b"#cloud-config")
+
+
+def test_oversized_user_data_is_gzipped_then_refused() -> None:
+    big = "#cloud-config\n" + "# padding line that compresses well\n" * 3000
+    packed = encode_custom_data(big, where="x")
+    assert gzip.decompress(base64.b64decode(packed)).decode() == big
+    noise = "#cloud-config\n" + base64.b64encode(bytes(range(256)) * 300).decode()
+    import os
+
+    noise += base64.b64encode(os.urandom(60_000)).decode()
+    with pytest.raises(AgkError) as err:
+        encode_custom_data(noise, where="apiserver dev-apiserver-0")
+    assert str(err.value).startswith("apiserver dev-apiserver-0: user-data is ")
+    assert str(err.value).endswith("over Azure's 65,535: move files out of cloud-init (e.g. into the image)")
+
+
+def test_missing_secret_is_named() -> None:
+    from .conftest import context
+
+    ctx = context("dev")
+    node = bundle(ctx, "etcd", "dev-etcd-0")
+    with pytest.raises(AgkError) as err:
+        render_user_data(ctx, node, {})
+    assert str(err.value) == "etcd dev-etcd-0: no PKI secret 'cert:etcd-ca': issue it in ClusterPki"
+
+
+def test_kubelet_matches_pool(ctx: BootstrapContext) -> None:
+    for pool in ctx.pools:
+        node = bundle(ctx, pool.role, pool.name)
+        config = yaml.safe_load(node.file("kubelet/config.yaml").content)
+        assert config["kind"] == "KubeletConfiguration"
+        assert config["maxPods"] == pool.max_pods
+        assert config["serializeImagePulls"] is False
+        taints = {(t["key"], t["value"], t["effect"]) for t in config["registerWithTaints"]}
+        expected = {(f"{ctx.label_domain}/preflight", "pending", "NoSchedule")}
+        if pool.team:
+            expected.add((f"{ctx.label_domain}/team", pool.team, "NoSchedule"))
+        assert taints == expected
+        unit = node.file("systemd/kubelet.service.d/10-agk.conf").content
+        assert f"--node-labels={ctx.label_domain}/pool={pool.name},{ctx.label_domain}/preflight=pending" in unit
+        runtime = tomllib.loads(node.file("containerd/config.toml").content)
+        cri = runtime["plugins"]["io.containerd.grpc.v1.cri"]
+        assert cri["containerd"]["default_runtime_name"] == ("nvidia" if pool.gpus else "runc")
+        cni = json.loads(node.file("cni/10-azure.conflist").content)
+        assert cni["plugins"][0]["type"] == "azure-vnet"
+        assert cni["plugins"][0]["ipam"]["type"] == "azure-vnet-ipam"
+
+
+def test_dev_team_pool_is_tainted_for_its_team(dev: BootstrapContext) -> None:
+    config = yaml.safe_load(bundle(dev, "gpu-node", "a100").file("kubelet/config.yaml").content)
+    assert {"key": "gpu.example.com/team", "value": "research", "effect": "NoSchedule"} in config[
+        "registerWithTaints"
+    ]
+
+
+def _apiserver_flags(ctx: BootstrapContext) -> list[str]:
+    node = bundle(ctx, "apiserver", names(ctx, "apiserver")[0])
+    pod = yaml.safe_load(node.file("manifests/kube-apiserver.yaml").content)
+    return list(pod["spec"]["containers"][0]["command"])
+
+
+def test_apiserver_flags_at_7500_nodes(prod: BootstrapContext) -> None:
+    flags = _apiserver_flags(prod)
+    events = ";".join(f"https://{m.ip}:2379" for m in prod.events_etcd.members)  # type: ignore[union-attr]
+    assert f"--etcd-servers-overrides=/events#{events}" in flags
+    assert "--goaway-chance=0.001" in flags
+    assert "--endpoint-reconciler-type=lease" in flags
+    assert "--enable-priority-and-fairness=true" in flags
+    # 7,510 nodes over 5 servers: ~1,600 read seats each.
+    assert "--max-requests-inflight=1600" in flags
+    assert "--max-mutating-requests-inflight=800" in flags
+    assert not [f for f in flags if "watch-cache" in f]
+
+
+def test_apiserver_flags_small_cluster(dev: BootstrapContext) -> None:
+    flags = _apiserver_flags(dev)
+    assert "--max-requests-inflight=400" in flags
+    assert not [f for f in flags if f.startswith("--etcd-servers-overrides")]
+    assert "--etcd-servers=" + ",".join(f"https://{m.ip}:2379" for m in dev.etcd.members) in flags
+
+
+def test_single_apiserver_has_no_goaway() -> None:
+    from dataclasses import replace
+
+    from .conftest import context
+
+    ctx = context("dev")
+    one = replace(ctx, control_plane=replace(ctx.control_plane, apiservers=ctx.control_plane.apiservers[:1], goaway_chance=None))
+    flags = _apiserver_flags(one)
+    assert not [f for f in flags if f.startswith("--goaway-chance")]
+
+
+def test_scheduler_and_controller_manager_rates_scale(prod: BootstrapContext, dev: BootstrapContext) -> None:
+    for ctx, qps in ((prod, 200), (dev, 20)):
+        node = bundle(ctx, "apiserver", names(ctx, "apiserver")[0])
+        sched = yaml.safe_load(node.file("scheduler-config.yaml").content)
+        assert sched["clientConnection"] == {
+            "kubeconfig": "/etc/kubernetes/scheduler.kubeconfig",
+            "qps": qps,
+            "burst": 2 * qps,
+        }
+        cm = yaml.safe_load(node.file("manifests/kube-controller-manager.yaml").content)
+        assert f"--kube-api-qps={qps}" in cm["spec"]["containers"][0]["command"]
+
+
+def test_etcd_timing_from_rtt(dev: BootstrapContext) -> None:
+    conf = yaml.safe_load(bundle(dev, "etcd", "dev-etcd-1").file("etcd.conf.yml").content)
+    assert (conf["heartbeat-interval"], conf["election-timeout"]) == (100, 1000)
+    assert conf["quota-backend-bytes"] == 8 * 1024**3
+    assert conf["initial-cluster"] == ",".join(f"{m.name}=https://{m.ip}:2380" for m in dev.etcd.members)
+    assert conf["client-transport-security"]["client-cert-auth"] is True
+    assert conf["peer-transport-security"]["client-cert-auth"] is True
+    assert conf["listen-metrics-urls"].startswith("http://10.16.3.37:2381")
+
+
+def test_mangle_rules_use_the_address_plan(ctx: BootstrapContext) -> None:
+    rules = mangle_rules(ctx, "gpu-node")
+    for net in ctx.internal_cidrs:
+        assert f"-A AGK-POD-OUT -d {net} -j RETURN" in rules
+    assert "10.0.0.0/8" not in rules or any(str(n) == "10.0.0.0/8" for n in ctx.internal_cidrs)
+    assert rules.count("iptables-exporter traffic=") == 4
+
+
+def test_nodes_get_arp_cache_sysctls(ctx: BootstrapContext) -> None:
+    for pool in ctx.pools:
+        text = bundle(ctx, pool.role, pool.name).file("sysctl.d/90-agk.conf").content
+        assert "net.ipv4.neigh.default.gc_thresh3 = 100000" in text
+
+
+def test_unknown_host_is_refused(dev: BootstrapContext) -> None:
+    with pytest.raises(KeyError, match="use one of dev-etcd-0, dev-etcd-1, dev-etcd-2"):
+        bundle(dev, "etcd", "dev-etcd-9")
