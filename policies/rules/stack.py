@@ -18,7 +18,6 @@ NOT_TAGGABLE = frozenset(
         "azure-native:storage:BlobServiceProperties",
         "azure-native:privatedns:PrivateRecordSet",
         "azure-native:authorization:RoleAssignment",
-        "azure-native:compute:VirtualMachineExtension",
         "azure-native:compute:VirtualMachineScaleSetExtension",
     }
 )
