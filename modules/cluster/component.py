@@ -107,7 +107,7 @@ class ClusterAddons(pulumi.ComponentResource):
         super().__init__("agk:cluster:ClusterAddons", name, None, opts)
         self._name, self._provider = name, args.provider
         if isinstance(args.spec, AddonsSpec):
-            keys: pulumi.Output[list[str]] = pulumi.Output.from_input(self._create(args.spec))
+            keys = self._create(args.spec)
             teams = pulumi.Output.from_input([t.name for t in args.spec.teams])
         else:
             # The spec is the cluster stack's output: known at preview (a StackReference reads
@@ -118,10 +118,12 @@ class ClusterAddons(pulumi.ComponentResource):
         self.team_namespaces = teams
         self.register_outputs({"objects": keys, "team_namespaces": teams})
 
-    def _create(self, spec: AddonsSpec) -> list[str]:
+    def _create(self, spec: AddonsSpec) -> pulumi.Output[list[str]]:
+        """Create every object; the keys resolve once every child is registered."""
         objs = render_manifests(spec)
         foundation: list[pulumi.Resource] = []
-        keys = []
+        keys: list[str] = []
+        urns: list[pulumi.Output[str]] = []
         for obj in objs:
             key = object_key(obj)
             first = obj["kind"] in FOUNDATION_KINDS
@@ -132,7 +134,8 @@ class ClusterAddons(pulumi.ComponentResource):
             if first:
                 foundation.append(resource)
             keys.append(key)
-        return keys
+            urns.append(resource.urn)
+        return pulumi.Output.all(*urns).apply(lambda _: keys)
 
 
 def child_names(name: str, objs: Sequence[Obj]) -> list[str]:

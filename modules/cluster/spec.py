@@ -54,7 +54,7 @@ class BalloonSpec:
     pool: str
     replicas: int
     gpus_per_node: int
-    team: str | None
+    team: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,8 @@ class AddonsSpec:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> AddonsSpec:
-        raw: dict[str, Any] = json.loads(data) if isinstance(data, str) else dict(data)
+        # Through a stack output, numbers arrive as doubles and None-valued keys are dropped.
+        raw: dict[str, Any] = _ints(json.loads(data) if isinstance(data, str) else dict(data))
         try:
             return cls(
                 cluster_name=raw["cluster_name"],
@@ -144,6 +145,16 @@ class AddonsSpec:
                 f"addons_spec output is not an add-ons spec ({err}): run `pulumi up` on the cluster stack "
                 "with this version of the toolkit first"
             ) from None
+
+
+def _ints(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _ints(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_ints(v) for v in value]
+    return value
 
 
 def _fail(key: str, message: str) -> ConfigError:

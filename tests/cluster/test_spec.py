@@ -196,3 +196,20 @@ def test_scheduler_release_follows_the_declared_version() -> None:
         "1.31": "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.31.8",
         "1.33": "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.32.7",  # one minor older is in skew
     }
+
+
+def test_from_json_survives_the_engine(dev_spec: AddonsSpec) -> None:
+    """Stack outputs carry numbers as doubles and drop None-valued keys."""
+
+    def engine(value: Any) -> Any:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return float(value)
+        if isinstance(value, dict):
+            return {k: engine(v) for k, v in value.items() if v is not None}
+        if isinstance(value, list | tuple):
+            return [engine(v) for v in value]
+        return value
+
+    assert AddonsSpec.from_json(engine(dev_spec.to_json())) == dev_spec
