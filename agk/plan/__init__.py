@@ -79,23 +79,24 @@ def run(
         state = deployment(plan)
         addresses = addresses_for(plan, stacks_dir, project_root)
         verdict = review_verdict(state)
-        rendered.append((plan, state, addresses, verdict))
+        refs = tuple(planner.plan(ref.rsplit("/", 1)[-1]) for ref in plan.references)
+        rendered.append((plan, state, addresses, verdict, refs))
     if out is not None:
         if out.exists() and not out.is_dir():
             raise AgkError(f"--out {out}: exists and is not a directory: choose a directory")
-        for plan, state, addresses, verdict in rendered:
+        for plan, state, addresses, verdict, refs in rendered:
             folder = out / plan.stack
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "state.json").write_text(json.dumps(state, indent=2) + "\n")
-            (folder / "plan.md").write_text(markdown(plan, addresses, verdict))
+            (folder / "plan.md").write_text(markdown(plan, addresses, verdict, refs))
             (folder / "addresses.json").write_text(json.dumps(addresses, indent=2) + "\n")
     if fmt == "json":
-        docs = [as_json(p, a, v) for p, _, a, v in rendered]
+        docs = [as_json(p, a, v, r) for p, _, a, v, r in rendered]
         print(json.dumps(docs[0] if len(docs) == 1 and not all_stacks else {"stacks": docs}, indent=2))
     elif fmt == "markdown":
-        print("\n---\n\n".join(markdown(p, a, v) for p, _, a, v in rendered), end="")
+        print("\n---\n\n".join(markdown(p, a, v, r) for p, _, a, v, r in rendered), end="")
     else:
-        print("\n\n".join(text(p, a, v) for p, _, a, v in rendered))
+        print("\n\n".join(text(p, a, v, r) for p, _, a, v, r in rendered))
         if out is not None:
             print(f"\nWrote state.json, plan.md and addresses.json per stack under {out}/")
     return 0

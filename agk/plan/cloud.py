@@ -250,7 +250,9 @@ class Cloud:
         elif kind in {"VirtualMachine", "VirtualMachineScaleSet"}:
             outputs["vmId" if kind == "VirtualMachine" else "uniqueId"] = stable_uuid(urn)
         elif kind == "UserAssignedIdentity":
-            outputs.update({"principalId": stable_uuid(urn, "p"), "clientId": stable_uuid(urn, "c"), "tenantId": TENANT})
+            outputs.update(
+                {"principalId": stable_uuid(urn, "p"), "clientId": stable_uuid(urn, "c"), "tenantId": TENANT}
+            )
         elif kind == "StorageAccount":
             outputs["primaryEndpoints"] = {
                 svc: f"https://{name}.{svc}.core.windows.net/" for svc in ("blob", "dfs", "file", "queue", "table")
@@ -275,7 +277,9 @@ class Cloud:
         if type_.endswith("PrivateKey"):
             outputs.update(
                 {
-                    "privateKeyPem": wire.secret(f"-----BEGIN PRIVATE KEY-----\nplanned-{tag}\n-----END PRIVATE KEY-----\n"),
+                    "privateKeyPem": wire.secret(
+                        f"-----BEGIN PRIVATE KEY-----\nplanned-{tag}\n-----END PRIVATE KEY-----\n"
+                    ),
                     "privateKeyOpenssh": wire.secret(f"planned-{tag}"),
                     "publicKeyPem": f"-----BEGIN PUBLIC KEY-----\nplanned-{tag}\n-----END PUBLIC KEY-----\n",
                     "publicKeyOpenssh": f"ssh-ed25519 planned{tag}\n",

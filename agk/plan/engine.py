@@ -17,8 +17,8 @@ import builtins
 import contextlib
 import contextvars
 import hashlib
-import importlib.metadata
 import heapq
+import importlib.metadata
 import os
 import sys
 import threading
@@ -36,7 +36,7 @@ from pulumi.runtime.settings import ROOT, Settings, configure
 from pulumi.runtime.stack import run_in_stack
 
 from agk.plan import wire
-from agk.plan.monitor import STACK_TYPE, CaptureMonitor, Captured
+from agk.plan.monitor import STACK_TYPE, Captured, CaptureMonitor
 from agk.plan.stackconfig import project_name, runtime_config, stack_names
 from modules.errors import AgkError, ConfigError
 
@@ -78,7 +78,7 @@ class _Engine:
         self.warnings: list[str] = []
         self.errors: list[str] = []
 
-    def Log(self, request: Any) -> None:  # noqa: N802 (gRPC method name)
+    def Log(self, request: Any) -> None:
         from pulumi.runtime.proto import engine_pb2
 
         if request.severity == engine_pb2.ERROR:
@@ -129,7 +129,7 @@ def _user_error(err: BaseException, stack: str) -> AgkError | None:
             text = str(current)
             return type(current)(text if text.startswith(f"{stack}:") else f"{stack}: {text}")
         if isinstance(current, pulumi.RunError):
-            return ConfigError(f"{stack}: {current}")
+            return ConfigError(f"{stack}: {str(current).removeprefix('error: ')}")
         current = current.__cause__ or current.__context__
     return None
 
@@ -141,7 +141,7 @@ def _in_fresh_runtime(body: Any) -> Any:
     def target() -> None:
         try:
             box["value"] = body()
-        except BaseException as err:  # noqa: BLE001 re-raised in the caller's thread
+        except BaseException as err:
             box["error"] = err
 
     thread = threading.Thread(target=lambda: contextvars.Context().run(target), name="agk-plan")
@@ -237,6 +237,19 @@ class Planner:
         values = {k: wire.plain(v) for k, v in exported.items()}
         return values, sorted(k for k, v in exported.items() if wire.is_secret(v))
 
+    def _missing_output(self, err: BaseException, stack: str, references: list[str]) -> AgkError | None:
+        """``require_output`` of a name the referenced stack does not export fails with a bare KeyError."""
+        if not isinstance(err, KeyError) or not err.args or not isinstance(err.args[0], str):
+            return None
+        for reference in references:
+            plan = self._plans.get(reference.rsplit("/", 1)[-1])
+            if plan is not None and err.args[0] not in plan.outputs:
+                return ConfigError(
+                    f"{stack}: stack {reference!r} has no output {err.args[0]!r}:"
+                    f" export it from {reference} (outputs: {', '.join(sorted(plan.outputs)) or 'none'})"
+                )
+        return None
+
     def _run(self, stack: str) -> StackPlan:
         config, secret_keys = runtime_config(self.stacks_dir, stack, self.project)
         monitor = CaptureMonitor(stack, self.project, config, self._resolve)
@@ -277,7 +290,7 @@ class Planner:
         try:
             _in_fresh_runtime(body)
         except Exception as err:
-            user = _user_error(err, stack)
+            user = _user_error(err, stack) or self._missing_output(err, stack, monitor.references)
             if user is not None:
                 raise user from None
             raise

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf import empty_pb2
-from pulumi.runtime.mocks import MockMonitor, Mocks, MockResourceArgs
+from pulumi.runtime.mocks import MockMonitor, MockResourceArgs, Mocks
 from pulumi.runtime.proto import resource_pb2
 
 from agk.plan import wire
@@ -121,7 +121,7 @@ class CaptureMonitor(MockMonitor):
         return provider or self._default_provider(type_, version)
 
     # -- the monitor's RPCs ------------------------------------------------------------------
-    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+    def RegisterResource(self, request: Any) -> Any:
         urn = make_urn(self.stack, self.project, request.parent, request.type, request.name)
         if request.type == STACK_TYPE:
             self._record(Captured(urn, STACK_TYPE, False))
@@ -150,7 +150,7 @@ class CaptureMonitor(MockMonitor):
         self._record(res)
         return resource_pb2.RegisterResourceResponse(urn=urn, id=id_, object=wire.to_struct(outputs))
 
-    def ReadResource(self, request: Any) -> Any:  # noqa: N802
+    def ReadResource(self, request: Any) -> Any:
         urn = make_urn(self.stack, self.project, request.parent, request.type, request.name)
         inputs = wire.from_struct(request.properties)
         if request.type == STACK_REFERENCE:
@@ -180,7 +180,7 @@ class CaptureMonitor(MockMonitor):
         self._record(res)
         return resource_pb2.ReadResourceResponse(urn=urn, properties=wire.to_struct(outputs))
 
-    def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802
+    def RegisterResourceOutputs(self, request: Any) -> Any:
         outputs = wire.from_struct(request.outputs)
         with self._lock:
             res = self.captured.get(request.urn)
@@ -188,7 +188,7 @@ class CaptureMonitor(MockMonitor):
                 res.outputs = outputs
         return empty_pb2.Empty()
 
-    def Invoke(self, request: Any) -> Any:  # noqa: N802
+    def Invoke(self, request: Any) -> Any:
         if request.tok == "azure-native:authorization:getClientConfig":
             answer = {
                 "clientId": stable_uuid("client"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import asdict
 from typing import Any
@@ -31,9 +30,21 @@ def _summary(plan: StackPlan) -> str:
         for r in plan.resources
         if r.type != "pulumi:pulumi:Stack"
     )
-    parts = [f"{kinds[k]:,} {k}{'s' if kinds[k] != 1 else ''}" for k in ("cloud", "component", "provider", "stack reference")]
-    total = sum(kinds.values())
-    return f"{total:,} resources ({', '.join(p for p in parts if not p.startswith('0 '))})"
+    parts = [
+        _plural(kinds[k], noun)
+        for k, noun in (
+            ("cloud", "cloud resource"),
+            ("component", "component"),
+            ("provider", "provider"),
+            ("stack reference", "stack reference"),
+        )
+        if kinds[k]
+    ]
+    return f"{_plural(sum(kinds.values()), 'resource')}: {', '.join(parts)}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def masked_outputs(plan: StackPlan) -> dict[str, Any]:
@@ -56,8 +67,8 @@ def _subnet_of(topo: Topology, subnet_id: str) -> str:
 
 
 # -- text ----------------------------------------------------------------------------------------
-def text(plan: StackPlan, addresses: dict[str, Any], review: str | None) -> str:
-    topo = topology(plan)
+def text(plan: StackPlan, addresses: dict[str, Any], review: str | None, referenced: tuple[StackPlan, ...] = ()) -> str:
+    topo = topology(plan, referenced)
     lines = [f"Stack {plan.stack} ({plan.project}): {_summary(plan)}", f"  {NOTHING_DEPLOYED}", ""]
     if plan.references:
         lines += [f"Reads outputs of: {', '.join(plan.references)}", ""]
@@ -86,7 +97,7 @@ def text(plan: StackPlan, addresses: dict[str, Any], review: str | None) -> str:
         for pool in topo.pools:
             subnets = ", ".join(_subnet_of(topo, s) for s in pool.subnet_ids) or "-"
             lines.append(
-                f"  {pool.name:<14} {pool.role:<12} {pool.vm_size:<28} {pool.scale_sets:>3} scale sets"
+                f"  {pool.name:<18} {pool.role:<12} {pool.vm_size:<26} {_plural(pool.scale_sets, 'scale set'):>13}"
                 f" {pool.nodes:>6,} nodes  subnet {subnets}"
             )
     if topo.vms_by_role:
@@ -101,8 +112,14 @@ def text(plan: StackPlan, addresses: dict[str, Any], review: str | None) -> str:
 
 
 # -- markdown ------------------------------------------------------------------------------------
-def _mid(text_: str) -> str:
-    return "n_" + re.sub(r"[^A-Za-z0-9_]", "_", text_)
+class _Ids:
+    """Short Mermaid node ids (v1, s2, p3) for long ARM ids, stable within one diagram."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, str] = {}
+
+    def __call__(self, prefix: str, key: str) -> str:
+        return self._ids.setdefault(f"{prefix}:{key.lower()}", f"{prefix}{len(self._ids) + 1}")
 
 
 def _label(text_: str) -> str:
@@ -112,16 +129,18 @@ def _label(text_: str) -> str:
 def mermaid(topo: Topology) -> str:
     """A flowchart of the hub-and-spoke topology: VNets, their subnets with sizes, peerings, pools."""
     lines = ["flowchart LR"]
+    ids = _Ids()
     for vnet in topo.vnets:
         where = " (another stack)" if vnet.external else ""
         kind = f" · {vnet.kind}" if vnet.kind else ""
-        title = f"{vnet.name}{kind} {', '.join(vnet.cidrs)}{where}".strip()
-        lines.append(f'  subgraph {_mid(vnet.id)}["{_label(title)}"]')
+        title = f"{vnet.name}{kind} · {', '.join(vnet.cidrs) or '?'}{where}"
+        lines.append(f'  subgraph {ids("v", vnet.id)}["{_label(title)}"]')
         lines.append("    direction TB")
         for subnet in vnet.subnets:
-            lines.append(f'    {_mid(subnet.id)}["{_label(subnet.name)}<br/>{subnet.cidr} · {subnet.usable:,} usable"]')
+            size = f"{subnet.cidr} · {subnet.usable:,} usable"
+            lines.append(f'    {ids("s", subnet.id)}["{_label(subnet.name)}<br/>{size}"]')
         if not vnet.subnets:
-            lines.append(f'    {_mid(vnet.id)}_x["{_label(vnet.name)}"]')
+            lines.append(f'    {ids("s", vnet.id)}["{_label(vnet.name)}"]')
         lines.append("  end")
     seen: set[frozenset[str]] = set()
     for peering in topo.peerings:
@@ -129,19 +148,21 @@ def mermaid(topo: Topology) -> str:
         if pair in seen:
             continue
         seen.add(pair)
-        lines.append(f"  {_mid(peering.local)} <-->|peering| {_mid(peering.remote)}")
+        lines.append(f"  {ids('v', peering.local)} <-->|peering| {ids('v', peering.remote)}")
     for pool in topo.pools:
-        pid = _mid(f"pool-{pool.name}")
-        label = f"{pool.name}: {pool.nodes:,} × {pool.vm_size}<br/>{pool.scale_sets} scale sets"
+        pid = ids("p", pool.name)
+        label = f"pool {pool.name}: {pool.nodes:,} × {pool.vm_size}<br/>{_plural(pool.scale_sets, 'scale set')}"
         lines.append(f'  {pid}(["{_label(label)}"])')
         for subnet_id in pool.subnet_ids:
             if topo.vnet_of(subnet_id) is not None:
-                lines.append(f"  {_mid(subnet_id)} --- {pid}")
+                lines.append(f"  {ids('s', subnet_id)} --- {pid}")
     return "\n".join(lines)
 
 
-def markdown(plan: StackPlan, addresses: dict[str, Any], review: str | None) -> str:
-    topo = topology(plan)
+def markdown(
+    plan: StackPlan, addresses: dict[str, Any], review: str | None, referenced: tuple[StackPlan, ...] = ()
+) -> str:
+    topo = topology(plan, referenced)
     out = [f"### `agk plan` · stack `{plan.stack}`", "", f"> {NOTHING_DEPLOYED}", "", f"**{_summary(plan)}**"]
     if plan.references:
         out.append(f"Reads the outputs of {', '.join(f'`{r}`' for r in plan.references)}.")
@@ -166,7 +187,12 @@ def markdown(plan: StackPlan, addresses: dict[str, Any], review: str | None) -> 
             out.append(f"\n> **{warning.get('code')}**: {warning.get('message')}")
         out.append("")
     if topo.pools:
-        out += ["#### Pools and scale sets", "", "| pool | role | VM size | scale sets | nodes |", "|---|---|---|--:|--:|"]
+        out += [
+            "#### Pools and scale sets",
+            "",
+            "| pool | role | VM size | scale sets | nodes |",
+            "|---|---|---|--:|--:|",
+        ]
         out += [f"| {p.name} | {p.role} | {p.vm_size} | {p.scale_sets} | {p.nodes:,} |" for p in topo.pools]
         out.append("")
     if topo.vms_by_role:
@@ -180,8 +206,10 @@ def markdown(plan: StackPlan, addresses: dict[str, Any], review: str | None) -> 
 
 
 # -- json ----------------------------------------------------------------------------------------
-def as_json(plan: StackPlan, addresses: dict[str, Any], review: str | None) -> dict[str, Any]:
-    topo = topology(plan)
+def as_json(
+    plan: StackPlan, addresses: dict[str, Any], review: str | None, referenced: tuple[StackPlan, ...] = ()
+) -> dict[str, Any]:
+    topo = topology(plan, referenced)
     return {
         "stack": plan.stack,
         "project": plan.project,

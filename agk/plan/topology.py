@@ -103,7 +103,33 @@ def _name_of(arm_id: str) -> str:
     return arm_id.rstrip("/").rsplit("/", 1)[-1]
 
 
-def topology(plan: StackPlan) -> Topology:
+def topology(plan: StackPlan, referenced: tuple[StackPlan, ...] = ()) -> Topology:
+    """The plan's network; VNets at the far end of a peering are filled in from ``referenced`` plans."""
+    vnets = _vnets(plan)
+    known_elsewhere: dict[str, Vnet] = {}
+    for other in referenced:
+        for vid, vnet in _vnets(other).items():
+            known_elsewhere[vid] = Vnet(vnet.id, vnet.name, vnet.cidrs, vnet.kind, vnet.subnets, external=True)
+    peerings: list[Peering] = []
+    for res in plan.by_type(PEERING):
+        props = _props(res)
+        local = _vnet_id_of(str(props.get("id") or res.id))
+        remote = str((props.get("remoteVirtualNetwork") or {}).get("id") or "")
+        if not remote:
+            continue
+        for end in (local, remote):
+            if end.lower() not in vnets:
+                vnets[end.lower()] = known_elsewhere.get(end.lower()) or Vnet(end, _name_of(end), [], "", external=True)
+        peerings.append(Peering(local, remote, str(props.get("name") or res.name)))
+    for vnet in vnets.values():
+        vnet.subnets.sort(key=lambda s: ipaddress.ip_network(s.cidr, strict=False) if s.cidr else s.name)
+    pools = _pools(plan)
+    roles = Counter(str((_props(r).get("tags") or {}).get(ROLE_TAG) or "untagged") for r in plan.by_type(VM))
+    ordered = sorted(vnets.values(), key=lambda v: (v.kind != "hub", v.external, v.name))
+    return Topology(ordered, peerings, pools, dict(sorted(roles.items())))
+
+
+def _vnets(plan: StackPlan) -> dict[str, Vnet]:
     vnets: dict[str, Vnet] = {}
     for res in plan.by_type(VNET):
         props = _props(res)
@@ -126,19 +152,10 @@ def topology(plan: StackPlan) -> Topology:
         parent = vnets.get(_vnet_id_of(sid).lower())
         if parent is not None and not any(s.id.lower() == sid.lower() for s in parent.subnets):
             parent.subnets.append(Subnet(sid, str(props.get("name") or res.name), str(prefix)))
-    peerings: list[Peering] = []
-    for res in plan.by_type(PEERING):
-        props = _props(res)
-        local = _vnet_id_of(str(props.get("id") or res.id))
-        remote = str((props.get("remoteVirtualNetwork") or {}).get("id") or "")
-        if not remote:
-            continue
-        for end in (local, remote):
-            if end.lower() not in vnets:
-                vnets[end.lower()] = Vnet(end, _name_of(end), [], "", external=True)
-        peerings.append(Peering(local, remote, str(props.get("name") or res.name)))
-    for vnet in vnets.values():
-        vnet.subnets.sort(key=lambda s: ipaddress.ip_network(s.cidr, strict=False) if s.cidr else s.name)
+    return vnets
+
+
+def _pools(plan: StackPlan) -> list[Pool]:
     pools: dict[str, Pool] = {}
     for res in plan.by_type(VMSS):
         props = _props(res)
@@ -147,7 +164,9 @@ def topology(plan: StackPlan) -> Topology:
         name = str(tags.get(POOL_TAG) or res.name)
         pool = pools.setdefault(
             name,
-            Pool(name, str(tags.get(ROLE_TAG, "")), str(sku.get("name", "")), 0, 0, [], props.get("singlePlacementGroup")),
+            Pool(
+                name, str(tags.get(ROLE_TAG, "")), str(sku.get("name", "")), 0, 0, [], props.get("singlePlacementGroup")
+            ),
         )
         pool.scale_sets += 1
         pool.nodes += int(sku.get("capacity") or 0)
@@ -157,9 +176,7 @@ def topology(plan: StackPlan) -> Topology:
                 sid = (ip.get("subnet") or {}).get("id")
                 if sid and sid not in pool.subnet_ids:
                     pool.subnet_ids.append(sid)
-    roles = Counter(str((_props(r).get("tags") or {}).get(ROLE_TAG) or "untagged") for r in plan.by_type(VM))
-    ordered = sorted(vnets.values(), key=lambda v: (v.external, v.kind != "hub", v.name))
-    return Topology(ordered, peerings, sorted(pools.values(), key=lambda p: p.name), dict(sorted(roles.items())))
+    return sorted(pools.values(), key=lambda p: p.name)
 
 
 def address_plan(plan: StackPlan) -> dict[str, Any]:
