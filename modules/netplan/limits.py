@@ -62,6 +62,12 @@ DEFAULTS: tuple[Limit, ...] = (
     _row("lb-backend-pool", 5_000, "Standard load balancer backend pool size", _NET_LIMITS),
     _row("vmss-instances-spg", 100, "VMs per scale set with singlePlacementGroup=true (InfiniBand)", _VMSS),
     _row("vmss-instances-large", 1_000, "VMs per scale set with singlePlacementGroup=false", _VMSS),
+    _row(
+        "vmss-instances-large-custom-image",
+        600,
+        "VMs per scale set with singlePlacementGroup=false from a custom image (unverified if current)",
+        _VMSS,
+    ),
     _row("aks-nodes-per-cluster", 5_000, "AKS nodes per cluster (Kubernetes' tested envelope too)", _AKS_LIMITS),
     _row("aks-nodes-per-pool", 1_000, "AKS nodes per node pool", _AKS_LIMITS),
     _row("aks-pools", 100, "AKS node pools per cluster", _AKS_LIMITS),

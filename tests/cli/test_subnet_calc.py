@@ -1,0 +1,472 @@
+"""`subnet-calc` through the installed console script: the reference table, plans, bad input."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agk.subnet_calc import plan_json
+from modules.netplan.sizing import size
+
+# ---- small stack files for `plan`: a hub and one cluster spoke, edited per case ----
+
+P = "azure-gpu-k8s"
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk8H1r0WwzGqP2nVqk6dZ1iF3y0b3sYwJ4cN8m2Xq7v test@example"
+_COMMON: dict[str, Any] = {
+    f"{P}:location": "eastus2",
+    f"{P}:tags": {"owner": "t", "cost_center": "c"},
+    f"{P}:admin": {"username": "azureuser", "ssh_public_keys": [KEY]},
+}
+
+
+def hub(space: str = "10.0.0.0/22") -> dict[str, Any]:
+    return {
+        f"{P}:kind": "hub",
+        **copy.deepcopy(_COMMON),
+        f"{P}:network": {"address_space": [space]},
+        f"{P}:hub": {"bastion": True, "jump_hosts": 1},
+    }
+
+
+def cluster(
+    name: str, space: str, service: str = "172.20.0.0/16", nodes: int = 4, max_pods: int = 30
+) -> dict[str, Any]:
+    return {
+        f"{P}:kind": "cluster",
+        **copy.deepcopy(_COMMON),
+        f"{P}:network": {"address_space": [space]},
+        f"{P}:cluster": {
+            "name": name,
+            "hub_stack": "hub",
+            "service_cidr": service,
+            "system_pool": {"vm_size": "Standard_D8ds_v5", "nodes": 2, "max_pods": 30},
+            "gpu_pools": {"h100": {"vm_size": "Standard_ND96isr_H100_v5", "nodes": nodes, "max_pods": max_pods}},
+        },
+    }
+
+
+Edit = Callable[[dict[str, dict[str, Any]]], None]
+
+
+def write(root: Path, edit: Edit | None = None) -> Path:
+    """Write hub + `dev` (10.16.0.0/20) after ``edit`` changed the configs; returns the stacks dir."""
+    stacks: dict[str, dict[str, Any]] = {"hub": hub(), "dev": cluster("dev", "10.16.0.0/20")}
+    if edit is not None:
+        edit(stacks)
+    root.mkdir(parents=True, exist_ok=True)
+    for name, config in stacks.items():
+        (root / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    return root
+
+
+ROOT = Path(__file__).resolve().parents[2]
+CALC = Path(sys.executable).parent / "subnet-calc"
+
+
+def calc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CALC), *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+# DOMAIN.md's reference table, plus the 5,000 + 1 surge case it notes.
+REFERENCE = [
+    (["--plugin", "kubenet", "--nodes", "50"], 51, 26, 59, []),
+    (["--plugin", "kubenet", "--nodes", "4999"], 5000, 19, 8187, ["kubenet-node-limit", "vmss-instance-limit"]),
+    (["--plugin", "azure-cni", "--nodes", "50", "--max-pods", "250"], 12801, 18, 16379, []),
+    (
+        ["--plugin", "azure-cni", "--nodes", "4999", "--max-pods", "250"],
+        1255000,
+        11,
+        2097147,
+        ["vnet-private-ip-limit", "vmss-instance-limit"],
+    ),
+    (
+        ["--plugin", "azure-cni", "--nodes", "5000", "--max-pods", "250"],
+        1255251,
+        11,
+        2097147,
+        ["vnet-private-ip-limit", "vmss-instance-limit", "lb-backend-pool-limit", "cluster-node-limit"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "needed", "prefix", "usable", "codes"), REFERENCE)
+def test_reference_table_through_the_cli(
+    args: list[str], needed: int, prefix: int, usable: int, codes: list[str]
+) -> None:
+    done = calc("size", *args, "--surge", "1", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    doc = json.loads(done.stdout)
+    assert (doc["vnet_ips_needed"], doc["prefix_length"], doc["usable_ips"]) == (needed, prefix, usable)
+    assert [w["code"] for w in doc["warnings"]] == codes
+    assert doc["subnet"] is None and doc["surge_nodes"] == 1
+    # The function gives the same answer as the command.
+    plugin, nodes = args[1], int(args[3])
+    pods = int(args[5]) if len(args) > 4 else None
+    assert size(plugin, nodes, max_pods=pods, surge=1).to_dict() == doc
+
+
+def test_size_text_output() -> None:
+    done = calc("size", "--plugin", "azure-cni", "--nodes", "4999", "--max-pods", "250")
+    assert done.returncode == 0
+    assert done.stdout == (
+        "plugin            azure-cni\n"
+        "nodes             4,999 + 1 surge\n"
+        "max pods          250\n"
+        "VNet IPs needed   1,255,000\n"
+        "subnet            /11 (2,097,147 usable)\n"
+        "IP configs / NIC  251\n"
+        "warnings          \n"
+        "  [vnet-private-ip-limit] 1,255,000 private IPs exceed the 65,536 one VNet holds: split the cluster, "
+        "lower max pods, or raise the quota (limits.vnet-private-ips)\n"
+        "  [vmss-instance-limit] 5,000 nodes exceed the 1,000 VMs of one scale set: the pool needs 5 scale sets\n"
+    )
+
+
+def test_size_json_contract_for_pod_subnet_and_overlay() -> None:
+    pod = json.loads(calc("size", "--plugin", "azure-cni-pod-subnet", "--nodes", "10", "--format", "json").stdout)
+    assert pod["pod_subnet"] == {"ips_needed": 11 * 112, "prefix_length": 21, "usable_ips": 2043}
+    overlay = json.loads(calc("size", "--plugin", "azure-cni-overlay", "--nodes", "10", "--format", "json").stdout)
+    assert overlay["pod_cidr"] == {"prefix_length": 20} and overlay["vnet_ips_needed"] == 11
+
+
+def test_max_pods_out_of_range_is_a_warning_for_size() -> None:
+    done = calc("size", "--plugin", "azure-cni", "--nodes", "3", "--max-pods", "300", "--format", "json")
+    assert done.returncode == 0
+    assert [w["code"] for w in json.loads(done.stdout)["warnings"]] == ["max-pods-range", "nic-ip-config-limit"]
+
+
+@pytest.mark.parametrize("stack", ["hub", "dev", "prod-7500"])
+def test_plan_formats_agree(stack: str) -> None:
+    done = calc("plan", "--stack", stack, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc == plan_json(stack, ROOT / "stacks")
+    vnet = doc["vnets"][0]
+    assert set(vnet) >= {"name", "cidr", "ips_needed", "usable_ips", "utilization", "subnets"}
+    assert all(set(s) >= {"name", "cidr", "role", "ips_needed", "usable_ips"} for s in vnet["subnets"])
+    text = calc("plan", "--stack", stack).stdout
+    markdown = calc("plan", "--stack", stack, "--format", "markdown").stdout
+    for subnet in vnet["subnets"]:
+        assert subnet["cidr"] in text and f"`{subnet['cidr']}`" in markdown
+
+
+def test_prod_plan_shows_its_raised_quotas() -> None:
+    doc = json.loads(calc("plan", "--stack", "prod-7500", "--format", "json").stdout)
+    assert {(r["name"], r["value"], r["default"]) for r in doc["limits"]} == {
+        ("vnet-private-ips", 262144, 65536),
+        ("peered-group-private-ips", 300000, 128000),
+    }
+    assert all(r["source"].startswith("https://learn.microsoft.com/") and r["reason"] for r in doc["limits"])
+    gpu = [s for s in doc["vnets"][0]["subnets"] if s["role"] == "gpu-pool"]
+    assert [(s["cidr"], s["ips_needed"]) for s in gpu] == [
+        ("10.64.0.0/16", 51138),
+        ("10.65.0.0/16", 51138),
+        ("10.66.0.0/16", 51138),
+        ("10.67.0.0/16", 51138),
+    ]
+    assert doc["warnings"] == []
+    text = calc("plan", "--stack", "prod-7500").stdout
+    assert "limit override: vnet-private-ips = 262,144 (Azure default 65,536)" in text
+
+
+def test_plan_without_the_quota_says_the_vnet_cannot_hold_it(tmp_path: Path) -> None:
+    source = (ROOT / "stacks" / "Pulumi.prod-7500.yaml").read_text()
+    (tmp_path / "Pulumi.prod-7500.yaml").write_text(source.replace("value: 262144", "value: 65536"))
+    (tmp_path / "Pulumi.hub.yaml").write_text((ROOT / "stacks" / "Pulumi.hub.yaml").read_text())
+    done = calc("plan", "--stack", "prod-7500", "--stacks-dir", str(tmp_path), "--format", "json")
+    assert done.returncode == 0
+    assert [w["code"] for w in json.loads(done.stdout)["warnings"]] == ["vnet-private-ip-limit"]
+
+
+# ---- bad input: exit 2, one line on stderr naming the value and the fix, nothing on stdout ----
+
+SIZE_BAD = [
+    (["--plugin", "kubenet", "--nodes", "0"], "--nodes: 0 is not a positive count: use a node count like 50"),
+    (["--plugin", "kubenet", "--nodes", "-5"], "--nodes: -5 is not a positive count: use a node count like 50"),
+    (["--plugin", "kubenet", "--nodes", "abc"], "--nodes: 'abc' is not a whole number: use a node count like 50"),
+    (["--plugin", "kubenet", "--nodes", "2.5"], "--nodes: '2.5' is not a whole number: use a node count like 50"),
+    (
+        ["--plugin", "kubenet", "--nodes", "5", "--surge", "abc"],
+        "--surge: 'abc' is not a count or a percentage: use e.g. 1 or 10%",
+    ),
+    (
+        ["--plugin", "kubenet", "--nodes", "5", "--surge", "150%"],
+        "--surge: 150% is over 100%: use a percentage from 0% to 100%",
+    ),
+    (
+        ["--plugin", "kubenet", "--nodes", "5", "--surge", "1.5"],
+        "--surge: '1.5' is not a count or a percentage: use e.g. 1 or 10%",
+    ),
+    (
+        ["--plugin", "azure-cni", "--nodes", "5", "--max-pods", "abc"],
+        "--max-pods: 'abc' is not a whole number: use 10 to 250",
+    ),
+    (
+        ["--plugin", "azure-cni", "--nodes", "5", "--max-pods", "0"],
+        "--max-pods: 0 is not a positive count: use 10 to 250",
+    ),
+    (
+        ["--plugin", "calico", "--nodes", "5"],
+        "argument --plugin: invalid choice: 'calico' (choose from 'kubenet', 'azure-cni', 'azure-cni-pod-subnet', "
+        "'azure-cni-overlay'): see 'subnet-calc size --help'",
+    ),
+    (["--plugin", "kubenet"], "the following arguments are required: --nodes: see 'subnet-calc size --help'"),
+    (
+        ["--plugin", "kubenet", "--nodes", "5", "--colour", "x"],
+        "unrecognized arguments: --colour x: see 'subnet-calc --help'",
+    ),
+    (
+        ["--plugin", "kubenet", "--nodes", "5", "--format", "yaml"],
+        "argument --format: invalid choice: 'yaml' (choose from 'text', 'json'): see 'subnet-calc size --help'",
+    ),
+    (["--plugin", "kubenet", "--nodes"], "argument --nodes: expected one argument: see 'subnet-calc size --help'"),
+]
+
+
+def _assert_one_line_error(done: subprocess.CompletedProcess[str], message: str) -> None:
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    assert done.stderr == f"error: {message}\n"
+
+
+@pytest.mark.parametrize(("args", "message"), SIZE_BAD)
+def test_size_bad_input(args: list[str], message: str) -> None:
+    _assert_one_line_error(calc("size", *args), message)
+
+
+def _net(stack: str) -> Callable[[dict[str, dict[str, Any]]], dict[str, Any]]:
+    return lambda s: s[stack][f"{P}:network"]
+
+
+def _pool(s: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return s["dev"][f"{P}:cluster"]["gpu_pools"]["h100"]
+
+
+def _cl(s: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return s["dev"][f"{P}:cluster"]
+
+
+def _set(get: Callable[[dict[str, dict[str, Any]]], dict[str, Any]], **values: Any) -> Edit:
+    return lambda s: get(s).update(values)
+
+
+DEV = f"dev: {P}:"
+ALL_LIMITS = (
+    "aks-nodes-per-cluster, aks-nodes-per-pool, aks-pools, kubenet-nodes, lb-backend-pool, max-pods-max, "
+    "max-pods-min, nic-private-ips, overlay-max-pods, peered-group-private-ips, pod-subnet-dynamic-min-prefix, "
+    "pod-subnet-dynamic-pods, pod-subnet-static-min-prefix, route-table-routes, subnet-max-prefix, "
+    "subnet-min-prefix, subnets-per-vnet, vmss-instances-large, vmss-instances-large-custom-image, "
+    "vmss-instances-spg, vnet-peerings, vnet-private-ips"
+)
+
+PLAN_BAD: list[tuple[str, Edit, str]] = [
+    (
+        "host bits",
+        _set(_net("dev"), address_space=["10.16.0.1/20"]),
+        f"{DEV}network.address_space[0]: 10.16.0.1/20 has host bits set: use 10.16.0.0/20",
+    ),
+    (
+        "link-local",
+        _set(_net("dev"), address_space=["169.254.0.0/16"]),
+        f"{DEV}network.address_space[0]: 169.254.0.0/16 is inside 169.254.0.0/16, which Azure reserves: "
+        "use a private range",
+    ),
+    (
+        "multicast",
+        _set(_net("dev"), address_space=["224.1.0.0/16"]),
+        f"{DEV}network.address_space[0]: 224.1.0.0/16 is inside 224.0.0.0/4, which Azure reserves: use a private range",
+    ),
+    (
+        "public",
+        _set(_net("dev"), address_space=["20.0.0.0/16"]),
+        f"{DEV}network.address_space[0]: 20.0.0.0/16 is not private address space: use 10.0.0.0/8, 172.16.0.0/12, "
+        "192.168.0.0/16 or 100.64.0.0/10 (or set network.allow_public_ranges: true)",
+    ),
+    (
+        "not a CIDR",
+        _set(_net("dev"), address_space=["banana"]),
+        f"{DEV}network.address_space[0]: 'banana' is not an IPv4 CIDR: write it like 10.0.0.0/16",
+    ),
+    (
+        "no prefix length",
+        _set(_net("dev"), address_space=["10.16.0.0"]),
+        f"{DEV}network.address_space[0]: '10.16.0.0' has no prefix length: write it like 10.16.0.0/16",
+    ),
+    (
+        "IPv6",
+        _set(_net("dev"), address_space=["fd00::/64"]),
+        f"{DEV}network.address_space[0]: 'fd00::/64' is IPv6: this planner lays out IPv4 address space",
+    ),
+    (
+        "own prefixes overlap",
+        _set(_net("dev"), address_space=["10.16.0.0/20", "10.16.4.0/22"]),
+        f"{DEV}network.address_space: 10.16.0.0/20 overlaps 10.16.4.0/22: list disjoint prefixes",
+    ),
+    (
+        "overlapping spokes",
+        lambda s: s.update(prod=cluster("prod", "10.16.8.0/21", service="172.22.0.0/16")),
+        f"{DEV}network.address_space: dev's 10.16.0.0/20 overlaps prod's 10.16.8.0/21 in hub's hub-and-spoke "
+        "network: give every VNet its own range",
+    ),
+    (
+        "spoke overlaps hub",
+        _set(_net("dev"), address_space=["10.0.0.0/20"]),
+        f"{DEV}network.address_space: dev's 10.0.0.0/20 overlaps hub's 10.0.0.0/22 in hub's hub-and-spoke network: "
+        "give every VNet its own range",
+    ),
+    (
+        "service CIDR overlaps hub",
+        _set(_cl, service_cidr="10.0.0.0/16"),
+        f"{DEV}cluster.service_cidr: 10.0.0.0/16 overlaps VNet hub's 10.0.0.0/22: use a range outside this VNet "
+        "and every VNet peered with it",
+    ),
+    (
+        "service CIDR overlaps own VNet",
+        _set(_cl, service_cidr="10.16.0.0/16"),
+        f"{DEV}cluster.service_cidr: 10.16.0.0/16 overlaps VNet dev's 10.16.0.0/20: use a range outside this VNet "
+        "and every VNet peered with it",
+    ),
+    (
+        "service CIDR refused by AKS",
+        _set(_cl, service_cidr="172.31.0.0/16"),
+        f"{DEV}cluster.service_cidr: 172.31.0.0/16 is inside 172.31.0.0/16, which AKS refuses for cluster ranges "
+        "(Docker bridge and documentation ranges): use another private range",
+    ),
+    (
+        "supernet too small",
+        _set(_net("dev"), address_space=["10.16.0.0/26"]),
+        f"{DEV}network.address_space: 10.16.0.0/26 (64 addresses) cannot hold the subnets (456 addresses in aligned "
+        "blocks; gpu-h100 /24 does not fit): use a larger or an extra address prefix, or lower node counts or max pods",
+    ),
+    (
+        "pool larger than any subnet",
+        _set(_pool, nodes=5_000_000, max_pods=250),
+        f"{DEV}cluster.gpu_pools.h100: 1,255,000,251 addresses exceed the largest subnet (/2, 1,073,741,819 usable): "
+        "split the pool or lower max pods",
+    ),
+    (
+        "max pods 5",
+        _set(_pool, max_pods=5),
+        f"{P}:cluster.gpu_pools.h100.max_pods: 5 is outside Azure's 10-250: use 10 to 250",
+    ),
+    (
+        "max pods 300",
+        _set(_pool, max_pods=300),
+        f"{P}:cluster.gpu_pools.h100.max_pods: 300 is outside Azure's 10-250: use 10 to 250",
+    ),
+    (
+        "surge 150%",
+        _set(_pool, surge="150%"),
+        f"{P}:cluster.gpu_pools.h100.surge: 150% is over 100%: use a percentage from 0% to 100%",
+    ),
+    (
+        "surge abc",
+        _set(_pool, surge="abc"),
+        f"{DEV}cluster.gpu_pools.h100.surge: surge 'abc' is not a count or a percentage: use e.g. 1 or '10%'",
+    ),
+    (
+        "zero nodes",
+        _set(_pool, nodes=0),
+        f"{DEV}cluster.gpu_pools.h100.nodes: 0 is invalid: input should be greater than or equal to 1",
+    ),
+    (
+        "unknown config key",
+        _set(_cl, colour="blue"),
+        f"{DEV}cluster.colour: unknown key: remove it or fix the spelling (see stacks/schema.json)",
+    ),
+    (
+        "unknown limit override",
+        lambda s: s["dev"].update({f"{P}:limits": {"vnet-ips": {"value": 5, "reason": "ticket"}}}),
+        f"{P}:limits.vnet-ips: unknown limit: use one of {ALL_LIMITS}",
+    ),
+    (
+        "limit override of zero",
+        lambda s: s["dev"].update({f"{P}:limits": {"vnet-private-ips": {"value": 0, "reason": "ticket"}}}),
+        f"{DEV}limits.vnet-private-ips.value: 0 is invalid: input should be greater than 0",
+    ),
+    (
+        "pinned outside the space",
+        _set(_net("dev"), pinned={"etcd": "10.99.0.0/28"}),
+        f"{DEV}network.pinned.etcd: 10.99.0.0/28 is outside the address space 10.16.0.0/20: pin a CIDR inside it "
+        "or extend network.address_space",
+    ),
+    (
+        "pinned too small",
+        _set(_net("dev"), pinned={"gpu-h100": "10.16.0.0/28"}),
+        f"{DEV}network.pinned.gpu-h100: 10.16.0.0/28 has 11 usable addresses but gpu-h100 needs 155: pin a larger CIDR",
+    ),
+    (
+        "pinned unknown subnet",
+        _set(_net("dev"), pinned={"gpu-z": "10.16.0.0/24"}),
+        f"{DEV}network.pinned.gpu-z: no subnet is called 'gpu-z': use one of control-plane, endpoints, etcd, "
+        "gpu-h100, monitoring, nat, system",
+    ),
+    (
+        "pinned with host bits",
+        _set(_net("dev"), pinned={"etcd": "10.16.0.1/28"}),
+        f"{DEV}network.pinned.etcd: 10.16.0.1/28 has host bits set: use 10.16.0.0/28",
+    ),
+    (
+        "pins overlap",
+        _set(_net("dev"), pinned={"etcd": "10.16.0.0/28", "nat": "10.16.0.0/29"}),
+        f"{DEV}network.pinned.nat: 10.16.0.0/29 overlaps pinned etcd (10.16.0.0/28): pin disjoint CIDRs",
+    ),
+    (
+        "hub is a cluster stack",
+        lambda s: (s.update(other=cluster("other", "10.32.0.0/20")), _cl(s).update(hub_stack="other")),
+        f"{DEV}cluster.hub_stack: 'other' is a cluster stack: name the hub stack",
+    ),
+]
+
+
+@pytest.mark.parametrize(("edit", "message"), [c[1:] for c in PLAN_BAD], ids=[c[0] for c in PLAN_BAD])
+def test_plan_bad_input(tmp_path: Path, edit: Edit, message: str) -> None:
+    stacks = write(tmp_path / "stacks", edit)
+    _assert_one_line_error(calc("plan", "--stack", "dev", "--stacks-dir", str(stacks)), message)
+
+
+def test_plan_unknown_stack() -> None:
+    _assert_one_line_error(
+        calc("plan", "--stack", "nope"),
+        "nope: stacks/Pulumi.nope.yaml: no such stack file: use one of dev, dev-addons, hub, prod-7500, "
+        "prod-7500-addons",
+    )
+
+
+def test_plan_missing_hub(tmp_path: Path) -> None:
+    stacks = write(tmp_path / "s", lambda s: s["dev"][f"{P}:cluster"].update(hub_stack="core"))
+    _assert_one_line_error(
+        calc("plan", "--stack", "dev", "--stacks-dir", str(stacks)),
+        f"{DEV}cluster.hub_stack: cannot read hub stack 'core' (core: {stacks}/Pulumi.core.yaml: no such stack "
+        "file: use one of dev, hub)",
+    )
+
+
+def test_plan_addons_stack() -> None:
+    _assert_one_line_error(
+        calc("plan", "--stack", "dev-addons"),
+        "dev-addons: an addons stack has no network: plan its cluster stack instead",
+    )
+
+
+def test_plan_bad_format() -> None:
+    _assert_one_line_error(
+        calc("plan", "--stack", "dev", "--format", "yaml"),
+        "argument --format: invalid choice: 'yaml' (choose from 'text', 'json', 'markdown'): "
+        "see 'subnet-calc plan --help'",
+    )
+
+
+def test_bad_input_table_is_large_enough() -> None:
+    assert len(SIZE_BAD) + len(PLAN_BAD) + 4 >= 25
+    assert len(PLAN_BAD) >= 25
