@@ -149,6 +149,7 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses) -> Boots
             azure_cni_version=cfg.nodes.azure_cni_version,
         ),
         prometheus=PrometheusSettings(
+            version=tuning.version,
             hosts=_hosts(addresses.prometheus),
             retention_days=cluster.prometheus.retention_days,
             gomaxprocs=tuning.gomaxprocs,

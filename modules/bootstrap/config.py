@@ -117,6 +117,9 @@ class NodeTuning(_Model):
 class PrometheusTuning(_Model):
     """The Prometheus server on the dedicated hosts."""
 
+    version: str = Field(
+        default="2.53.3", description="Upstream Prometheus release (distribution builds lack Kubernetes SD)."
+    )
     gomaxprocs: int = Field(default=24, description="GOMAXPROCS (bounds WAL replay on many-core hosts).")
     query_timeout: str = Field(default="2m", description="--query.timeout.")
     query_max_samples: int = Field(default=50_000_000, description="--query.max-samples.")
@@ -135,6 +138,13 @@ class PrometheusTuning(_Model):
     @classmethod
     def _durations(cls, v: str, info: ValidationInfo) -> str:
         return _duration(v, str(info.field_name))
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not _VERSION.match(v):
+            raise ValueError(f"version {v!r} is not a release: use e.g. '2.53.3'")
+        return v
 
     @field_validator("remote_write_url")
     @classmethod

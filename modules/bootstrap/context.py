@@ -106,6 +106,8 @@ class NodeSettings:
 
 @dataclass(frozen=True)
 class PrometheusSettings:
+    version: str
+    """Upstream release (distribution builds lack Kubernetes service discovery)."""
     hosts: tuple[Host, ...]
     retention_days: int
     gomaxprocs: int

@@ -449,9 +449,15 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
         role="prometheus",
         name=name,
         hostname=name,
-        packages=("prometheus", "prometheus-node-exporter"),
+        packages=("curl", "prometheus-node-exporter"),
         files=(
             _policy_rc(),
+            NodeFile(
+                "/opt/agk/install-prometheus.sh",
+                "install-prometheus.sh",
+                render("install-prometheus.sh.j2", version=ctx.prometheus.version, data_mount=PROM_MOUNT),
+                "0755",
+            ),
             NodeFile(PROM_CONFIG, "prometheus.yml", prometheus_config(ctx, host)),
             *rules,
             NodeFile("/etc/systemd/system/prometheus.service", "systemd/prometheus.service", unit),
@@ -466,6 +472,7 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
         runcmd=(
             f"rm -f {POLICY_RC}",
             "sysctl --system",
+            "sh /opt/agk/install-prometheus.sh",
             f"install -d -o prometheus -g prometheus -m 0755 {PROM_MOUNT}/metrics2",
             f"chown -R prometheus:prometheus {PROM_PKI}",
             "systemctl daemon-reload",

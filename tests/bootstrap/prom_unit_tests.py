@@ -1,0 +1,146 @@
+"""promtool unit tests for every alert: one input that fires it and one that must not."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.monitoring import ALERTS
+from modules.bootstrap.roles import alert_rules
+
+API = 'apiserver_request_total{job="kubernetes-apiservers",code="%s"}'
+FSYNC = 'etcd_disk_wal_fsync_duration_seconds_bucket{job="etcd",instance="e0:2381",le="%s"}'
+BUCKETS = ("0.001", "0.008", "0.016", "0.032", "+Inf")
+
+
+def _fsync(slow: bool) -> list[dict[str, str]]:
+    # 10 fsyncs a minute, all under 1 ms (fast) or all between 16 and 32 ms (slow).
+    first = "0.032" if slow else "0.001"
+    return [
+        {"series": FSYNC % le, "values": "0+10x30" if BUCKETS.index(le) >= BUCKETS.index(first) else "0x30"}
+        for le in BUCKETS
+    ]
+
+
+def _cases(domain: str) -> dict[str, dict[str, Any]]:
+    """alert -> input series that fire it, series that do not, eval time, labels of the firing alert."""
+    node = {"node": "gpu-node-1"}
+    return {
+        "KubeAPIServerThrottling": {
+            "fire": [{"series": API % "429", "values": "0+60x30"}, {"series": API % "200", "values": "0+600x30"}],
+            "calm": [{"series": API % "429", "values": "0+1x30"}, {"series": API % "200", "values": "0+6000x30"}],
+            "at": "20m",
+            "labels": {},
+        },
+        "KubeAPIErrorBudgetBurn": {
+            "fire": [{"series": API % "500", "values": "0+300x90"}, {"series": API % "200", "values": "0+600x90"}],
+            "calm": [{"series": API % "500", "values": "0+6x90"}, {"series": API % "200", "values": "0+600x90"}],
+            "at": "70m",
+            "labels": {},
+        },
+        "EtcdNoLeader": {
+            "fire": [{"series": 'etcd_server_has_leader{job="etcd",instance="e0:2381"}', "values": "1 1 0x10"}],
+            "calm": [{"series": 'etcd_server_has_leader{job="etcd",instance="e0:2381"}', "values": "1x12"}],
+            "at": "8m",
+            "labels": {"job": "etcd", "instance": "e0:2381"},
+        },
+        "EtcdDatabaseNearQuota": {
+            "fire": [
+                {"series": 'etcd_mvcc_db_total_size_in_bytes{job="etcd",instance="e0:2381"}', "values": "7000000000x20"},
+                {"series": 'etcd_server_quota_backend_bytes{job="etcd",instance="e0:2381"}', "values": "8589934592x20"},
+            ],
+            "calm": [
+                {"series": 'etcd_mvcc_db_total_size_in_bytes{job="etcd",instance="e0:2381"}', "values": "4000000000x20"},
+                {"series": 'etcd_server_quota_backend_bytes{job="etcd",instance="e0:2381"}', "values": "8589934592x20"},
+            ],
+            "at": "15m",
+            "labels": {"job": "etcd", "instance": "e0:2381"},
+        },
+        "EtcdHighFsyncLatency": {
+            "fire": _fsync(slow=True),
+            "calm": _fsync(slow=False),
+            "at": "25m",
+            "labels": {"job": "etcd", "instance": "e0:2381"},
+        },
+        "GpuXidError": {
+            "fire": [{"series": 'DCGM_FI_DEV_XID_ERRORS{gpu="3",Hostname="gpu-node-1"}', "values": "79x5"}],
+            # XID 13 (an application's graphics engine exception) does not fail a node.
+            "calm": [{"series": 'DCGM_FI_DEV_XID_ERRORS{gpu="3",Hostname="gpu-node-1"}', "values": "13x5"}],
+            "at": "2m",
+            "labels": {"gpu": "3", "Hostname": "gpu-node-1"},
+            "value": "79",
+        },
+        "GpuRowRemapFailure": {
+            "fire": [{"series": 'DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="0",Hostname="gpu-node-1"}', "values": "1x5"}],
+            "calm": [{"series": 'DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="0",Hostname="gpu-node-1"}', "values": "0x5"}],
+            "at": "2m",
+            "labels": {"gpu": "0", "Hostname": "gpu-node-1"},
+        },
+        "NodeStuckInPreflight": {
+            "fire": [
+                {
+                    "series": f'kube_node_spec_taint{{key="{domain}/preflight",value="pending",effect="NoSchedule",node="gpu-node-1"}}',
+                    "values": "1x90",
+                }
+            ],
+            # Diagnostics passed after 30 minutes: the taint (and its series) went away.
+            "calm": [
+                {
+                    "series": f'kube_node_spec_taint{{key="{domain}/preflight",value="pending",effect="NoSchedule",node="gpu-node-1"}}',
+                    "values": "1x30",
+                }
+            ],
+            "at": "70m",
+            "labels": {"key": f"{domain}/preflight", "value": "pending", "effect": "NoSchedule", **node},
+        },
+        "NodeNotReady": {
+            "fire": [
+                {"series": 'kube_node_status_condition{condition="Ready",status="true",node="gpu-node-1"}', "values": "0x20"}
+            ],
+            "calm": [
+                {"series": 'kube_node_status_condition{condition="Ready",status="true",node="gpu-node-1"}', "values": "1x20"}
+            ],
+            "at": "15m",
+            "labels": {"condition": "Ready", "status": "true", **node},
+        },
+    }
+
+
+def _rules(ctx: BootstrapContext) -> dict[str, dict[str, Any]]:
+    rules = {}
+    for text in alert_rules(ctx).values():
+        for group in yaml.safe_load(text)["groups"]:
+            for rule in group["rules"]:
+                rules[rule["alert"]] = rule
+    return rules
+
+
+def _expand(template: str, labels: dict[str, str], value: str) -> str:
+    text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], template)
+    return text.replace("{{ $value }}", value)
+
+
+def unit_tests(ctx: BootstrapContext, rule_files: list[str]) -> dict[str, Any]:
+    """A `promtool test rules` document with a firing and a quiet test per alert."""
+    rules = _rules(ctx)
+    cases = _cases(ctx.label_domain)
+    assert set(cases) == set(ALERTS) == set(rules)
+    tests = []
+    for alert, case in cases.items():
+        rule = rules[alert]
+        labels = {**case["labels"], **rule["labels"]}
+        annotations = {k: _expand(v, labels, case.get("value", "")) for k, v in rule["annotations"].items()}
+        for kind in ("fire", "calm"):
+            expected = [{"exp_labels": labels, "exp_annotations": annotations}] if kind == "fire" else []
+            tests.append(
+                {
+                    "name": f"{alert} {kind}",
+                    "interval": "1m",
+                    "input_series": case[kind],
+                    "alert_rule_test": [{"eval_time": case["at"], "alertname": alert, "exp_alerts": expected}],
+                }
+            )
+    return {"rule_files": rule_files, "evaluation_interval": "1m", "tests": tests}
