@@ -9,7 +9,6 @@ anything is written: bad input leaves no files behind.
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +67,6 @@ def run(
     stacks_dir: Path,
     project_root: Path = REPO_ROOT,
 ) -> int:
-    # The SDK leaves coroutines of a failed stack reference unawaited; the error itself is reported.
-    warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
     if not stacks_dir.is_dir():
         raise AgkError(f"{stacks_dir}: no such directory: pass --stacks-dir with the Pulumi.<stack>.yaml files")
     planner = Planner(stacks_dir, project_root)

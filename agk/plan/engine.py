@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -251,6 +252,8 @@ class Planner:
         return None
 
     def _run(self, stack: str) -> StackPlan:
+        # A failed stack reference leaves SDK coroutines unawaited; the failure is reported once, as an error.
+        warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
         config, secret_keys = runtime_config(self.stacks_dir, stack, self.project)
         monitor = CaptureMonitor(stack, self.project, config, self._resolve)
         engine = _Engine()
