@@ -14,15 +14,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def collect() -> list[tuple[str, str, str]]:
-    """(area, metric, value) for every bench module, in file-name order."""
+def collect(folder: Path = HERE, package: str = "bench") -> list[tuple[str, str, str]]:
+    """(area, metric, value) for every module of ``package`` (in ``folder``), in file-name order."""
     out: list[tuple[str, str, str]] = []
-    for path in sorted(HERE.glob("*.py")):
+    for path in sorted(folder.glob("*.py")):
         area = path.stem
         if area.startswith("_"):
             continue
         try:
-            module = importlib.import_module(f"bench.{area}")
+            module = importlib.import_module(f"{package}.{area}")
             rows = getattr(module, "rows", None)
             if rows is None:
                 continue
