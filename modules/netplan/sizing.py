@@ -32,7 +32,7 @@ class SizingError(AgkError):
 
 def usable(prefix: int) -> int:
     """Addresses Azure lets you assign in a /prefix subnet (5 are reserved)."""
-    return 2 ** (32 - prefix) - AZURE_RESERVED_PER_SUBNET
+    return (1 << (32 - prefix)) - AZURE_RESERVED_PER_SUBNET
 
 
 def prefix_for(needed: int, *, longest: int = 29, shortest: int = 2) -> int | None:
