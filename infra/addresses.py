@@ -28,8 +28,11 @@ FIREWALL_SUBNET = "AzureFirewallSubnet"
 REPLACEMENT_FACTOR = 2
 
 
-def limits_for(config: StackConfig) -> Limits:
-    return Limits.default().with_overrides({k: (v.value, v.reason) for k, v in config.limits.items()})
+def limits_for(config: StackConfig, stack: str = "") -> Limits:
+    try:
+        return Limits.default().with_overrides({k: (v.value, v.reason) for k, v in config.limits.items()})
+    except ConfigError as err:
+        raise ConfigError(f"{stack}: {err}" if stack else str(err)) from None
 
 
 def hub_stack_name(cluster: ClusterConfig) -> str:
@@ -95,10 +98,13 @@ def hub_subnets(config: StackConfig) -> tuple[SubnetRequest, ...]:
 
 def vnet_spec(stack: str, config: StackConfig, peers: tuple[str, ...]) -> VNetSpec:
     assert config.network is not None
-    limits = limits_for(config)
+    limits = limits_for(config, stack)
     other: tuple[tuple[str, str], ...] = ()
     if config.cluster is not None:
-        subnets = cluster_subnets(config.cluster, limits)
+        try:
+            subnets = cluster_subnets(config.cluster, limits)
+        except ConfigError as err:
+            raise ConfigError(f"{stack}: {err}") from None
         other = (("cluster.service_cidr", config.cluster.service_cidr),)
     else:
         subnets = hub_subnets(config)
@@ -152,7 +158,7 @@ def network_of(stacks_dir: Path, stack: str, config: StackConfig | None = None) 
     else:
         assert config.cluster is not None
         hub = hub_stack_name(config.cluster)
-    configs = {hub: config if hub == stack else _load_hub(stacks_dir, hub, stack)}
+    configs = {hub: config if config.kind == "hub" else _load_hub(stacks_dir, hub, stack)}
     for name in stack_names(stacks_dir):
         if name in configs:
             continue

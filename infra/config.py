@@ -310,6 +310,8 @@ def _one_line(err: ValidationError) -> str:
     # Unions report every branch; the error of the branch that matched the input type is first.
     where, kind, msg = _loc(tuple(first["loc"])), first["type"], first["msg"]
     value = first.get("input")
+    if not first["loc"]:
+        return str(msg).removeprefix("Value error, ")
     if kind == "extra_forbidden":
         return f"{where}: unknown key: remove it or fix the spelling (see stacks/schema.json)"
     if kind == "missing":

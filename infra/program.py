@@ -7,15 +7,16 @@ resource is constructed, so bad input never leaves a half-built graph.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi_azure_native import resources
 
-from infra.addresses import StackPlan, cluster_addresses, hub_stack_name, limits_for, plan_stack
+from infra.addresses import StackPlan, hub_stack_name, limits_for, plan_stack
 from infra.config import PROJECT, StackConfig, parse_config
-from infra.sizing import cluster_nodes, size_cluster
+from infra.prepare import ClusterPrep, prepare_cluster
 from modules import tags as tagging
 from modules.azure.boot import minimal_cloud_config
 from modules.azure.context import DeployContext
@@ -26,9 +27,14 @@ from modules.azure.node_pool import NodePool, NodePoolArgs
 from modules.azure.spoke import HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import ClusterStorage, ClusterStorageArgs, account_name
 from modules.sizing.recommend import prometheus_disk_gib
-from modules.sizing.scale_sets import split_pool
 
-STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+# The other stacks of the network (hub, sibling spokes) are read from their files: Pulumi's
+# stackConfigDir, or wherever `agk plan --stacks-dir` points (it sets AGK_STACKS_DIR).
+DEFAULT_STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+
+
+def stacks_dir() -> Path:
+    return Path(os.environ.get("AGK_STACKS_DIR") or DEFAULT_STACKS_DIR)
 
 
 def runtime_config() -> dict[str, Any]:
@@ -47,9 +53,7 @@ def context(stack: str, config: StackConfig) -> tuple[resources.ResourceGroup, D
     assert config.tags is not None and config.admin is not None and config.location is not None
     cluster = config.cluster.name if config.cluster else stack
     tags = tagging.base_tags(config.tags.owner, config.tags.cost_center, cluster, config.tags.extra)
-    rg = resources.ResourceGroup(
-        f"{stack}-rg", resource_group_name=f"agk-{stack}", location=config.location, tags=tags
-    )
+    rg = resources.ResourceGroup(f"{stack}-rg", resource_group_name=f"agk-{stack}", location=config.location, tags=tags)
     ctx = DeployContext(
         resource_group_name=rg.name,
         resource_group_id=rg.id,
@@ -68,7 +72,9 @@ def _limits_tag(config: StackConfig) -> str:
 def build_hub(stack: str, config: StackConfig, plan: StackPlan) -> dict[str, Any]:
     assert config.hub is not None
     _, ctx = context(stack, config)
-    jump = {f"{stack}-jump-{i}": minimal_cloud_config(f"{stack}-jump-{i}", "jump") for i in range(config.hub.jump_hosts)}
+    jump = {
+        f"{stack}-jump-{i}": minimal_cloud_config(f"{stack}-jump-{i}", "jump") for i in range(config.hub.jump_hosts)
+    }
     hub = HubNetwork(
         stack,
         HubNetworkArgs(
@@ -94,29 +100,11 @@ def build_hub(stack: str, config: StackConfig, plan: StackPlan) -> dict[str, Any
     }
 
 
-def build_cluster(stack: str, config: StackConfig, plan: StackPlan) -> dict[str, Any]:
+def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
+    stack, config, plan = prep.stack, prep.config, prep.plan
     cluster = config.cluster
     assert cluster is not None
-    sizes = size_cluster(cluster)
-    addresses = cluster_addresses(plan)
-    limits = plan.limits
-    pools = {
-        name: split_pool(
-            name,
-            pool.nodes,
-            infiniband=pool.infiniband,
-            cap_spg=limits["vmss-instances-spg"],
-            cap_large=limits["vmss-instances-large"],
-        )
-        for name, pool in cluster.gpu_pools.items()
-    }
-    system_sets = split_pool(
-        f"{cluster.name}-system",
-        cluster.system_pool.nodes,
-        infiniband=False,
-        cap_spg=limits["vmss-instances-spg"],
-        cap_large=limits["vmss-instances-large"],
-    )
+    sizes, addresses, pools, system_sets = prep.sizes, prep.addresses, prep.scale_sets, prep.system_scale_sets
     _, ctx = context(stack, config)
     hub_ref = pulumi.StackReference(f"{PROJECT}-hub", stack_name=cluster.hub_stack)
     hub = HubRef(
@@ -162,7 +150,7 @@ def build_cluster(stack: str, config: StackConfig, plan: StackPlan) -> dict[str,
                 cluster.events_etcd.disk_iops,
             )
         )
-    nodes = cluster_nodes(cluster)
+    nodes = prep.nodes
     control = ControlPlane(
         cluster.name,
         ControlPlaneArgs(
@@ -260,6 +248,7 @@ def build_cluster(stack: str, config: StackConfig, plan: StackPlan) -> dict[str,
         "sizing": {role: choice.to_dict() for role, choice in sizes.items()},
         "address_plan": plan.vnet.to_dict(),
         "hub": hub_stack_name(cluster),
+        "addons_spec": prep.addons.to_json(),
     }
 
 
@@ -269,10 +258,9 @@ def build(stack: str, config: StackConfig) -> dict[str, Any]:
         from infra.addons_stack import build as build_addons
 
         return build_addons(config)
-    plan = plan_stack(STACKS_DIR, stack, config)
     if config.kind == "hub":
-        return build_hub(stack, config, plan)
-    return build_cluster(stack, config, plan)
+        return build_hub(stack, config, plan_stack(stacks_dir(), stack, config))
+    return build_cluster(prepare_cluster(stack, config, stacks_dir()))
 
 
 def export(outputs: dict[str, Any]) -> None:

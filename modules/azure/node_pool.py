@@ -42,7 +42,9 @@ class NodePoolArgs:
     """Key into DeployContext.images."""
 
 
-def ip_configurations(subnet_id: pulumi.Input[str], max_pods: int) -> list[compute.VirtualMachineScaleSetIPConfigurationArgs]:
+def ip_configurations(
+    subnet_id: pulumi.Input[str], max_pods: int
+) -> list[compute.VirtualMachineScaleSetIPConfigurationArgs]:
     subnet = compute.ApiEntityReferenceArgs(id=subnet_id)
     configs = [compute.VirtualMachineScaleSetIPConfigurationArgs(name="ipconfig1", primary=True, subnet=subnet)]
     configs += [

@@ -25,7 +25,9 @@ class Rule:
     ports: Sequence[str]
 
 
-DENY_INTERNET_INBOUND = Rule("deny-internet-inbound", DENY_INTERNET_PRIORITY, "Inbound", "Deny", "*", "Internet", "*", ("*",))
+DENY_INTERNET_INBOUND = Rule(
+    "deny-internet-inbound", DENY_INTERNET_PRIORITY, "Inbound", "Deny", "*", "Internet", "*", ("*",)
+)
 
 # Azure Bastion only works with these rules on its subnet (Microsoft's "NSG access and Azure
 # Bastion" page). 443 from the Internet is the Bastion portal itself; no SSH/RDP comes from there.
@@ -33,10 +35,21 @@ BASTION_RULES = (
     Rule("allow-https-inbound", 120, "Inbound", "Allow", "Tcp", "Internet", "*", ("443",)),
     Rule("allow-gateway-manager", 130, "Inbound", "Allow", "Tcp", "GatewayManager", "*", ("443",)),
     Rule("allow-lb-inbound", 140, "Inbound", "Allow", "Tcp", "AzureLoadBalancer", "*", ("443",)),
-    Rule("allow-bastion-host-comms", 150, "Inbound", "Allow", "*", "VirtualNetwork", "VirtualNetwork", ("8080", "5701")),
+    Rule(
+        "allow-bastion-host-comms", 150, "Inbound", "Allow", "*", "VirtualNetwork", "VirtualNetwork", ("8080", "5701")
+    ),
     Rule("allow-ssh-rdp-outbound", 100, "Outbound", "Allow", "*", "*", "VirtualNetwork", ("22", "3389")),
     Rule("allow-azure-cloud-outbound", 110, "Outbound", "Allow", "Tcp", "*", "AzureCloud", ("443",)),
-    Rule("allow-bastion-comms-outbound", 120, "Outbound", "Allow", "*", "VirtualNetwork", "VirtualNetwork", ("8080", "5701")),
+    Rule(
+        "allow-bastion-comms-outbound",
+        120,
+        "Outbound",
+        "Allow",
+        "*",
+        "VirtualNetwork",
+        "VirtualNetwork",
+        ("8080", "5701"),
+    ),
     Rule("allow-session-info-outbound", 130, "Outbound", "Allow", "*", "*", "Internet", ("80",)),
 )
 

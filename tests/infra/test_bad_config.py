@@ -1,0 +1,252 @@
+"""Bad cluster config fails with one line naming the key and the fix, before any resource exists."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.config import load_stack
+from infra.prepare import prepare_cluster
+from modules.errors import AgkError
+from tests.infra.conftest import REPO, STACKS
+
+P = "azure-gpu-k8s:"
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def _set(path: str, value: Any) -> Mutation:
+    def apply(config: dict[str, Any]) -> None:
+        keys = path.split(".")
+        if len(keys) == 1:
+            config[P + keys[0]] = value
+            return
+        node = config.setdefault(P + keys[0], {})
+        for key in keys[1:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+
+    return apply
+
+
+def _drop(path: str) -> Mutation:
+    def apply(config: dict[str, Any]) -> None:
+        keys = path.split(".")
+        if len(keys) == 1:
+            del config[P + keys[0]]
+            return
+        node = config[P + keys[0]]
+        for key in keys[1:-1]:
+            node = node[key]
+        del node[keys[-1]]
+
+    return apply
+
+
+def _raw(key: str, value: Any) -> Mutation:
+    def apply(config: dict[str, Any]) -> None:
+        config[key] = value
+
+    return apply
+
+
+def write_stacks(tmp: Path, mutate: Mutation) -> Path:
+    for name in ("hub", "dev"):
+        doc = yaml.safe_load((STACKS / f"Pulumi.{name}.yaml").read_text())
+        if name == "dev":
+            doc = copy.deepcopy(doc)
+            mutate(doc["config"])
+        (tmp / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(doc))
+    return tmp
+
+
+CASES: list[tuple[str, Mutation, str]] = [
+    (
+        "unknown key",
+        _set("cluster.gpu_pool", {}),
+        "dev: azure-gpu-k8s:cluster.gpu_pool: unknown key: remove it or fix the spelling (see stacks/schema.json)",
+    ),
+    (
+        "unknown nested key",
+        _set("cluster.etcd.quorum", 3),
+        "dev: azure-gpu-k8s:cluster.etcd.quorum: unknown key: remove it or fix the spelling (see stacks/schema.json)",
+    ),
+    (
+        "unknown top-level key",
+        _raw("azure-gpu-k8s:clustr", {}),
+        "dev: azure-gpu-k8s:clustr: unknown key: remove it or fix the spelling (see stacks/schema.json)",
+    ),
+    (
+        "unknown namespace",
+        _raw("azure-gpu-k8:kind", "cluster"),
+        "dev: azure-gpu-k8:kind: unknown config namespace 'azure-gpu-k8': use azure-gpu-k8s:kind",
+    ),
+    (
+        "api servers 4",
+        _set("cluster.api_servers.count", 4),
+        "dev: azure-gpu-k8s:cluster.api_servers.count: 4 API servers is not supported: use 1, 3 or 5",
+    ),
+    (
+        "etcd 4",
+        _set("cluster.etcd.count", 4),
+        "dev: azure-gpu-k8s:cluster.etcd.count: 4 etcd members is not supported: use 3 or 5 (an odd quorum)",
+    ),
+    (
+        "events etcd 2",
+        _set("cluster.events_etcd", {"count": 2}),
+        "dev: azure-gpu-k8s:cluster.events_etcd.count: 2 etcd members is not supported: use 3 or 5 (an odd quorum)",
+    ),
+    (
+        "max pods 300",
+        _set("cluster.gpu_pools.h100.max_pods", 300),
+        "dev: azure-gpu-k8s:cluster.gpu_pools.h100.max_pods: 300 is outside Azure's 10-250: use 10 to 250",
+    ),
+    (
+        "max pods 5",
+        _set("cluster.system_pool.max_pods", 5),
+        "dev: azure-gpu-k8s:cluster.system_pool.max_pods: 5 is outside Azure's 10-250: use 10 to 250",
+    ),
+    (
+        "missing ssh key",
+        _set("admin.ssh_public_keys", []),
+        "dev: azure-gpu-k8s:admin.ssh_public_keys: no SSH public key: add at least one 'ssh-ed25519 ...' or 'ssh-rsa ...' key",
+    ),
+    (
+        "not an ssh key",
+        _set("admin.ssh_public_keys", ["hunter2"]),
+        "dev: azure-gpu-k8s:admin.ssh_public_keys: 'hunter2' is not an OpenSSH public key: paste the one line of your *.pub file",
+    ),
+    (
+        "missing admin",
+        _drop("admin"),
+        "dev: kind is cluster but azure-gpu-k8s:admin is missing: add it to the stack config",
+    ),
+    (
+        "zero nodes",
+        _set("cluster.gpu_pools.h100.nodes", 0),
+        "dev: azure-gpu-k8s:cluster.gpu_pools.h100.nodes: 0 is invalid: input should be greater than or equal to 1",
+    ),
+    (
+        "surge abc",
+        _set("cluster.gpu_pools.h100.surge", "abc"),
+        "dev: azure-gpu-k8s:cluster.gpu_pools.h100.surge: surge 'abc' is not a count or a percentage: use e.g. 1 or '10%'",
+    ),
+    (
+        "max below nodes",
+        _set("cluster.gpu_pools.h100.max_nodes", 2),
+        "dev: azure-gpu-k8s:cluster.gpu_pools.h100: max_nodes 2 is below nodes 4: raise max_nodes or lower nodes",
+    ),
+    (
+        "bad pool name",
+        _set("cluster.gpu_pools.H100_X", {"vm_size": "Standard_ND96isr_H100_v5", "nodes": 1}),
+        "dev: azure-gpu-k8s:cluster.gpu_pools: 'H100_X' is not a valid pool name: use 2-32 lowercase letters, digits and '-', starting with a letter",
+    ),
+    (
+        "unknown vm size",
+        _set("cluster.gpu_pools.h100.vm_size", "Standard_ND96_H900"),
+        "dev: azure-gpu-k8s:cluster.gpu_pools.h100.vm_size: VM size 'Standard_ND96_H900' is unknown: use one of ...",
+    ),
+    (
+        "etcd storage",
+        _set("cluster.etcd.storage", "hdd"),
+        "dev: azure-gpu-k8s:cluster.etcd.storage: 'hdd' is not allowed: input should be 'local-nvme' or 'premium-ssd-v2'",
+    ),
+    (
+        "kubernetes version",
+        _set("cluster.kubernetes_version", "1.19"),
+        "dev: azure-gpu-k8s:cluster.kubernetes_version: kubernetes_version '1.19' is not supported: use a minor version 1.28 to 1.39",
+    ),
+    (
+        "host bits",
+        _set("network.address_space", ["10.16.0.1/20"]),
+        "dev: azure-gpu-k8s:network.address_space[0]: 10.16.0.1/20 has host bits set: use 10.16.0.0/20",
+    ),
+    (
+        "overlapping spoke",
+        _set("network.address_space", ["10.0.8.0/21"]),
+        "dev: azure-gpu-k8s:network.address_space: dev's 10.0.8.0/21 overlaps hub's 10.0.0.0/20 in hub's hub-and-spoke network: give every VNet its own range",
+    ),
+    (
+        "service cidr overlaps hub",
+        _set("cluster.service_cidr", "10.0.4.0/22"),
+        "dev: azure-gpu-k8s:cluster.service_cidr: 10.0.4.0/22 overlaps VNet hub's 10.0.0.0/20: use a range outside this VNet and every VNet peered with it",
+    ),
+    (
+        "pool bigger than the space",
+        _set("cluster.gpu_pools.h100.nodes", 400),
+        "dev: azure-gpu-k8s:network.address_space: 10.16.0.0/20 (4,096 addresses) cannot hold the subnets...",
+    ),
+    (
+        "unknown limit",
+        _set("limits", {"vnet-ips": {"value": 1, "reason": "x"}}),
+        "dev: azure-gpu-k8s:limits.vnet-ips: unknown limit: use one of ...",
+    ),
+    (
+        "public range",
+        _set("network.address_space", ["20.16.0.0/20"]),
+        "dev: azure-gpu-k8s:network.address_space[0]: 20.16.0.0/20 is not private address space...",
+    ),
+    (
+        "hub is not a hub",
+        _set("cluster.hub_stack", "dev"),
+        "dev: azure-gpu-k8s:cluster.hub_stack: 'dev' is a cluster stack: name the hub stack",
+    ),
+    (
+        "balloons beyond pool",
+        _set("addons.balloons", {"h100": 9}),
+        "dev: azure-gpu-k8s:addons.balloons.h100: 9 replicas exceed pool h100's 4 nodes: lower replicas",
+    ),
+]
+
+
+@pytest.mark.parametrize(("mutate", "expected"), [(m, e) for _, m, e in CASES], ids=[c[0] for c in CASES])
+def test_bad_config_is_one_clear_line(tmp_path: Path, mutate: Mutation, expected: str) -> None:
+    stacks = write_stacks(tmp_path, mutate)
+    with pytest.raises(AgkError) as err:
+        prepare_cluster("dev", load_stack(stacks, "dev"), stacks)
+    message = str(err.value)
+    assert "\n" not in message
+    if expected.endswith("..."):
+        assert message.startswith(expected[:-3])
+    else:
+        assert message == expected
+
+
+def test_case_table_is_large_enough() -> None:
+    assert len(CASES) >= 20
+
+
+@pytest.mark.parametrize("case", ["api servers 4", "overlapping spoke"])
+def test_agk_plan_refuses_before_any_resource(tmp_path: Path, case: str) -> None:
+    _, mutate, expected = next(c for c in CASES if c[0] == case)
+    stacks = write_stacks(tmp_path, mutate)
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from agk.cli import main; main()",
+            "plan",
+            "--stack",
+            "dev",
+            "--stacks-dir",
+            str(stacks),
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "AGK_STACKS_DIR": str(stacks)},
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected.removesuffix("...") in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()

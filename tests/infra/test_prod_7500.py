@@ -1,0 +1,109 @@
+"""The 7,500-node stack, planned by the real program: what the issue promises, asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+
+from tests.infra.conftest import REPO, State
+
+VM = "azure-native:compute:VirtualMachine"
+VMSS = "azure-native:compute:VirtualMachineScaleSet"
+NIC = "azure-native:network:NetworkInterface"
+
+
+@pytest.fixture(scope="module")
+def prod(state: Callable[[str], State]) -> State:
+    return state("prod-7500")
+
+
+def test_control_plane_counts(prod: State) -> None:
+    assert len(prod.role(VM, "apiserver")) == 5
+    assert len(prod.role(VM, "etcd")) == 5
+    assert len(prod.role(VM, "events-etcd")) == 5
+    assert len(prod.role(VM, "prometheus")) >= 2
+
+
+def test_one_internal_load_balancer_with_readyz_probe(prod: State) -> None:
+    (lb,) = prod.of_type("azure-native:network:LoadBalancer")
+    (frontend,) = lb["inputs"]["frontendIPConfigurations"]
+    assert "publicIPAddress" not in frontend
+    assert frontend["privateIPAllocationMethod"] == "Static"
+    subnet = prod.by_id[frontend["subnet"]["id"]]
+    assert subnet["inputs"]["subnetName"] == "control-plane"
+    (probe,) = lb["inputs"]["probes"]
+    assert (probe["protocol"], probe["port"], probe["requestPath"]) == ("Https", 6443, "/readyz")
+    assert lb["inputs"]["sku"]["name"] == "Standard"
+
+
+def test_scale_sets_sum_to_7500_within_their_cap(prod: State) -> None:
+    gpu = prod.role(VMSS, "gpu-node")
+    assert sum(s["inputs"]["sku"]["capacity"] for s in gpu) == 7500
+    for s in gpu:
+        cap = 100 if s["inputs"]["singlePlacementGroup"] else 1000
+        assert 1 <= s["inputs"]["sku"]["capacity"] <= cap, s["urn"]
+        assert s["inputs"]["singlePlacementGroup"] is True  # InfiniBand: one placement group
+        assert s["inputs"]["overprovision"] is False
+        assert s["inputs"]["upgradePolicy"]["mode"] == "Manual"
+    assert len(gpu) == 76  # 4 pools x (18 x 100 + 75): stable names <pool>-00 .. <pool>-18
+    assert {s["inputs"]["vmScaleSetName"] for s in gpu} == {f"h100-{p}-{i:02d}" for p in "abcd" for i in range(19)}
+
+
+def test_every_gpu_nic_carries_one_plus_max_pods_ip_configs_in_its_pool_subnet(prod: State) -> None:
+    for s in prod.role(VMSS, "gpu-node"):
+        max_pods = int(s["inputs"]["tags"]["agk-max-pods"])
+        pool = s["inputs"]["tags"]["agk-pool"]
+        (nic,) = s["inputs"]["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"]
+        assert nic["enableAcceleratedNetworking"] is True
+        configs = nic["ipConfigurations"]
+        assert len(configs) == 1 + max_pods == 27
+        assert [c["name"] for c in configs if c.get("primary")] == ["ipconfig1"]
+        for c in configs:
+            assert "publicIPAddressConfiguration" not in c
+            assert prod.by_id[c["subnet"]["id"]]["inputs"]["subnetName"] == f"gpu-{pool}"
+
+
+def test_exactly_the_two_hub_peerings(prod: State) -> None:
+    peerings = prod.of_type("azure-native:network:VirtualNetworkPeering")
+    assert sorted(p["inputs"]["virtualNetworkPeeringName"] for p in peerings) == [
+        "hub-to-prod-7500",
+        "prod-7500-to-hub",
+    ]
+    remote = {p["inputs"]["virtualNetworkName"]: p["inputs"]["remoteVirtualNetwork"]["id"] for p in peerings}
+    assert remote["prod-7500-vnet"].endswith("/virtualNetworks/hub-vnet")
+    assert remote["hub-vnet"].endswith("/virtualNetworks/prod-7500-vnet")
+    assert all(p["inputs"]["allowForwardedTraffic"] is False for p in peerings)
+
+
+def test_no_public_ip_on_any_vm_or_scale_set(prod: State) -> None:
+    for nic in prod.of_type(NIC):
+        for config in nic["inputs"]["ipConfigurations"]:
+            assert "publicIPAddress" not in config, nic["urn"]
+    public = prod.of_type("azure-native:network:PublicIPAddress")
+    # The only public address is the NAT gateway's egress IP.
+    assert [p["urn"].rsplit("::", 1)[1] for p in public] == ["prod-7500-egress-ip"]
+
+
+def test_subnets_equal_subnet_calc_plan(prod: State) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "agk.subnet_calc", "plan", "--stack", "prod-7500", "--format", "json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    expected = {s["name"]: s["cidr"] for s in json.loads(out.stdout)["vnets"][0]["subnets"]}
+    actual = {
+        s["inputs"]["subnetName"]: s["inputs"]["addressPrefix"]
+        for s in prod.of_type("azure-native:network:Subnet")
+        if s["inputs"]["virtualNetworkName"] == "prod-7500-vnet"
+    }
+    assert actual == expected
+
+
+def test_resource_count_grows_with_scale_sets_not_nodes(prod: State) -> None:
+    assert len(prod.resources) < 400
