@@ -39,11 +39,13 @@ def _parser() -> _Parser:
     s.add_argument("--surge", default="1", help="Surge nodes: a count or a percentage like 10%% (default 1).")
     s.add_argument("--infiniband", action="store_true", help="Scale sets capped at one placement group (100).")
     s.add_argument("--static-blocks", action="store_true", help="Pod subnet in static /28 block mode.")
-    s.add_argument("--format", choices=("text", "json"), default="text")
+    s.add_argument("--format", choices=("text", "json"), default="text", help="A readable table or one JSON object.")
     p = sub.add_parser("plan", help="A stack's whole address plan, laid out.")
     p.add_argument("--stack", required=True, help="Stack name (stacks/Pulumi.<stack>.yaml).")
     p.add_argument("--stacks-dir", type=Path, default=STACKS_DIR, help="Where the stack files are.")
-    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.add_argument(
+        "--format", choices=("text", "json", "markdown"), default="text", help="Table, JSON, or a PR-comment table."
+    )
     return parser
 
 
@@ -140,6 +142,7 @@ def plan_markdown(doc: dict[str, Any]) -> str:
             for s in vnet["subnets"]
         ]
         lines.append("")
+    lines.append(f"- peered group: {doc['peered_group_ips']:,} private IPs")
     for row in doc["limits"]:
         lines.append(
             f"- limit override `{row['name']}` = {row['value']:,} (Azure default {row['default']:,}): {row['reason']}"
