@@ -15,7 +15,9 @@ STACKS = REPO_ROOT / "stacks"
 def _cli_all() -> str:
     agk = Path(sys.executable).parent / "agk"
     started = time.perf_counter()
-    done = subprocess.run([str(agk), "plan", "--all", "--format", "json"], cwd=REPO_ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(agk), "plan", "--all", "--format", "json"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         return f"failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
@@ -24,7 +26,9 @@ def _cli_all() -> str:
 
 def _subprocess_stack(stack: str) -> float:
     """One stack in a fresh interpreter: the cost of isolating stacks by process instead of by context."""
-    code = f"from pathlib import Path; from agk.plan.engine import Planner; Planner(Path({str(STACKS)!r})).plan({stack!r})"
+    code = (
+        f"from pathlib import Path; from agk.plan.engine import Planner; Planner(Path({str(STACKS)!r})).plan({stack!r})"
+    )
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True, capture_output=True)
     return time.perf_counter() - started

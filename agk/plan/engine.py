@@ -157,10 +157,10 @@ def _export_order(resources: dict[str, Captured]) -> list[Captured]:
     """Dependencies before dependents (parent, provider, dependencies), ties by URN: stable output."""
     after: dict[str, set[str]] = {urn: set() for urn in resources}
     for res in resources.values():
-        needs = {res.parent, res.provider.rsplit("::", 1)[0] if res.provider else None, *res.dependencies}
+        refs = {res.parent, res.provider.rsplit("::", 1)[0] if res.provider else None, *res.dependencies}
         for urns in res.property_dependencies.values():
-            needs.update(urns)
-        after[res.urn] = {u for u in needs if u in resources and u != res.urn}
+            refs.update(urns)
+        after[res.urn] = {u for u in refs if u is not None and u in resources and u != res.urn}
     users: dict[str, list[str]] = {urn: [] for urn in resources}
     for urn, needs in after.items():
         for need in needs:

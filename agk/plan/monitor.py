@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf import empty_pb2
+from google.protobuf import empty_pb2  # type: ignore[import-untyped]
 from pulumi.runtime.mocks import MockMonitor, MockResourceArgs, Mocks
 from pulumi.runtime.proto import resource_pb2
 
@@ -198,5 +198,11 @@ class CaptureMonitor(MockMonitor):
             }
             return resource_pb2.ResourceInvokeResponse(**{"return": wire.to_struct(answer)})
         if request.tok == "pulumi:pulumi:getResource":
-            return super().Invoke(request)
+            urn = str(wire.from_struct(request.args).get("urn"))
+            with self._lock:
+                found = self.captured.get(urn)
+            if found is None:
+                raise KeyError(f"unknown resource {urn}")
+            found_answer: dict[str, Any] = {"urn": found.urn, "id": found.id or "", "state": found.outputs}
+            return resource_pb2.ResourceInvokeResponse(**{"return": wire.to_struct(found_answer)})
         return resource_pb2.ResourceInvokeResponse(**{"return": wire.to_struct({})})

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-URN = re.compile(r"^urn:pulumi:(?P<stack>[^:]+)::(?P<project>[^:]+)::(?P<type>[^:]+:[^:]+:[^:$]+(\$[^:]+:[^:]+:[^:$]+)*)::(?P<name>.+)$")
+URN = re.compile(
+    r"^urn:pulumi:(?P<stack>[^:]+)::(?P<project>[^:]+)::(?P<type>[^:]+:[^:]+:[^:$]+(\$[^:]+:[^:]+:[^:$]+)*)::(?P<name>.+)$"
+)
 
 
 def check_graph(state: dict[str, Any], stack: str, project: str) -> None:

@@ -172,5 +172,12 @@ def test_choose_one(tmp_path: Path, kwargs: dict[str, object], message: str) -> 
 
 def test_error_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
-        run(stack=None, all_stacks=True, fmt="text", out=tmp_path / "o", stacks_dir=FIXTURE / "bad-stacks", project_root=FIXTURE)
+        run(
+            stack=None,
+            all_stacks=True,
+            fmt="text",
+            out=tmp_path / "o",
+            stacks_dir=FIXTURE / "bad-stacks",
+            project_root=FIXTURE,
+        )
     assert not (tmp_path / "o").exists()
