@@ -33,16 +33,28 @@ def addresses_for(plan: StackPlan, stacks_dir: Path, project_root: Path = REPO_R
     return result
 
 
-def review_verdict(state: dict[str, Any]) -> str | None:
-    """One line from the policy pack when `agk review` offers ``verdict(state) -> str``."""
+def review_verdict(state: dict[str, Any], stack: str) -> str | None:
+    """One line from the policy pack (`agk review`), when that command is installed."""
     try:
         from agk import review
+        from agk.review.export import parse
     except ImportError:
         return None
     verdict = getattr(review, "verdict", None)
-    if not callable(verdict):
+    if callable(verdict):
+        return str(verdict(state))
+    evaluate = getattr(review, "review", None)
+    if not callable(evaluate):
         return None
-    return str(verdict(state))
+    report = evaluate([parse(state, f"stack {stack}", f"agk plan --stack {stack}")], None)
+    levels = [str(getattr(v, "enforcement", "")).rsplit(".", 1)[-1].lower() for v in report.violations]
+    mandatory = sum(level == "mandatory" for level in levels)
+    advisory = len(levels) - mandatory
+    head = "FAIL" if mandatory else "pass"
+    return (
+        f"{head}: {mandatory} mandatory and {advisory} advisory violations of {report.policies_run} policies"
+        f" (details: agk review --stack {stack})"
+    )
 
 
 def _choose(stack: str | None, all_stacks: bool, planner: Planner) -> list[StackPlan]:
@@ -75,7 +87,7 @@ def run(
     for plan in plans:
         state = deployment(plan)
         addresses = addresses_for(plan, stacks_dir, project_root)
-        verdict = review_verdict(state)
+        verdict = review_verdict(state, plan.stack)
         refs = tuple(planner.plan(ref.rsplit("/", 1)[-1]) for ref in plan.references)
         rendered.append((plan, state, addresses, verdict, refs))
     if out is not None:
