@@ -357,17 +357,17 @@ PLAN_BAD: list[tuple[str, Edit, str]] = [
     (
         "max pods 5",
         _set(_pool, max_pods=5),
-        f"{P}:cluster.gpu_pools.h100.max_pods: 5 is outside Azure's 10-250: use 10 to 250",
+        f"{DEV}cluster.gpu_pools.h100.max_pods: 5 is outside Azure's 10-250: use 10 to 250",
     ),
     (
         "max pods 300",
         _set(_pool, max_pods=300),
-        f"{P}:cluster.gpu_pools.h100.max_pods: 300 is outside Azure's 10-250: use 10 to 250",
+        f"{DEV}cluster.gpu_pools.h100.max_pods: 300 is outside Azure's 10-250: use 10 to 250",
     ),
     (
         "surge 150%",
         _set(_pool, surge="150%"),
-        f"{P}:cluster.gpu_pools.h100.surge: 150% is over 100%: use a percentage from 0% to 100%",
+        f"{DEV}cluster.gpu_pools.h100.surge: 150% is over 100%: use a percentage from 0% to 100%",
     ),
     (
         "surge abc",
@@ -387,7 +387,7 @@ PLAN_BAD: list[tuple[str, Edit, str]] = [
     (
         "unknown limit override",
         lambda s: s["dev"].update({f"{P}:limits": {"vnet-ips": {"value": 5, "reason": "ticket"}}}),
-        f"{P}:limits.vnet-ips: unknown limit: use one of {ALL_LIMITS}",
+        f"{DEV}limits.vnet-ips: unknown limit: use one of {ALL_LIMITS}",
     ),
     (
         "limit override of zero",
