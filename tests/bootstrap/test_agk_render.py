@@ -1,0 +1,58 @@
+"""`agk render` through the installed console script: the files CONTRACTS.md names, bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from .conftest import ROOT, STACKS
+
+AGK = str(Path(sys.executable).parent / "agk")
+
+
+def _agk(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([AGK, *args], capture_output=True, text=True, check=False, cwd=ROOT)
+
+
+def test_render_writes_every_node_file(tmp_path: Path) -> None:
+    run = _agk("render", "--stack", "prod-7500", "--out", str(tmp_path), "--stacks-dir", str(STACKS))
+    assert run.returncode == 0, run.stderr
+    nodes = tmp_path / "nodes"
+    assert sorted(p.name for p in nodes.iterdir()) == [
+        "apiserver", "etcd", "events-etcd", "gpu-node", "nat", "prometheus", "system-node",
+    ]
+    for role in nodes.iterdir():
+        assert (role / "user-data.yaml").read_text().startswith("#cloud-config\n")
+    assert yaml.safe_load((nodes / "etcd/etcd.conf.yml").read_text())["name"] == "prod-7500-etcd-0"
+    assert (nodes / "etcd/by-name/prod-7500-etcd-4/etcd.conf.yml").is_file()
+    assert sorted(p.name for p in (nodes / "prometheus/rules").iterdir()) == [
+        "apiserver.yml", "etcd.yml", "gpu.yml", "nodes.yml",
+    ]
+    assert "iptables-exporter traffic=internet-out" in (nodes / "gpu-node/iptables/mangle.rules").read_text()
+    assert (nodes / "gpu-node/by-name/h100-d/kubelet/config.yaml").is_file()
+    assert (nodes / "apiserver/manifests/kube-apiserver.yaml").is_file()
+    # No private key leaves a deploy: offline user-data holds named placeholders.
+    text = (nodes / "apiserver/user-data.yaml").read_text()
+    assert "PRIVATE KEY" not in text
+    assert "# key:kubernetes-ca: issued by ClusterPki" in text
+    manifests = sorted((tmp_path / "manifests").glob("*.yaml"))
+    assert manifests
+    for path in manifests:
+        docs = list(yaml.safe_load_all(path.read_text()))
+        assert len(docs) == 1 and "kind" in docs[0]
+
+
+def test_render_refuses_a_hub_stack(tmp_path: Path) -> None:
+    run = _agk("render", "--stack", "hub", "--out", str(tmp_path), "--stacks-dir", str(STACKS))
+    assert run.returncode == 2
+    assert run.stderr == "error: hub: a hub stack boots no nodes: render a cluster stack\n"
+    assert not any(tmp_path.iterdir())
+
+
+def test_render_unknown_stack(tmp_path: Path) -> None:
+    run = _agk("render", "--stack", "nope", "--out", str(tmp_path), "--stacks-dir", str(STACKS))
+    assert run.returncode == 2
+    assert run.stderr.startswith("error: nope: ") and run.stderr.count("\n") == 1

@@ -1,0 +1,108 @@
+"""The PKI spec: issued for real with cryptography (tests), and as pulumi-tls resources (mock runtime)."""
+
+from __future__ import annotations
+
+import base64
+from ipaddress import IPv4Address
+from typing import Any
+
+import pulumi
+import yaml
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from modules.bootstrap import pki
+from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.roles import bundle
+
+from .certs import issue
+
+
+def test_spec_sans_come_from_the_address_plan(prod: BootstrapContext) -> None:
+    spec = pki.pki_spec(prod)
+    host = prod.control_plane.apiservers[2]
+    api = spec.cert(pki.apiserver_cert(host.name))
+    assert set(api.ip_addresses) == {host.ip, prod.apiserver_vip, prod.apiserver_service_ip, IPv4Address("127.0.0.1")}
+    assert "kubernetes.default.svc.cluster.local" in api.dns_names
+    assert prod.events_etcd is not None
+    member = prod.events_etcd.members[4]
+    peer = spec.cert(pki.etcd_peer_cert(member.name))
+    assert peer.ip_addresses == (member.ip, IPv4Address("127.0.0.1"))
+    assert set(peer.usages) >= {"server_auth", "client_auth"}
+    assert spec.cert(pki.kubelet_bootstrap_cert("h100-a")).organization == "system:bootstrappers"
+    names = [c.name for c in spec.certs]
+    assert len(names) == len(set(names))
+
+
+def test_issued_certificates_match_the_spec(dev: BootstrapContext) -> None:
+    spec = pki.pki_spec(dev)
+    pems = issue(spec)
+    assert set(pems) == set(spec.secret_names())
+    for want in spec.certs:
+        cert = x509.load_pem_x509_certificate(pems[f"cert:{want.name}"].encode())
+        ca = x509.load_pem_x509_certificate(pems[f"cert:{want.ca}"].encode())
+        cert.verify_directly_issued_by(ca)
+        assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == want.common_name
+        eku = set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+        assert (ExtendedKeyUsageOID.SERVER_AUTH in eku) == ("server_auth" in want.usages)
+        assert (ExtendedKeyUsageOID.CLIENT_AUTH in eku) == ("client_auth" in want.usages)
+        if want.ip_addresses:
+            san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+            assert san.get_values_for_type(x509.IPAddress) == list(want.ip_addresses)
+
+
+class Capture(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.resources.append(args)
+        outputs = dict(args.inputs)
+        if args.typ == "tls:index/privateKey:PrivateKey":
+            outputs |= {"privateKeyPem": f"KEY {args.name}\n", "publicKeyPem": f"PUB {args.name}\n"}
+        elif args.typ in ("tls:index/selfSignedCert:SelfSignedCert", "tls:index/locallySignedCert:LocallySignedCert"):
+            outputs |= {"certPem": f"CERT {args.name}\n"}
+        elif args.typ == "tls:index/certRequest:CertRequest":
+            outputs |= {"certRequestPem": f"CSR {args.name}\n"}
+        return f"{args.name}_id", outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+@pulumi.runtime.test
+def test_cluster_pki_resources_and_custom_data(dev: BootstrapContext) -> Any:
+    from modules.bootstrap.customdata import custom_data
+    from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
+
+    mocks = Capture()
+    pulumi.runtime.set_mocks(mocks, preview=False)
+    spec = pki.pki_spec(dev)
+    component = ClusterPki("dev-pki", ClusterPkiArgs(spec=spec))
+    encoded = custom_data(dev, component, "etcd", "dev-etcd-1")
+
+    def check(args: list[Any]) -> None:
+        text, secret = args
+        by_type: dict[str, list[pulumi.runtime.MockResourceArgs]] = {}
+        for r in mocks.resources:
+            by_type.setdefault(r.typ, []).append(r)
+        assert [r.name for r in by_type["agk:bootstrap:ClusterPki"]] == ["dev-pki"]
+        assert len(by_type["tls:index/selfSignedCert:SelfSignedCert"]) == len(spec.cas)
+        assert len(by_type["tls:index/locallySignedCert:LocallySignedCert"]) == len(spec.certs)
+        keys = by_type["tls:index/privateKey:PrivateKey"]
+        assert len(keys) == len(spec.cas) + len(spec.certs) + len(spec.key_pairs)
+        assert {k.inputs["algorithm"] for k in keys} == {"ECDSA"}
+        csr = next(r for r in by_type["tls:index/certRequest:CertRequest"] if r.name == "dev-pki-etcd-peer-dev-etcd-1-csr")
+        assert csr.inputs["ipAddresses"] == ["10.16.3.37", "127.0.0.1"]
+        signed = next(r for r in by_type["tls:index/locallySignedCert:LocallySignedCert"]
+                      if r.name == "dev-pki-etcd-peer-dev-etcd-1")
+        assert signed.inputs["allowedUses"] == ["digital_signature", "key_encipherment", "server_auth", "client_auth"]
+        assert signed.inputs["caCertPem"] == "CERT dev-pki-etcd-ca\n"
+        assert secret is True
+        doc = yaml.safe_load(base64.b64decode(text))
+        files = {f["path"]: f["content"] for f in doc["write_files"]}
+        assert files["/etc/etcd/pki/peer.key"] == "KEY dev-pki-etcd-peer-dev-etcd-1-key\n"
+        assert files["/etc/etcd/pki/server.crt"] == "CERT dev-pki-etcd-server-dev-etcd-1\n"
+        assert files["/etc/etcd/etcd.conf.yml"] == bundle(dev, "etcd", "dev-etcd-1").file("etcd.conf.yml").content
+
+    return pulumi.Output.all(encoded, pulumi.Output.from_input(encoded).is_secret()).apply(check)
