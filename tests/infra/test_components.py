@@ -85,7 +85,7 @@ def test_hub_network(mocks: Recorder) -> None:
         return _outputs(hub, "id", "subnet_ids")
 
     def check(values: list[Any]) -> None:
-        vnet_id, subnet_ids = values
+        _vnet_id, subnet_ids = values
         assert set(subnet_ids) == {"jump", "AzureBastionSubnet"}
         assert len(mocks.of_type("azure-native:network:BastionHost")) == 1
         assert len(mocks.of_type("azure-native:compute:VirtualMachine")) == 1
