@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 plan: $(STAMP)
-	for s in hub dev prod-7500; do $(BIN)/subnet-calc plan --stack $$s; echo; done
+	$(BIN)/agk plan --all
 
 # Real tools the tests drive. As root (CI, containers) they are apt-installed; otherwise the
 # tests report exactly which program is missing.
@@ -35,7 +35,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy modules infra
+	$(BIN)/mypy modules infra policies agk
 
 schema: $(STAMP)
 	$(BIN)/python -m infra.schema > stacks/schema.json

@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import resources
 
-from infra.addresses import StackPlan, hub_stack_name, limits_for, plan_stack
+from infra.addresses import StackPlan, hub_stack_name, limits_for, plan_stack, planned_nodes
 from infra.config import PROJECT, StackConfig, parse_config
 from infra.prepare import ClusterPrep, prepare_cluster
 from modules import tags as tagging
@@ -202,6 +202,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             scale_sets=system_sets,
             subnet_id=subnet["system"],
             max_pods=cluster.system_pool.max_pods,
+            surge=planned_nodes(cluster.system_pool, "cluster.system_pool")[1],
             os_disk_gib=cluster.system_pool.os_disk_gib,
             custom_data=minimal_cloud_config(f"{cluster.name}-system", "system-node"),
             image="general",
@@ -218,6 +219,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
                 scale_sets=pools[name],
                 subnet_id=subnet[f"gpu-{name}"],
                 max_pods=pool.max_pods,
+                surge=planned_nodes(pool, f"cluster.gpu_pools.{name}")[1],
                 os_disk_gib=pool.os_disk_gib,
                 custom_data=minimal_cloud_config(name, "gpu-node"),
                 zone=pool.zone,

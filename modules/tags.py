@@ -15,6 +15,8 @@ ROLE = "agk-role"
 """apiserver | etcd | events-etcd | prometheus | nat | jump | gpu-node | system-node | network | storage"""
 POOL = "agk-pool"
 MAX_PODS = "agk-max-pods"
+SURGE = "agk-surge"
+"""On scale sets: the pool's surge node count (upgrade headroom), counted once per pool."""
 CLUSTER_NODES = "agk-cluster-nodes"
 """On API server VMs: the node count the cluster is planned for (sizing rules)."""
 LIMITS = "agk-limits"
@@ -38,9 +40,7 @@ ROLES = frozenset(
 )
 
 
-def base_tags(
-    owner: str, cost_center: str, cluster: str, extra: Mapping[str, str] | None = None
-) -> dict[str, str]:
+def base_tags(owner: str, cost_center: str, cluster: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     tags = dict(extra or {})
     tags.update({"owner": owner, "cost-center": cost_center, "cluster": cluster})
     return tags

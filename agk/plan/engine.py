@@ -255,6 +255,9 @@ class Planner:
         # A failed stack reference leaves SDK coroutines unawaited; the failure is reported once, as an error.
         warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
         config, secret_keys = runtime_config(self.stacks_dir, stack, self.project)
+        # The program reads its network's other stacks (hub, sibling spokes) from files: the same
+        # directory this plan reads, not the repository's default stacks/.
+        os.environ["AGK_STACKS_DIR"] = str(self.stacks_dir.resolve())
         monitor = CaptureMonitor(stack, self.project, config, self._resolve)
         engine = _Engine()
         started = time.perf_counter()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from google.protobuf import empty_pb2  # type: ignore[import-untyped]
+from google.protobuf import empty_pb2
 from pulumi.runtime.mocks import MockMonitor, MockResourceArgs, Mocks
 from pulumi.runtime.proto import resource_pb2
 
@@ -196,7 +196,7 @@ class CaptureMonitor(MockMonitor):
                 "subscriptionId": "00000000-0000-0000-0000-000000000000",
                 "tenantId": "00000000-0000-0000-0000-00000000aaaa",
             }
-            return resource_pb2.ResourceInvokeResponse(**{"return": wire.to_struct(answer)})
+            return _invoke_response(answer)
         if request.tok == "pulumi:pulumi:getResource":
             urn = str(wire.from_struct(request.args).get("urn"))
             with self._lock:
@@ -204,5 +204,12 @@ class CaptureMonitor(MockMonitor):
             if found is None:
                 raise KeyError(f"unknown resource {urn}")
             found_answer: dict[str, Any] = {"urn": found.urn, "id": found.id or "", "state": found.outputs}
-            return resource_pb2.ResourceInvokeResponse(**{"return": wire.to_struct(found_answer)})
-        return resource_pb2.ResourceInvokeResponse(**{"return": wire.to_struct({})})
+            return _invoke_response(found_answer)
+        return _invoke_response({})
+
+
+def _invoke_response(answer: dict[str, Any]) -> Any:
+    response = resource_pb2.ResourceInvokeResponse()
+    # `return` is a Python keyword, so the field is reached by name.
+    getattr(response, "return").CopyFrom(wire.to_struct(answer))
+    return response

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2  # type: ignore[import-untyped]
+from google.protobuf import json_format, struct_pb2
 
 SIG = "4dabf18193072939515e22adb298388d"
 SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 from pulumi_policy import EnforcementLevel, Policy
 
 from modules.errors import AgkError

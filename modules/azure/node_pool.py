@@ -32,6 +32,8 @@ class NodePoolArgs:
     """The pool's subnet: node and pod addresses."""
     max_pods: int
     """Secondary IP configurations per NIC."""
+    surge: int
+    """Surge nodes the pool's subnet is planned for (tagged for the subnet-capacity policy)."""
     os_disk_gib: int
     """OS disk size (large ML images)."""
     custom_data: pulumi.Input[str]
@@ -64,7 +66,9 @@ class NodePool(pulumi.ComponentResource):
         super().__init__("agk:compute:NodePool", name, None, opts)
         ctx = args.ctx
         publisher, offer, sku, version = ctx.images[args.image]
-        tags = ctx.tags_for(args.role, **{tagging.POOL: name, tagging.MAX_PODS: str(args.max_pods)})
+        tags = ctx.tags_for(
+            args.role, **{tagging.POOL: name, tagging.MAX_PODS: str(args.max_pods), tagging.SURGE: str(args.surge)}
+        )
         created: dict[str, compute.VirtualMachineScaleSet] = {}
         for plan in args.scale_sets:
             created[plan.name] = compute.VirtualMachineScaleSet(

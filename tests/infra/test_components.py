@@ -166,7 +166,7 @@ def test_node_pool_scale_sets_and_pod_ip_configs(mocks: Recorder) -> None:
     def build() -> Any:
         sets = split_pool("gpu", 250, infiniband=True, cap_spg=100, cap_large=1000)
         pool = NodePool(
-            "gpu", NodePoolArgs(CTX, "gpu-node", "Standard_ND96isr_H100_v5", sets, "/sub/gpu", 26, 1024, "Y2xvdWQ=")
+            "gpu", NodePoolArgs(CTX, "gpu-node", "Standard_ND96isr_H100_v5", sets, "/sub/gpu", 26, 3, 1024, "Y2xvdWQ=")
         )
         return _outputs(pool, "scale_sets", "capacity")
 
