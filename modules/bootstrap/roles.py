@@ -118,7 +118,12 @@ def names(ctx: BootstrapContext, role: Role) -> tuple[str, ...]:
 
 
 def _policy_rc() -> NodeFile:
-    return NodeFile(POLICY_RC, "policy-rc.d", "#!/bin/sh\n# Deny service starts during cloud-init's package install.\nexit 101\n", "0755")
+    return NodeFile(
+        POLICY_RC,
+        "policy-rc.d",
+        "#!/bin/sh\n# Deny service starts during cloud-init's package install.\nexit 101\n",
+        "0755",
+    )
 
 
 def _sysctl(ctx: BootstrapContext, role: Role, *, node: bool, forwarding: bool) -> NodeFile:
@@ -275,8 +280,11 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
             render("audit-policy.yaml.j2", total_nodes=ctx.total_nodes),
         ),
         _kubeconfig(
-            ctx, "/etc/kubernetes/controller-manager.kubeconfig", "system:kube-controller-manager",
-            pki.CONTROLLER_MANAGER, local,
+            ctx,
+            "/etc/kubernetes/controller-manager.kubeconfig",
+            "system:kube-controller-manager",
+            pki.CONTROLLER_MANAGER,
+            local,
         ),
         _kubeconfig(ctx, "/etc/kubernetes/scheduler.kubeconfig", "system:kube-scheduler", pki.SCHEDULER, local),
         *_kubelet(ctx, "apiserver", name, None),
@@ -349,7 +357,9 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
         ),
         _install_kubernetes(ctx),
         NodeFile(MANGLE_RULES, "iptables/mangle.rules", mangle_rules(ctx, role)),
-        _rules_service("agk-egress-accounting", "Egress accounting (iptables mangle) for iptables-exporter", MANGLE_RULES),
+        _rules_service(
+            "agk-egress-accounting", "Egress accounting (iptables mangle) for iptables-exporter", MANGLE_RULES
+        ),
         _sysctl(ctx, role, node=True, forwarding=True),
     )
     cert = pki.kubelet_bootstrap_cert(pool.name)
@@ -442,9 +452,7 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
         config_file=PROM_CONFIG,
         prometheus_port=PROMETHEUS_PORT,
     )
-    rules = tuple(
-        NodeFile(f"{PROM_RULES}/{file}", f"rules/{file}", text) for file, text in alert_rules(ctx).items()
-    )
+    rules = tuple(NodeFile(f"{PROM_RULES}/{file}", f"rules/{file}", text) for file, text in alert_rules(ctx).items())
     return NodeBundle(
         role="prometheus",
         name=name,
@@ -503,7 +511,9 @@ def _nat(ctx: BootstrapContext) -> NodeBundle:
             "kube-proxy-config.yaml",
             render("kube-proxy-config.yaml.j2", vnet_cidrs=vnet),
         ),
-        _kubeconfig(ctx, "/etc/kubernetes/kube-proxy.kubeconfig", "system:kube-proxy", pki.KUBE_PROXY, ctx.apiserver_url),
+        _kubeconfig(
+            ctx, "/etc/kubernetes/kube-proxy.kubeconfig", "system:kube-proxy", pki.KUBE_PROXY, ctx.apiserver_url
+        ),
         *_kubelet(ctx, "nat", name, None),
         _containerd(ctx, "nat", 0),
         _sysctl(ctx, "nat", node=False, forwarding=True),

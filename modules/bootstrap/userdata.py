@@ -26,8 +26,7 @@ class _WriteFile:
 def placeholder_secrets(bundle: NodeBundle) -> dict[str, str]:
     """Stand-ins for offline rendering (``agk render``): real PEMs exist only at deploy."""
     return {
-        s.secret: f"# {s.secret}: issued by ClusterPki and delivered in customData at deploy\n"
-        for s in bundle.secrets
+        s.secret: f"# {s.secret}: issued by ClusterPki and delivered in customData at deploy\n" for s in bundle.secrets
     }
 
 

@@ -49,11 +49,17 @@ def _cases(domain: str) -> dict[str, dict[str, Any]]:
         },
         "EtcdDatabaseNearQuota": {
             "fire": [
-                {"series": 'etcd_mvcc_db_total_size_in_bytes{job="etcd",instance="e0:2381"}', "values": "7000000000x20"},
+                {
+                    "series": 'etcd_mvcc_db_total_size_in_bytes{job="etcd",instance="e0:2381"}',
+                    "values": "7000000000x20",
+                },
                 {"series": 'etcd_server_quota_backend_bytes{job="etcd",instance="e0:2381"}', "values": "8589934592x20"},
             ],
             "calm": [
-                {"series": 'etcd_mvcc_db_total_size_in_bytes{job="etcd",instance="e0:2381"}', "values": "4000000000x20"},
+                {
+                    "series": 'etcd_mvcc_db_total_size_in_bytes{job="etcd",instance="e0:2381"}',
+                    "values": "4000000000x20",
+                },
                 {"series": 'etcd_server_quota_backend_bytes{job="etcd",instance="e0:2381"}', "values": "8589934592x20"},
             ],
             "at": "15m",
@@ -98,10 +104,16 @@ def _cases(domain: str) -> dict[str, dict[str, Any]]:
         },
         "NodeNotReady": {
             "fire": [
-                {"series": 'kube_node_status_condition{condition="Ready",status="true",node="gpu-node-1"}', "values": "0x20"}
+                {
+                    "series": 'kube_node_status_condition{condition="Ready",status="true",node="gpu-node-1"}',
+                    "values": "0x20",
+                }
             ],
             "calm": [
-                {"series": 'kube_node_status_condition{condition="Ready",status="true",node="gpu-node-1"}', "values": "1x20"}
+                {
+                    "series": 'kube_node_status_condition{condition="Ready",status="true",node="gpu-node-1"}',
+                    "values": "1x20",
+                }
             ],
             "at": "15m",
             "labels": {"condition": "Ready", "status": "true", **node},

@@ -22,14 +22,23 @@ def test_render_writes_every_node_file(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     nodes = tmp_path / "nodes"
     assert sorted(p.name for p in nodes.iterdir()) == [
-        "apiserver", "etcd", "events-etcd", "gpu-node", "nat", "prometheus", "system-node",
+        "apiserver",
+        "etcd",
+        "events-etcd",
+        "gpu-node",
+        "nat",
+        "prometheus",
+        "system-node",
     ]
     for role in nodes.iterdir():
         assert (role / "user-data.yaml").read_text().startswith("#cloud-config\n")
     assert yaml.safe_load((nodes / "etcd/etcd.conf.yml").read_text())["name"] == "prod-7500-etcd-0"
     assert (nodes / "etcd/by-name/prod-7500-etcd-4/etcd.conf.yml").is_file()
     assert sorted(p.name for p in (nodes / "prometheus/rules").iterdir()) == [
-        "apiserver.yml", "etcd.yml", "gpu.yml", "nodes.yml",
+        "apiserver.yml",
+        "etcd.yml",
+        "gpu.yml",
+        "nodes.yml",
     ]
     assert "iptables-exporter traffic=internet-out" in (nodes / "gpu-node/iptables/mangle.rules").read_text()
     assert (nodes / "gpu-node/by-name/h100-d/kubelet/config.yaml").is_file()

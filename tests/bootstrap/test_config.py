@@ -9,6 +9,7 @@ import yaml
 
 from infra.config import parse_config
 from modules.errors import ConfigError
+
 from .conftest import STACKS
 
 P = "azure-gpu-k8s"

@@ -92,10 +92,15 @@ def test_cluster_pki_resources_and_custom_data(dev: BootstrapContext) -> Any:
         keys = by_type["tls:index/privateKey:PrivateKey"]
         assert len(keys) == len(spec.cas) + len(spec.certs) + len(spec.key_pairs)
         assert {k.inputs["algorithm"] for k in keys} == {"ECDSA"}
-        csr = next(r for r in by_type["tls:index/certRequest:CertRequest"] if r.name == "dev-pki-etcd-peer-dev-etcd-1-csr")
+        csr = next(
+            r for r in by_type["tls:index/certRequest:CertRequest"] if r.name == "dev-pki-etcd-peer-dev-etcd-1-csr"
+        )
         assert csr.inputs["ipAddresses"] == ["10.16.3.37", "127.0.0.1"]
-        signed = next(r for r in by_type["tls:index/locallySignedCert:LocallySignedCert"]
-                      if r.name == "dev-pki-etcd-peer-dev-etcd-1")
+        signed = next(
+            r
+            for r in by_type["tls:index/locallySignedCert:LocallySignedCert"]
+            if r.name == "dev-pki-etcd-peer-dev-etcd-1"
+        )
         assert signed.inputs["allowedUses"] == ["digital_signature", "key_encipherment", "server_auth", "client_auth"]
         assert signed.inputs["caCertPem"] == "CERT dev-pki-etcd-ca\n"
         assert secret is True

@@ -17,9 +17,7 @@ from .certs import issue
 
 
 @pytest.mark.realtool
-def test_cloud_init_schema_every_role(
-    ctx: BootstrapContext, require: Callable[[str], str], tmp_path: Path
-) -> None:
+def test_cloud_init_schema_every_role(ctx: BootstrapContext, require: Callable[[str], str], tmp_path: Path) -> None:
     cloud_init = require("cloud-init")
     pems = issue(pki.pki_spec(ctx))
     checked = []

@@ -56,8 +56,13 @@ def _rewrite(text: str, ports: dict[tuple[str, int], int], root: Path) -> str:
             return None  # the member's loopback listener: its address one is already on loopback
         return f"{parts.scheme}://127.0.0.1:{ports[(host, port)]}"
 
-    for key in ("listen-peer-urls", "listen-client-urls", "listen-metrics-urls", "advertise-client-urls",
-                "initial-advertise-peer-urls"):
+    for key in (
+        "listen-peer-urls",
+        "listen-client-urls",
+        "listen-metrics-urls",
+        "advertise-client-urls",
+        "initial-advertise-peer-urls",
+    ):
         conf[key] = ",".join(u for u in (url(x) for x in conf[key].split(",")) if u)
     conf["initial-cluster"] = ",".join(
         f"{n}={url(u)}" for n, u in (item.split("=", 1) for item in conf["initial-cluster"].split(","))
@@ -86,14 +91,18 @@ class Cluster:
         member.proc.wait()
         member.proc = None
 
-    def ctl(self, *args: str, endpoints: list[Member] | None = None, cert: bool = True, timeout: str = "15s"
-            ) -> subprocess.CompletedProcess[str]:
+    def ctl(
+        self, *args: str, endpoints: list[Member] | None = None, cert: bool = True, timeout: str = "15s"
+    ) -> subprocess.CompletedProcess[str]:
         ca, crt, key = self.client_cert
         urls = ",".join(m.client_url for m in (endpoints or self.members))
         tls = [f"--cacert={ca}"] + ([f"--cert={crt}", f"--key={key}"] if cert else [])
         return subprocess.run(
             [self.etcdctl, f"--endpoints={urls}", f"--command-timeout={timeout}", "--dial-timeout=3s", *tls, *args],
-            capture_output=True, text=True, check=False, env={"ETCDCTL_API": "3", "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            check=False,
+            env={"ETCDCTL_API": "3", "PATH": "/usr/bin:/bin"},
         )
 
     def put_with_retries(self, key: str, value: str, endpoints: list[Member]) -> subprocess.CompletedProcess[str]:
@@ -142,8 +151,12 @@ def cluster_of(require: Callable[[str], str], tmp_path: Path) -> Iterator[Callab
             config.write_text(_rewrite(node.file("etcd.conf.yml").content, ports, root))
             out.append(Member(name, config, f"https://127.0.0.1:{ports[(hosts[name], 2379)]}", root / "etcd.log"))
         pki_dir = tmp_path / members[0] / "pki"
-        cluster = Cluster(out, etcd, etcdctl, (pki_dir / "ca.crt", pki_dir / "healthcheck-client.crt",
-                                               pki_dir / "healthcheck-client.key"))
+        cluster = Cluster(
+            out,
+            etcd,
+            etcdctl,
+            (pki_dir / "ca.crt", pki_dir / "healthcheck-client.crt", pki_dir / "healthcheck-client.key"),
+        )
         started.append(cluster)
         for m in out:
             cluster.start(m)

@@ -74,8 +74,12 @@ def _wire(ctx: BootstrapContext, ns: dict[str, str]) -> tuple[str, str]:
     node, pod, inet = ns["node"], ns["pod"], ns["inet"]
     _sh("ip", "link", "add", "vp0", "netns", node, "type", "veth", "peer", "name", "vp1", "netns", pod)
     _sh("ip", "link", "add", "vi0", "netns", node, "type", "veth", "peer", "name", "vi1", "netns", inet)
-    for name, link, addr in ((node, "vp0", f"{node_ip}/{subnet.prefixlen}"), (pod, "vp1", f"{pod_ip}/{subnet.prefixlen}"),
-                             (node, "vi0", f"{INTERNET_GW}/24"), (inet, "vi1", f"{INTERNET}/24")):
+    for name, link, addr in (
+        (node, "vp0", f"{node_ip}/{subnet.prefixlen}"),
+        (pod, "vp1", f"{pod_ip}/{subnet.prefixlen}"),
+        (node, "vi0", f"{INTERNET_GW}/24"),
+        (inet, "vi1", f"{INTERNET}/24"),
+    ):
         _sh("ip", "addr", "add", addr, "dev", link, ns=name)
         _sh("ip", "link", "set", link, "up", ns=name)
         _sh("ip", "link", "set", "lo", "up", ns=name)
@@ -88,7 +92,9 @@ def _wire(ctx: BootstrapContext, ns: dict[str, str]) -> tuple[str, str]:
 def _echo(server_ns: str, client_ns: str, address: str, port: int = 9999) -> None:
     server = subprocess.Popen(
         ["ip", "netns", "exec", server_ns, sys.executable, "-c", SERVER, address, str(port), str(PACKETS)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
@@ -115,8 +121,12 @@ def test_mangle_rules_count_only_internet_traffic(
     rules = tmp_path / "mangle.rules"
     rules.write_text(bundle(dev, "gpu-node", "a100").file("iptables/mangle.rules").content)
     _sh("iptables-restore", "--noflush", str(rules), ns=namespaces["node"])
-    zero = {"traffic=host-internet-in": 0, "traffic=host-internet-out": 0,
-            "traffic=internet-in": 0, "traffic=internet-out": 0}
+    zero = {
+        "traffic=host-internet-in": 0,
+        "traffic=host-internet-out": 0,
+        "traffic=internet-in": 0,
+        "traffic=internet-out": 0,
+    }
     assert _counters(namespaces["node"]) == zero
 
     # A pod talks to the node: private both ways, nothing counted.
@@ -131,12 +141,15 @@ def test_mangle_rules_count_only_internet_traffic(
     # The internet talks to the node itself: host counters only.
     _echo(namespaces["node"], namespaces["inet"], INTERNET_GW)
     assert _counters(namespaces["node"]) == after_pod | {
-        "traffic=host-internet-in": PACKETS, "traffic=host-internet-out": PACKETS
+        "traffic=host-internet-in": PACKETS,
+        "traffic=host-internet-out": PACKETS,
     }
 
 
 @pytest.mark.realtool
-def test_broken_rules_are_refused_for_real(namespaces: dict[str, str], require: Callable[[str], str], tmp_path: Path) -> None:
+def test_broken_rules_are_refused_for_real(
+    namespaces: dict[str, str], require: Callable[[str], str], tmp_path: Path
+) -> None:
     # Applied (not --test): a jump to a chain that does not exist fails.
     require("iptables")
     rules = tmp_path / "bad.rules"

@@ -19,7 +19,7 @@ import yaml
 
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.roles import PROM_PKI, PROM_RULES, alert_rules, bundle, names, prometheus_config
+from modules.bootstrap.roles import alert_rules, bundle, names, prometheus_config
 
 from .certs import issue
 from .prom_unit_tests import unit_tests
@@ -78,7 +78,14 @@ def test_promtool_check_config(ctx: BootstrapContext, require: Callable[[str], s
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"SUCCESS: {len(alert_rules(ctx))} rule files found" in run.stdout
     jobs = [j["job_name"] for j in config["scrape_configs"]]
-    expected = ["prometheus", "kubernetes-apiservers", "kubernetes-nodes", "kubernetes-cadvisor", "kubernetes-pods", "etcd"]
+    expected = [
+        "prometheus",
+        "kubernetes-apiservers",
+        "kubernetes-nodes",
+        "kubernetes-cadvisor",
+        "kubernetes-pods",
+        "etcd",
+    ]
     assert jobs[: len(expected)] == expected
     assert ("events-etcd" in jobs) == (ctx.events_etcd is not None)
 
@@ -142,9 +149,13 @@ go_goroutines 10
 # job -> (series that must be dropped, series that must be kept); "name" or "name;le".
 EXPECT = {
     "kubernetes-apiservers": (
-        {"etcd_debugging_mvcc_keys_total", "etcd_server_has_leader", "etcd_disk_wal_fsync_duration_seconds_count",
-         "apiserver_request_duration_seconds_bucket;0.15",
-         "apiserver_admission_controller_admission_latencies_seconds_count"},
+        {
+            "etcd_debugging_mvcc_keys_total",
+            "etcd_server_has_leader",
+            "etcd_disk_wal_fsync_duration_seconds_count",
+            "apiserver_request_duration_seconds_bucket;0.15",
+            "apiserver_admission_controller_admission_latencies_seconds_count",
+        },
         {"apiserver_request_total", "apiserver_request_duration_seconds_bucket;1", "go_goroutines"},
     ),
     "kubernetes-nodes": ({"kubelet_pleg_relist_duration_seconds_bucket;1"}, {"kubelet_running_pods"}),
@@ -217,8 +228,12 @@ def test_live_scrape_drops_only_unused_series(
     config.write_text(yaml.safe_dump(_loopback_config(dev, f"127.0.0.1:{exporter}", rules)))
     port = _free_port()
     proc = subprocess.Popen(
-        [prometheus, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
+        [
+            prometheus,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -232,7 +247,9 @@ def test_live_scrape_drops_only_unused_series(
                 seen = {job: _series(base, job) for job in EXPECT}
             except OSError:
                 seen = {}
-            if seen and all("go_goroutines" in s or job == "etcd" and "etcd_server_has_leader" in s for job, s in seen.items()):
+            if seen and all(
+                "go_goroutines" in s or (job == "etcd" and "etcd_server_has_leader" in s) for job, s in seen.items()
+            ):
                 break
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.5)

@@ -35,9 +35,7 @@ def test_user_data_carries_every_file_exactly(ctx: BootstrapContext) -> None:
         secrets = placeholder_secrets(node)
         doc = yaml.safe_load(render_user_data(ctx, node, secrets))
         written = {f["path"]: f["content"] for f in doc["write_files"]}
-        assert written == {f.path: f.content for f in node.files} | {
-            s.path: secrets[s.secret] for s in node.secrets
-        }
+        assert written == {f.path: f.content for f in node.files} | {s.path: secrets[s.secret] for s in node.secrets}
         assert {f["path"]: f["permissions"] for f in doc["write_files"] if f["path"].endswith(".key")} == {
             s.path: "0600" for s in node.secrets if s.path.endswith(".key")
         }
@@ -100,9 +98,7 @@ def test_kubelet_matches_pool(ctx: BootstrapContext) -> None:
 
 def test_dev_team_pool_is_tainted_for_its_team(dev: BootstrapContext) -> None:
     config = yaml.safe_load(bundle(dev, "gpu-node", "a100").file("kubelet/config.yaml").content)
-    assert {"key": "gpu.example.com/team", "value": "research", "effect": "NoSchedule"} in config[
-        "registerWithTaints"
-    ]
+    assert {"key": "gpu.example.com/team", "value": "research", "effect": "NoSchedule"} in config["registerWithTaints"]
 
 
 def _apiserver_flags(ctx: BootstrapContext) -> list[str]:
@@ -137,7 +133,9 @@ def test_single_apiserver_has_no_goaway() -> None:
     from .conftest import context
 
     ctx = context("dev")
-    one = replace(ctx, control_plane=replace(ctx.control_plane, apiservers=ctx.control_plane.apiservers[:1], goaway_chance=None))
+    one = replace(
+        ctx, control_plane=replace(ctx.control_plane, apiservers=ctx.control_plane.apiservers[:1], goaway_chance=None)
+    )
     flags = _apiserver_flags(one)
     assert not [f for f in flags if f.startswith("--goaway-chance")]
 
