@@ -180,3 +180,16 @@ def test_nodes_get_arp_cache_sysctls(ctx: BootstrapContext) -> None:
 def test_unknown_host_is_refused(dev: BootstrapContext) -> None:
     with pytest.raises(KeyError, match="use one of dev-etcd-0, dev-etcd-1, dev-etcd-2"):
         bundle(dev, "etcd", "dev-etcd-9")
+
+
+def test_static_pods_validate_against_the_kubernetes_schema(ctx: BootstrapContext) -> None:
+    import kubernetes_validate
+
+    for role, rels in (
+        ("apiserver", ("kube-apiserver", "kube-controller-manager", "kube-scheduler")),
+        ("nat", ("kube-proxy",)),
+    ):
+        node = bundle(ctx, role, names(ctx, role)[0])
+        for rel in rels:
+            pod = yaml.safe_load(node.file(f"manifests/{rel}.yaml").content)
+            kubernetes_validate.validate(pod, ctx.kubernetes_minor, strict=True)
