@@ -9,18 +9,18 @@ keys never leave a deploy: offline user-data carries named placeholders where Cl
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from infra.addresses import cluster_addresses, plan_stack
-from infra.bootstrap import bootstrap_context
-from infra.config import StackConfig
+from infra.config import load_stack
+from infra.prepare import prepare_cluster
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.roles import ROLES, NodeBundle, bundle, names
 from modules.bootstrap.userdata import placeholder_secrets, render_user_data
+from modules.cluster.manifests import render_manifests
+from modules.cluster.spec import AddonsSpec
 from modules.errors import AgkError
 
 
@@ -46,28 +46,13 @@ def _write_node(ctx: BootstrapContext, node: NodeBundle, where: Path) -> list[Pa
     return paths
 
 
-def _manifest_objects(config: StackConfig) -> list[dict[str, Any]] | None:
-    """The cluster add-ons' objects, when modules.cluster is present in this checkout."""
-    if importlib.util.find_spec("modules.cluster.manifests") is None:
-        return None
-    from modules.cluster.manifests import render_manifests
-    from modules.cluster.spec import PoolFacts, addons_spec
-    from modules.sizing.skus import sku
-
-    cluster = config.cluster
-    assert cluster is not None
-    pools = {
-        name: PoolFacts(name, p.vm_size, sku(p.vm_size).gpus, p.max_nodes or p.nodes, p.team)
-        for name, p in cluster.gpu_pools.items()
-    }
-    spec = addons_spec(cluster.name, cluster.kubernetes_version, cluster.label_domain, pools, config.addons)
+def _manifest_objects(spec: AddonsSpec) -> list[dict[str, Any]]:
+    """The cluster add-ons' objects: what the `<cluster>-addons` stack deploys."""
     return [dict(o) for o in render_manifests(spec)]
 
 
-def render_manifests_dir(config: StackConfig, out: Path) -> list[Path]:
-    objs = _manifest_objects(config)
-    if objs is None:
-        return []
+def render_manifests_dir(spec: AddonsSpec, out: Path) -> list[Path]:
+    objs = _manifest_objects(spec)
     folder = out / "manifests"
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -80,13 +65,18 @@ def render_manifests_dir(config: StackConfig, out: Path) -> list[Path]:
 
 
 def run(*, stack: str, out: Path, stacks_dir: Path) -> int:
-    plan = plan_stack(stacks_dir, stack)
-    if plan.config.kind != "cluster":
-        raise AgkError(f"{stack}: a {plan.config.kind} stack boots no nodes: render a cluster stack")
-    ctx = bootstrap_context(plan.config, cluster_addresses(plan))
+    config = load_stack(stacks_dir, stack)
+    if config.kind == "addons":
+        # The add-ons stack deploys the cluster stack's objects: render that cluster.
+        assert config.addons_stack is not None
+        stack = config.addons_stack.cluster_stack
+        config = load_stack(stacks_dir, stack)
+    if config.kind != "cluster":
+        raise AgkError(f"{stack}: a {config.kind} stack boots no nodes: render a cluster stack")
     if out.exists() and not out.is_dir():
         raise AgkError(f"--out {out}: not a directory: name a directory to write into")
-    nodes = render_nodes(ctx, out)
-    manifests = render_manifests_dir(plan.config, out)
+    prep = prepare_cluster(stack, config, stacks_dir)
+    nodes = render_nodes(prep.bootstrap, out)
+    manifests = render_manifests_dir(prep.addons, out)
     print(f"{stack}: wrote {len(nodes)} node files and {len(manifests)} manifests under {out}")
     return 0

@@ -22,6 +22,7 @@ from modules.bootstrap.context import (
 from modules.bootstrap.versions import kubernetes_release
 from modules.errors import ConfigError
 from modules.netplan.hosts import ClusterAddresses
+from modules.sizing.recommend import prometheus_disk_gib
 from modules.sizing.skus import sku
 
 GIB = 1024**3
@@ -157,7 +158,8 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses) -> Boots
             query_max_samples=tuning.query_max_samples,
             scrape_interval=tuning.scrape_interval,
             remote_write_url=tuning.remote_write_url,
-            data_disk_gib=tuning.data_disk_gib,
+            data_disk_gib=tuning.data_disk_gib
+            or prometheus_disk_gib(total_nodes(cluster), cluster.prometheus.retention_days),
         ),
         nat=Host(f"{cluster.name}-nat-0", addresses.nat),
         preflight_timeout=cfg.preflight_timeout,

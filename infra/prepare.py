@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.addresses import StackPlan, cluster_addresses, plan_stack
+from infra.bootstrap import bootstrap_context
 from infra.config import StackConfig
 from infra.sizing import SizeChoice, cluster_nodes, size_cluster
+from modules.bootstrap.context import BootstrapContext
 from modules.cluster.spec import AddonsSpec, PoolFacts, addons_spec
 from modules.errors import AgkError, ConfigError
 from modules.netplan.hosts import ClusterAddresses
@@ -32,6 +34,8 @@ class ClusterPrep:
     scale_sets: dict[str, list[ScaleSetPlan]]
     """GPU pool name to its scale sets."""
     system_scale_sets: list[ScaleSetPlan]
+    bootstrap: BootstrapContext
+    """What every node boots with (cloud-init, PKI subjects), from the same addresses."""
     addons: AddonsSpec
     """What the `<cluster>-addons` stack builds, validated with the pools (exported as `addons_spec`)."""
 
@@ -51,8 +55,10 @@ def prepare_cluster(stack: str, config: StackConfig, stacks_dir: Path) -> Cluste
     if cluster is None:
         raise ValueError(f"{stack} is a {config.kind} stack, not a cluster")
     plan = plan_stack(stacks_dir, stack, config)
+    addresses = cluster_addresses(plan)
     try:
         sizes, addons = size_cluster(cluster), addons_for(config)
+        boot = bootstrap_context(config, addresses)
     except AgkError as err:
         raise ConfigError(f"{stack}: {err}") from None
     limits = plan.limits
@@ -61,7 +67,7 @@ def prepare_cluster(stack: str, config: StackConfig, stacks_dir: Path) -> Cluste
         stack=stack,
         config=config,
         plan=plan,
-        addresses=cluster_addresses(plan),
+        addresses=addresses,
         sizes=sizes,
         nodes=cluster_nodes(cluster),
         scale_sets={
@@ -69,5 +75,6 @@ def prepare_cluster(stack: str, config: StackConfig, stacks_dir: Path) -> Cluste
             for name, pool in cluster.gpu_pools.items()
         },
         system_scale_sets=split_pool(f"{cluster.name}-system", cluster.system_pool.nodes, infiniband=False, **caps),
+        bootstrap=boot,
         addons=addons,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,11 @@ from modules.azure.hub import HubNetwork, HubNetworkArgs
 from modules.azure.node_pool import NodePool, NodePoolArgs
 from modules.azure.spoke import HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import ClusterStorage, ClusterStorageArgs, account_name
-from modules.sizing.recommend import prometheus_disk_gib
+from modules.bootstrap.customdata import custom_data
+from modules.bootstrap.kubeconfig import admin_kubeconfig
+from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
+from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
+from modules.bootstrap.roles import Role
 
 # The other stacks of the network (hub, sibling spokes) are read from their files: Pulumi's
 # stackConfigDir, or wherever `agk plan --stacks-dir` points (it sets AGK_STACKS_DIR).
@@ -125,8 +130,14 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         ),
     )
     subnet = spoke.subnet_refs
-    hosts = {**addresses.apiservers, **addresses.etcd, **addresses.events_etcd, **addresses.prometheus}
-    boot = {h: minimal_cloud_config(h, "control-plane") for h in hosts}
+    pki = ClusterPki(f"{cluster.name}-pki", ClusterPkiArgs(spec=pki_spec(prep.bootstrap)))
+    roles: dict[Role, Mapping[str, object]] = {
+        "apiserver": addresses.apiservers,
+        "etcd": addresses.etcd,
+        "events-etcd": addresses.events_etcd,
+        "prometheus": addresses.prometheus,
+    }
+    boot = {host: custom_data(prep.bootstrap, pki, role, host) for role, hosts in roles.items() for host in hosts}
     etcd = [
         EtcdGroup(
             "etcd",
@@ -172,7 +183,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             hosts={h: str(a) for h, a in addresses.prometheus.items()},
             subnet_id=subnet["monitoring"],
             vm_size=sizes["prometheus"].chosen,
-            data_disk_gib=prometheus_disk_gib(nodes, cluster.prometheus.retention_days),
+            data_disk_gib=prep.bootstrap.prometheus.data_disk_gib,
             zones=cluster.api_servers.zones,
             custom_data=boot,
         ),
@@ -186,12 +197,13 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             address=str(addresses.nat),
             subnet_id=subnet["nat"],
             vm_size=cluster.nat.vm_size,
-            custom_data=minimal_cloud_config(nat_host, "nat"),
+            custom_data=custom_data(prep.bootstrap, pki, "nat", nat_host),
             service_cidr=str(addresses.service_cidr),
             hub_route_table_name=hub.route_table_name,
             hub_resource_group_name=hub.resource_group_name,
         ),
     )
+    control_endpoint = f"https://{addresses.apiserver_vip}:6443"
     pool_outputs: dict[str, Any] = {}
     system = NodePool(
         f"{cluster.name}-system",
@@ -204,7 +216,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             max_pods=cluster.system_pool.max_pods,
             surge=planned_nodes(cluster.system_pool, "cluster.system_pool")[1],
             os_disk_gib=cluster.system_pool.os_disk_gib,
-            custom_data=minimal_cloud_config(f"{cluster.name}-system", "system-node"),
+            custom_data=custom_data(prep.bootstrap, pki, "system-node", "system"),
             image="general",
         ),
     )
@@ -221,7 +233,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
                 max_pods=pool.max_pods,
                 surge=planned_nodes(pool, f"cluster.gpu_pools.{name}")[1],
                 os_disk_gib=pool.os_disk_gib,
-                custom_data=minimal_cloud_config(name, "gpu-node"),
+                custom_data=custom_data(prep.bootstrap, pki, "gpu-node", name),
                 zone=pool.zone,
             ),
         )
@@ -251,6 +263,13 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         "address_plan": plan.vnet.to_dict(),
         "hub": hub_stack_name(cluster),
         "addons_spec": prep.addons.to_json(),
+        "kubeconfig": pulumi.Output.secret(
+            pulumi.Output.all(
+                pki.ca_certs.apply(lambda cas: cas[KUBERNETES_CA]),
+                pki.secrets[f"cert:{ADMIN}"],
+                pki.secrets[f"key:{ADMIN}"],
+            ).apply(lambda pems: admin_kubeconfig(cluster.name, control_endpoint, pems[0], pems[1], pems[2]))
+        ),
     }
 
 

@@ -24,6 +24,10 @@ LIMITS = "agk-limits"
 NETWORK_KIND = "agk-network"
 """On VNets: ``hub`` or ``spoke``."""
 
+JUSTIFICATION = "azure-gpu-k8s/justification"
+"""Kubernetes annotation saying why a workload needs more than the restricted baseline
+(privileged, host networking); the policy pack refuses such workloads without it."""
+
 ROLES = frozenset(
     {
         "apiserver",

@@ -9,7 +9,8 @@ import pulumi
 
 from modules import tags as tagging
 
-UBUNTU_2204 = ("Canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2", "latest")
+# Ubuntu 24.04: its etcd-server package is the etcd 3.4 line the bootstrap tests run.
+UBUNTU_2404 = ("Canonical", "ubuntu-24_04-lts", "server", "latest")
 # Azure's HPC image: NVIDIA driver, InfiniBand (MOFED) and DCGM preinstalled for ND-series VMs.
 UBUNTU_HPC_2204 = ("microsoft-dsvm", "ubuntu-hpc", "2204", "latest")
 
@@ -31,7 +32,7 @@ class DeployContext:
     ssh_public_keys: tuple[str, ...]
     """Public keys allowed to log in."""
     images: Mapping[str, tuple[str, str, str, str]] = field(
-        default_factory=lambda: {"general": UBUNTU_2204, "gpu": UBUNTU_HPC_2204}
+        default_factory=lambda: {"general": UBUNTU_2404, "gpu": UBUNTU_HPC_2204}
     )
     """Marketplace images (publisher, offer, sku, version) by kind."""
 

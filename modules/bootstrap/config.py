@@ -125,7 +125,12 @@ class PrometheusTuning(_Model):
     query_max_samples: int = Field(default=50_000_000, description="--query.max-samples.")
     scrape_interval: str = Field(default="30s", description="Global scrape interval.")
     remote_write_url: str | None = Field(default=None, description="Optional remote_write endpoint (https).")
-    data_disk_gib: int = Field(default=1024, ge=64, le=32767, description="TSDB data disk size.")
+    data_disk_gib: int | None = Field(
+        default=None,
+        ge=64,
+        le=32767,
+        description="TSDB data disk size; default: retention x estimated ingestion (modules.sizing.recommend).",
+    )
 
     @field_validator("gomaxprocs", "query_max_samples")
     @classmethod

@@ -39,6 +39,8 @@ SCHEDULER = "scheduler"
 KUBE_PROXY = "kube-proxy"
 PROMETHEUS = "prometheus"
 ETCD_HEALTHCHECK = "etcd-healthcheck-client"
+ADMIN = "admin"
+"""The break-glass cluster-admin client whose kubeconfig the cluster stack exports (secret)."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ def pki_spec(ctx: BootstrapContext) -> PkiSpec:
         CertSpec(SCHEDULER, KUBERNETES_CA, "system:kube-scheduler"),
         CertSpec(KUBE_PROXY, KUBERNETES_CA, "system:kube-proxy"),
         CertSpec(PROMETHEUS, KUBERNETES_CA, "prometheus", f"{ctx.label_domain}:monitoring"),
+        # The addons stack's Kubernetes provider authenticates with this one.
+        CertSpec(ADMIN, KUBERNETES_CA, f"{ctx.cluster}-admin", "system:masters"),
     ]
     for pool in ctx.pools:
         # Kubelets authenticate as bootstrappers only to file a CSR; their node certificates

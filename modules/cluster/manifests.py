@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from modules.cluster.objects import admission, balloons, gang, health, preflight, priorities, teams
+from modules.cluster.objects import access, admission, balloons, gang, health, preflight, priorities, teams
 from modules.cluster.objects.common import Obj
 from modules.cluster.spec import AddonsSpec
 
@@ -19,6 +19,7 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         + preflight.preflight(spec)
         + balloons.balloons(spec)
         + gang.gang(spec)
+        + access.access(spec)
     )
     rank = {kind: i for i, kind in enumerate(_FIRST)}
     return sorted(objs, key=lambda o: rank.get(o["kind"], len(_FIRST)))

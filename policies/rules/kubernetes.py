@@ -7,9 +7,10 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
+from modules import tags
 from policies.rules import wire
 
-JUSTIFICATION = "azure-gpu-k8s/justification"
+JUSTIFICATION = tags.JUSTIFICATION
 """Annotation that must explain why a workload runs privileged or on the host network."""
 
 BALLOON_MIN, BALLOON_MAX = -10, -1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from modules.cluster.spec import AddonsSpec
+from modules.tags import JUSTIFICATION
 
 Obj = dict[str, Any]
 
@@ -14,8 +15,11 @@ GANG_NS = "scheduler-plugins"
 
 
 def exception_key(spec: AddonsSpec) -> str:
-    """Annotation carrying why an object's pods need more than the restricted baseline."""
-    return f"{spec.label_domain}/security-exception"
+    """Annotation carrying why an object's pods need more than the restricted baseline.
+
+    One fixed key for every cluster (not the label domain), so the policy pack finds it.
+    """
+    return JUSTIFICATION
 
 
 def labels(app: str, component: str | None = None) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """Passive health: GPU exposure and telemetry on every node, and the XID remediation rule.
 
 Node agents here need more than the restricted baseline; each exception is stated next to the
-security context and on the object (``<domain>/security-exception``) so reviewers see why.
+security context and on the object (``azure-gpu-k8s/justification``) so reviewers see why.
 """
 
 from __future__ import annotations
