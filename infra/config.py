@@ -181,7 +181,6 @@ class PrometheusConfig(_Model):
     count: int = Field(default=2, ge=1, le=4, description="Prometheus VMs (identical replicas).")
     vm_size: str | None = Field(default=None, description="Override the size the sizing rules recommend.")
     retention_days: int = Field(default=15, ge=1, le=365, description="TSDB retention.")
-    grafana: Literal["prometheus-hosts", "none"] = Field(default="prometheus-hosts", description="Where Grafana runs.")
 
 
 class NatConfig(_Model):

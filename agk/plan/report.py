@@ -47,6 +47,12 @@ def _plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
+def _sizing(plan: StackPlan) -> list[dict[str, str]]:
+    """The cluster program's `sizing` output: recommended vs chosen VM size per role."""
+    raw = wire.plain(plan.outputs["sizing"]) if "sizing" in plan.outputs else {}
+    return [dict(row) for row in raw.values()] if isinstance(raw, dict) else []
+
+
 def masked_outputs(plan: StackPlan) -> dict[str, Any]:
     return {k: "[secret]" if wire.is_secret(v) else wire.plain(v) for k, v in sorted(plan.outputs.items())}
 
@@ -102,6 +108,14 @@ def text(plan: StackPlan, addresses: dict[str, Any], review: str | None, referen
             )
     if topo.vms_by_role:
         lines += ["", "Virtual machines: " + ", ".join(f"{role} {n}" for role, n in topo.vms_by_role.items())]
+    sizing = _sizing(plan)
+    if sizing:
+        lines += ["", "VM sizes (recommended by the sizing rules / chosen):"]
+        lines += [
+            f"  {r['role']:<12} {r['recommended']:<20} {r['chosen']:<20}{'' if r['chosen'] == r['recommended'] else '  (override)'}"
+            f"  {r['rule']}"
+            for r in sizing
+        ]
     outputs = masked_outputs(plan)
     if outputs:
         lines += ["", f"Stack outputs: {', '.join(outputs)}"]
@@ -197,6 +211,11 @@ def markdown(
         out.append("")
     if topo.vms_by_role:
         out += ["Virtual machines: " + ", ".join(f"{role} × {n}" for role, n in topo.vms_by_role.items()), ""]
+    sizing = _sizing(plan)
+    if sizing:
+        out += ["| role | recommended | chosen | rule |", "|---|---|---|---|"]
+        out += [f"| {r['role']} | {r['recommended']} | {r['chosen']} | {r['rule']} |" for r in sizing]
+        out.append("")
     out += ["<details><summary>Resources by type</summary>", "", "| type | count |", "|---|--:|"]
     out += [f"| `{t}` | {n:,} |" for t, n in counts_by_type(plan).items()]
     out += ["", "</details>", ""]
