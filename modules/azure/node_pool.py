@@ -15,6 +15,7 @@ from pulumi_azure_native import compute
 
 from modules import tags as tagging
 from modules.azure.context import DeployContext
+from modules.azure.vm import ssh_only
 from modules.sizing.scale_sets import ScaleSetPlan
 
 
@@ -90,17 +91,7 @@ class NodePool(pulumi.ComponentResource):
                         computer_name_prefix=plan.name,
                         admin_username=ctx.admin_username,
                         custom_data=args.custom_data,
-                        linux_configuration=compute.LinuxConfigurationArgs(
-                            disable_password_authentication=True,
-                            ssh=compute.SshConfigurationArgs(
-                                public_keys=[
-                                    compute.SshPublicKeyArgs(
-                                        path=f"/home/{ctx.admin_username}/.ssh/authorized_keys", key_data=k
-                                    )
-                                    for k in ctx.ssh_public_keys
-                                ]
-                            ),
-                        ),
+                        linux_configuration=ssh_only(ctx),
                     ),
                     storage_profile=compute.VirtualMachineScaleSetStorageProfileArgs(
                         image_reference=compute.ImageReferenceArgs(

@@ -43,6 +43,19 @@ class VmSpec:
     """Key into DeployContext.images."""
 
 
+def ssh_only(ctx: DeployContext) -> compute.LinuxConfigurationArgs:
+    """Linux login for every VM and scale set: the context's SSH keys, password authentication off."""
+    return compute.LinuxConfigurationArgs(
+        disable_password_authentication=True,
+        ssh=compute.SshConfigurationArgs(
+            public_keys=[
+                compute.SshPublicKeyArgs(path=f"/home/{ctx.admin_username}/.ssh/authorized_keys", key_data=key)
+                for key in ctx.ssh_public_keys
+            ]
+        ),
+    )
+
+
 def linux_vm(
     spec: VmSpec, ctx: DeployContext, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()
 ) -> tuple[network.NetworkInterface, compute.VirtualMachine]:
@@ -100,15 +113,7 @@ def linux_vm(
             computer_name=spec.name,
             admin_username=ctx.admin_username,
             custom_data=spec.custom_data,
-            linux_configuration=compute.LinuxConfigurationArgs(
-                disable_password_authentication=True,
-                ssh=compute.SshConfigurationArgs(
-                    public_keys=[
-                        compute.SshPublicKeyArgs(path=f"/home/{ctx.admin_username}/.ssh/authorized_keys", key_data=k)
-                        for k in ctx.ssh_public_keys
-                    ]
-                ),
-            ),
+            linux_configuration=ssh_only(ctx),
         ),
         storage_profile=compute.StorageProfileArgs(
             image_reference=compute.ImageReferenceArgs(publisher=publisher, offer=offer, sku=sku, version=version),
