@@ -45,6 +45,11 @@ def rows() -> list[tuple[str, str]]:
         ("plan dev construction", f"{dev.seconds:.2f} s, {len(dev.resources)} resources"),
         ("plan prod-7500 construction", f"{prod.seconds:.2f} s, {len(prod.resources)} resources"),
         (
+            "program construction only (prod-7500 vs dev)",
+            f"{prod.program_seconds:.2f} s vs {dev.program_seconds:.2f} s = "
+            f"{prod.program_seconds / dev.program_seconds:.1f}x (target <= 2)",
+        ),
+        (
             "prod-7500 / dev",
             f"{prod.seconds / dev.seconds:.1f}x time, {len(prod.resources) / len(dev.resources):.1f}x resources"
             f" (hub: {len(hub.resources)} resources)",

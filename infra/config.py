@@ -165,7 +165,12 @@ class EtcdConfig(_Model):
         description="local-nvme (Lsv3 SKU, ~200 us) or a Premium SSD v2 data disk with provisioned IOPS.",
     )
     disk_gib: int = Field(default=64, ge=16, le=1024, description="Data disk size (premium-ssd-v2).")
-    disk_iops: int = Field(default=15000, ge=3000, le=80000, description="Provisioned IOPS (premium-ssd-v2).")
+    disk_iops: int | None = Field(
+        default=None,
+        ge=3000,
+        le=80000,
+        description="Provisioned IOPS (premium-ssd-v2); default: the etcd hardware guide's figure for the node count.",
+    )
 
     @field_validator("count")
     @classmethod

@@ -32,6 +32,7 @@ from modules.bootstrap.kubeconfig import admin_kubeconfig
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
 from modules.bootstrap.roles import Role
+from modules.sizing.recommend import etcd_iops
 
 # The other stacks of the network (hub, sibling spokes) are read from their files: Pulumi's
 # stackConfigDir, or wherever `agk plan --stacks-dir` points (it sets AGK_STACKS_DIR).
@@ -146,7 +147,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             sizes["etcd"].chosen,
             cluster.etcd.storage,
             cluster.etcd.disk_gib,
-            cluster.etcd.disk_iops,
+            cluster.etcd.disk_iops or etcd_iops(prep.nodes),
         )
     ]
     if cluster.events_etcd is not None:
@@ -158,7 +159,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
                 sizes["events-etcd"].chosen,
                 cluster.events_etcd.storage,
                 cluster.events_etcd.disk_gib,
-                cluster.events_etcd.disk_iops,
+                cluster.events_etcd.disk_iops or etcd_iops(prep.nodes),
             )
         )
     nodes = prep.nodes

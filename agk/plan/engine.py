@@ -58,6 +58,9 @@ class StackPlan:
     references: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    """Wall time of the whole plan: the program plus the SDK's registration of every resource."""
+    program_seconds: float = 0.0
+    """Wall time of the program's own code (config, planning, constructing components)."""
 
     @property
     def stack_resource(self) -> Captured:
@@ -262,6 +265,15 @@ class Planner:
         engine = _Engine()
         started = time.perf_counter()
 
+        program_seconds = [0.0]
+
+        def timed_program() -> None:
+            begun = time.perf_counter()
+            try:
+                _exec_program(self.main)
+            finally:
+                program_seconds[0] = time.perf_counter() - begun
+
         def body() -> None:
             loop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
@@ -282,7 +294,7 @@ class Planner:
             configure(settings)
             set_all_config(config, secret_keys)
             try:
-                loop.run_until_complete(run_in_stack(lambda: _exec_program(self.main)))
+                loop.run_until_complete(run_in_stack(timed_program))
             finally:
                 pending = asyncio.all_tasks(loop)
                 for task in pending:
@@ -309,6 +321,7 @@ class Planner:
             references=sorted(set(monitor.references)),
             warnings=engine.warnings,
             seconds=time.perf_counter() - started,
+            program_seconds=program_seconds[0],
         )
 
 

@@ -93,6 +93,11 @@ def etcd(nodes: int, *, local_nvme: bool) -> Recommendation:
     )
 
 
+def etcd_iops(nodes: int) -> int:
+    """Provisioned IOPS for an etcd data disk (the guide's figure for the tier)."""
+    return next((i for limit, _, _, i in ETCD_TIERS if nodes <= limit), ETCD_ABOVE[2])
+
+
 def prometheus_series(nodes: int) -> int:
     return nodes * SERIES_PER_NODE
 
