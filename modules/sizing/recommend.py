@@ -20,7 +20,7 @@ PROM_STORAGE = "https://prometheus.io/docs/prometheus/latest/storage/#operationa
 APISERVER_VCPUS = ((5, 1), (10, 2), (100, 4), (250, 8), (500, 16), (3000, 32))
 APISERVER_VCPUS_ABOVE = 64
 # OpenAI: up to 70 GB of API server heap at 7,500 nodes; memory grows linearly with nodes.
-APISERVER_HEAP_GB_PER_NODE = 70 / 7500
+APISERVER_HEAP_GB_AT_7500 = 70.0
 APISERVER_MEMORY_HEADROOM = 1.5
 # etcd's example hardware: (nodes up to, vCPUs, memory GB, IOPS).
 ETCD_TIERS = ((50, 2, 8, 3600), (250, 4, 16, 6000), (1000, 8, 32, 8000), (3000, 16, 64, 15000))
@@ -60,23 +60,33 @@ def _smallest(vcpus: int, memory_gib: float, prefixes: tuple[str, ...], *, nvme:
     return min(fits, key=lambda s: (s.vcpus, s.memory_gib))
 
 
+def apiserver_min_vcpus(nodes: int) -> int:
+    """GCE's control-plane table: the vCPUs an API server needs for ``nodes``."""
+    return next((v for limit, v in APISERVER_VCPUS if nodes <= limit), APISERVER_VCPUS_ABOVE)
+
+
+def apiserver_heap_gib(nodes: int) -> float:
+    """The API server heap OpenAI's figure implies for ``nodes`` (linear, 70 GB at 7,500)."""
+    return APISERVER_HEAP_GB_AT_7500 * 1e9 * nodes / 7500 / 2**30
+
+
 def apiserver(nodes: int) -> Recommendation:
-    vcpus = next((v for limit, v in APISERVER_VCPUS if nodes <= limit), APISERVER_VCPUS_ABOVE)
-    memory = max(16.0, nodes * APISERVER_HEAP_GB_PER_NODE * APISERVER_MEMORY_HEADROOM)
+    vcpus = apiserver_min_vcpus(nodes)
+    memory = max(16.0, apiserver_heap_gib(nodes) * APISERVER_MEMORY_HEADROOM)
     sku = _smallest(vcpus, memory, GENERAL)
     return Recommendation(
         "apiserver",
         sku.name,
         sku.vcpus,
         sku.memory_gib,
-        f"{nodes:,} nodes: >= {vcpus} vCPU (GCE table), >= {memory:.0f} GiB (70 GB heap at 7,500 nodes x1.5)",
+        f"{nodes:,} nodes: >= {vcpus} vCPU (GCE table), >= {memory:.0f} GiB (heap, 70 GB at 7,500 nodes, x1.5)",
         f"{GCE_TABLE} ; {OPENAI_7500}",
     )
 
 
-def apiserver_min_memory_gib(nodes: int) -> float:
-    """The memory floor the policy pack checks API server VMs against."""
-    return nodes * APISERVER_HEAP_GB_PER_NODE * APISERVER_MEMORY_HEADROOM
+def apiserver_min_memory_gib(nodes: int) -> int:
+    """The memory floor the policy pack checks API server VMs against: the heap alone, no headroom."""
+    return math.ceil(apiserver_heap_gib(nodes))
 
 
 def etcd(nodes: int, *, local_nvme: bool) -> Recommendation:

@@ -3,7 +3,6 @@ hardened VMs, a control plane of a quorum-friendly size on fast storage and enou
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
 from modules import tags as tagnames
+from modules.sizing import recommend
 from modules.sizing.skus import SKUS
 from policies.rules import limits, wire
 from policies.rules.graph import Graph
@@ -23,24 +23,14 @@ CONTROL_PLANE_ROLES = ("apiserver", "etcd", "events-etcd")
 QUORUM_SIZES = frozenset({1, 3, 5})
 FAST_DISK_SKUS = frozenset({"PremiumV2_LRS", "UltraSSD_LRS"})
 
-HEAP_GB_AT_REFERENCE = 70.0
-REFERENCE_NODES = 7500
-"""OpenAI: up to 70 GB of heap per API server at 7,500 nodes; heap grows linearly with nodes."""
-GCE_VCPU_TABLE = ((3000, 64), (500, 32), (250, 16), (100, 8), (10, 4), (5, 2), (0, 1))
-"""(more than N nodes, vCPUs): GCE's control-plane sizing table (kube-up), extended to 64 above 3,000."""
+# The sizing rules (GCE's vCPU table, OpenAI's 70 GB heap at 7,500 nodes) live in one place.
+apiserver_min_vcpus = recommend.apiserver_min_vcpus
+apiserver_min_memory_gib = recommend.apiserver_min_memory_gib
 
 
 def is_infiniband(vm_size: str) -> bool:
     known = SKUS.get(vm_size)
     return known.infiniband if known else bool(_IB_NAME.match(vm_size))
-
-
-def apiserver_min_vcpus(nodes: int) -> int:
-    return next(vcpus for above, vcpus in GCE_VCPU_TABLE if nodes > above)
-
-
-def apiserver_min_memory_gib(nodes: int) -> int:
-    return math.ceil(HEAP_GB_AT_REFERENCE * 1e9 * nodes / REFERENCE_NODES / 2**30)
 
 
 def _nic_configs(args: ResourceValidationArgs) -> list[tuple[str, Any]]:

@@ -25,6 +25,13 @@ NSG_EXEMPT_SUBNETS = frozenset(
 """Azure refuses an NSG on these subnets."""
 
 PRIVATE_ROLES = frozenset({"apiserver", "etcd", "events-etcd", "prometheus", "gpu-node", "system-node"})
+PUBLIC_HOST_ROLES = frozenset({"nat", "jump"})
+"""Hosts that may face outside the VNet. Every other host, an untagged one too, must stay private:
+leaving the role tag off must not be a way around this rule."""
+
+
+def _private_host(role: str | None) -> bool:
+    return role not in PUBLIC_HOST_ROLES
 
 
 def no_spoke_to_spoke_peering(args: StackValidationArgs, report_violation: ReportViolation) -> None:
@@ -218,17 +225,17 @@ def no_public_ip_on_cluster_hosts(args: StackValidationArgs, report_violation: R
             if key and vm_role:
                 vm_role_of_nic[key] = vm_role
         for nic in wire.items(vm.props, "networkProfile.networkInterfaceConfigurations"):
-            if vm_role in PRIVATE_ROLES and _has_public(nic, "publicIPAddressConfiguration"):
+            if _private_host(vm_role) and _has_public(nic, "publicIPAddressConfiguration"):
                 report_violation(_public_msg(f"VM {vm.name}", vm_role), vm.urn)
     for nic in graph.of_type(wire.NIC):
         key = wire.resource_key(nic.resource_type, nic.props)
         nic_role = wire.role(nic.props) or vm_role_of_nic.get(key or "")
-        if nic_role in PRIVATE_ROLES and _has_public(nic.props, "publicIPAddress"):
+        if _private_host(nic_role) and _has_public(nic.props, "publicIPAddress"):
             report_violation(_public_msg(f"NIC {nic.name}", nic_role), nic.urn)
     for vmss in graph.of_type(wire.VMSS):
         vmss_role = wire.role(vmss.props)
         nics = wire.items(vmss.props, "virtualMachineProfile.networkProfile.networkInterfaceConfigurations")
-        if vmss_role in PRIVATE_ROLES and any(_has_public(n, "publicIPAddressConfiguration") for n in nics):
+        if _private_host(vmss_role) and any(_has_public(n, "publicIPAddressConfiguration") for n in nics):
             report_violation(_public_msg(f"scale set {vmss.name}", vmss_role), vmss.urn)
     for pip in graph.of_type(wire.PUBLIC_IP):
         pip_role = wire.role(pip.props)
@@ -242,7 +249,7 @@ def _has_public(nic: Any, field: str) -> bool:
 
 def _public_msg(what: str, host_role: str | None) -> str:
     return (
-        f"{what} gives a public IP address to a host with role {host_role}: reach it through the hub "
+        f"{what} gives a public IP address to a host with role {host_role or '(untagged)'}: reach it through the hub "
         "(Bastion, jump host) or the NAT host instead"
     )
 

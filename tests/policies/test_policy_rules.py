@@ -90,6 +90,14 @@ def _public_ip_on_apiserver(st: Stack) -> None:
     ipc["publicIPAddress"] = {"id": arm_id("azure-native:network:PublicIPAddress", "apiserver-0-pip")}
 
 
+def _public_ip_on_untagged_host(st: Stack) -> None:
+    _public_ip_on_apiserver(st)
+    # Dropping the role tag must not take a host out of the rule.
+    st.inputs("apiserver-0-nic")["tags"].pop("agk-role", None)
+    for name in ("apiserver-0", "apiserver-0-nic"):
+        st.inputs(name).get("tags", {}).pop("agk-role", None)
+
+
 def _ports_from_internet(st: Stack) -> None:
     st.inputs("nsg-dev")["securityRules"].append(nsg_rule("oops", 300, "0.0.0.0/0", ["2000-2379", "10250,3389"]))
 
@@ -193,6 +201,14 @@ CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
         [
             "NIC apiserver-0-nic gives a public IP address to a host with role apiserver: reach it through the hub "
             "(Bastion, jump host) or the NAT host instead"
+        ],
+    ),
+    (
+        "no-public-ip-on-cluster-hosts",
+        _public_ip_on_untagged_host,
+        [
+            "NIC apiserver-0-nic gives a public IP address to a host with role (untagged): reach it through the "
+            "hub (Bastion, jump host) or the NAT host instead"
         ],
     ),
     (
