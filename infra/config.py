@@ -172,6 +172,16 @@ class EtcdConfig(_Model):
         description="Provisioned IOPS (premium-ssd-v2); default: the etcd hardware guide's figure for the node count.",
     )
 
+    @model_validator(mode="after")
+    def _iops_per_gib(self) -> EtcdConfig:
+        # Premium SSD v2 provisions at most 500 IOPS per GiB.
+        if self.disk_iops is not None and self.disk_iops > 500 * self.disk_gib:
+            raise ValueError(
+                f"disk_iops {self.disk_iops} exceeds 500 per GiB of a {self.disk_gib} GiB Premium SSD v2 disk: "
+                f"raise disk_gib to {-(-self.disk_iops // 500)} or lower disk_iops"
+            )
+        return self
+
     @field_validator("count")
     @classmethod
     def _count(cls, v: int) -> int:
@@ -234,6 +244,24 @@ class ClusterConfig(_Model):
     @classmethod
     def _cluster_name(cls, v: str) -> str:
         return _name("cluster", v)
+
+    @model_validator(mode="after")
+    def _zonal_disks(self) -> ClusterConfig:
+        # Premium SSD v2 disks are zonal only; etcd members take the API servers' zones.
+        groups = [self.etcd, *([self.events_etcd] if self.events_etcd else [])]
+        if not self.api_servers.zones and any(g.storage == "premium-ssd-v2" for g in groups):
+            raise ValueError(
+                "api_servers.zones is empty but etcd uses premium-ssd-v2, which Azure only offers zonal: "
+                "list the region's zones (e.g. ['1', '2', '3']) or use etcd.storage: local-nvme"
+            )
+        return self
+
+    @field_validator("gpu_pools")
+    @classmethod
+    def _no_system_pool_name(cls, pools: dict[str, GpuPoolConfig]) -> dict[str, GpuPoolConfig]:
+        if "system" in pools:
+            raise ValueError("a GPU pool cannot be called 'system': that name is the system pool's; rename it")
+        return pools
 
     @field_validator("kubernetes_version")
     @classmethod

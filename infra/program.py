@@ -100,6 +100,7 @@ def build_hub(stack: str, config: StackConfig, plan: StackPlan) -> dict[str, Any
         "resource_group_name": hub.resource_group_name,
         "route_table_name": hub.route_table_name,
         "private_dns_zone_name": hub.private_dns_zone_name,
+        "blob_dns_zone_id": hub.blob_dns_zone_id,
         "subnet_ids": hub.subnet_ids,
         "address_space": [str(n) for n in plan.vnet.address_space],
         "address_plan": plan.vnet.to_dict(),
@@ -119,6 +120,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         resource_group_name=hub_ref.require_output("resource_group_name").apply(str),
         route_table_name=hub_ref.require_output("route_table_name").apply(str),
         private_dns_zone_name=hub_ref.require_output("private_dns_zone_name").apply(str),
+        blob_dns_zone_id=hub_ref.require_output("blob_dns_zone_id").apply(str),
     )
     spoke = SpokeNetwork(
         cluster.name,
@@ -210,6 +212,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         f"{cluster.name}-system",
         NodePoolArgs(
             ctx=ctx,
+            pool="system",
             role="system-node",
             vm_size=cluster.system_pool.vm_size,
             scale_sets=system_sets,
@@ -227,6 +230,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             name,
             NodePoolArgs(
                 ctx=ctx,
+                pool=name,
                 role="gpu-node",
                 vm_size=pool.vm_size,
                 scale_sets=pools[name],
@@ -248,6 +252,8 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
                 containers=cluster.storage.containers,
                 endpoint_subnet_id=subnet["endpoints"],
                 vnet_id=spoke.id,
+                dns_zone_id=hub.blob_dns_zone_id,
+                dns_resource_group_name=hub.resource_group_name,
             ),
         )
     return {

@@ -66,6 +66,15 @@ def size_cluster(cluster: ClusterConfig) -> dict[str, SizeChoice]:
             cluster.events_etcd.vm_size,
             "cluster.events_etcd.vm_size",
         )
+    for key, group in (("etcd", cluster.etcd), ("events_etcd", cluster.events_etcd)):
+        if group is None or group.storage != "premium-ssd-v2":
+            continue
+        iops = group.disk_iops or recommend.etcd_iops(nodes)
+        if iops > 500 * group.disk_gib:
+            raise ConfigError(
+                f"{PROJECT}:cluster.{key}.disk_gib: {group.disk_gib} GiB allows at most {500 * group.disk_gib:,} "
+                f"IOPS on Premium SSD v2 but {iops:,} are planned: raise disk_gib to {-(-iops // 500)}"
+            )
     _check(cluster.system_pool.vm_size, "cluster.system_pool.vm_size")
     for name, pool in cluster.gpu_pools.items():
         _check(pool.vm_size, f"cluster.gpu_pools.{name}.vm_size")

@@ -15,6 +15,7 @@ from pulumi_azure_native import network, privatedns
 
 from modules.azure.context import DeployContext
 from modules.azure.nsg import BASTION_RULES, DENY_INTERNET_INBOUND, Rule
+from modules.azure.storage import BLOB_ZONE
 from modules.azure.vm import VmSpec, first_private_ip, linux_vm
 from modules.azure.vnet import subnets, virtual_network
 from modules.netplan.plan import VNetPlan
@@ -47,6 +48,7 @@ class HubNetwork(pulumi.ComponentResource):
     subnet_ids: pulumi.Output[dict[str, str]]
     route_table_name: pulumi.Output[str]
     private_dns_zone_name: pulumi.Output[str]
+    blob_dns_zone_id: pulumi.Output[str]
     jump_hosts: pulumi.Output[dict[str, str]]
 
     def __init__(self, name: str, args: HubNetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -81,6 +83,26 @@ class HubNetwork(pulumi.ComponentResource):
         privatedns.VirtualNetworkLink(
             f"{name}-dns-link",
             private_zone_name=zone.name,
+            resource_group_name=ctx.resource_group_name,
+            location="Global",
+            virtual_network=privatedns.SubResourceArgs(id=vnet.id),
+            registration_enabled=False,
+            tags=ctx.tags_for("network"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        # One privatelink zone for every cluster's storage endpoint: a VNet cannot link two zones
+        # of the same name, and researchers in the hub must resolve each spoke's private endpoint.
+        blob_zone = privatedns.PrivateZone(
+            f"{name}-blob-dns",
+            private_zone_name=BLOB_ZONE,
+            resource_group_name=ctx.resource_group_name,
+            location="Global",
+            tags=ctx.tags_for("network"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        privatedns.VirtualNetworkLink(
+            f"{name}-blob-dns-link",
+            private_zone_name=blob_zone.name,
             resource_group_name=ctx.resource_group_name,
             location="Global",
             virtual_network=privatedns.SubResourceArgs(id=vnet.id),
@@ -136,6 +158,7 @@ class HubNetwork(pulumi.ComponentResource):
         self.subnet_ids = pulumi.Output.all(**{k: v.id for k, v in created.items()}).apply(dict)
         self.route_table_name = route_table.name
         self.private_dns_zone_name = zone.name
+        self.blob_dns_zone_id = blob_zone.id
         self.jump_hosts = pulumi.Output.all(**jump).apply(dict)
         self.register_outputs(
             {
@@ -145,6 +168,7 @@ class HubNetwork(pulumi.ComponentResource):
                 "subnet_ids": self.subnet_ids,
                 "route_table_name": self.route_table_name,
                 "private_dns_zone_name": self.private_dns_zone_name,
+                "blob_dns_zone_id": self.blob_dns_zone_id,
                 "jump_hosts": self.jump_hosts,
             }
         )

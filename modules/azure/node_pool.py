@@ -23,6 +23,8 @@ from modules.sizing.scale_sets import ScaleSetPlan
 class NodePoolArgs:
     ctx: DeployContext
     """Resource group, region, tags, admin login."""
+    pool: str
+    """The pool's name as the config and the bootstrap know it (`system` or a GPU pool's key)."""
     role: str
     """agk-role: gpu-node or system-node."""
     vm_size: str
@@ -68,7 +70,7 @@ class NodePool(pulumi.ComponentResource):
         ctx = args.ctx
         publisher, offer, sku, version = ctx.images[args.image]
         tags = ctx.tags_for(
-            args.role, **{tagging.POOL: name, tagging.MAX_PODS: str(args.max_pods), tagging.SURGE: str(args.surge)}
+            args.role, **{tagging.POOL: args.pool, tagging.MAX_PODS: str(args.max_pods), tagging.SURGE: str(args.surge)}
         )
         created: dict[str, compute.VirtualMachineScaleSet] = {}
         subnet_id = pulumi.Output.from_input(args.subnet_id)

@@ -31,6 +31,8 @@ class HubRef:
     """Hub route table that gets this spoke's service-CIDR route."""
     private_dns_zone_name: pulumi.Input[str]
     """Private DNS zone this spoke links to."""
+    blob_dns_zone_id: pulumi.Input[str]
+    """The hub's privatelink.blob.core.windows.net zone, where storage endpoints register."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,11 @@ class ClusterStorageArgs:
     endpoint_subnet_id: pulumi.Input[str]
     """Subnet of the private endpoint."""
     vnet_id: pulumi.Input[str]
-    """The spoke VNet, linked to the privatelink DNS zone."""
+    """The spoke VNet, linked to the hub's privatelink DNS zone."""
+    dns_zone_id: pulumi.Input[str]
+    """The hub's privatelink.blob.core.windows.net zone."""
+    dns_resource_group_name: pulumi.Input[str]
+    """The hub's resource group (the zone and its links live there)."""
 
 
 class ClusterStorage(pulumi.ComponentResource):
@@ -83,18 +87,11 @@ class ClusterStorage(pulumi.ComponentResource):
             tags=ctx.tags_for("storage"),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        zone = privatedns.PrivateZone(
-            f"{name}-blob-dns",
-            private_zone_name=BLOB_ZONE,
-            resource_group_name=ctx.resource_group_name,
-            location="Global",
-            tags=ctx.tags_for("storage"),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
         privatedns.VirtualNetworkLink(
             f"{name}-blob-dns-link",
-            private_zone_name=zone.name,
-            resource_group_name=ctx.resource_group_name,
+            virtual_network_link_name=f"{name}-blob",
+            private_zone_name=BLOB_ZONE,
+            resource_group_name=args.dns_resource_group_name,
             location="Global",
             virtual_network=privatedns.SubResourceArgs(id=args.vnet_id),
             registration_enabled=False,
@@ -106,7 +103,9 @@ class ClusterStorage(pulumi.ComponentResource):
             private_dns_zone_group_name="blob",
             private_endpoint_name=endpoint.name,
             resource_group_name=ctx.resource_group_name,
-            private_dns_zone_configs=[network.PrivateDnsZoneConfigArgs(name="blob", private_dns_zone_id=zone.id)],
+            private_dns_zone_configs=[
+                network.PrivateDnsZoneConfigArgs(name="blob", private_dns_zone_id=args.dns_zone_id)
+            ],
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.id = account.id

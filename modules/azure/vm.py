@@ -87,6 +87,8 @@ def linux_vm(
         compute.DataDiskArgs(
             lun=lun,
             create_option="Attach",
+            # Premium SSD v2 refuses host caching, and etcd's fsyncs must reach the disk anyway.
+            caching=compute.CachingTypes.NONE,
             managed_disk=compute.ManagedDiskParametersArgs(id=disk_id),
         )
         for lun, disk_id in enumerate(spec.data_disk_ids)
@@ -97,6 +99,8 @@ def linux_vm(
                 lun=len(data_disks),
                 create_option="Empty",
                 disk_size_gb=spec.data_disk_gib,
+                # A write-heavy TSDB gains nothing from a read cache.
+                caching=compute.CachingTypes.NONE,
                 managed_disk=compute.ManagedDiskParametersArgs(storage_account_type="Premium_LRS"),
             )
         )

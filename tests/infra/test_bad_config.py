@@ -198,6 +198,21 @@ CASES: list[tuple[str, Mutation, str]] = [
         "dev: azure-gpu-k8s:cluster.hub_stack: 'dev' is a cluster stack: name the hub stack",
     ),
     (
+        "iops beyond 500 per GiB",
+        _set("cluster.etcd", {"count": 3, "disk_gib": 16, "disk_iops": 20000}),
+        "dev: azure-gpu-k8s:cluster.etcd: disk_iops 20000 exceeds 500 per GiB of a 16 GiB Premium SSD v2 disk: raise disk_gib to 40 or lower disk_iops",
+    ),
+    (
+        "regional premium v2",
+        _set("cluster.api_servers.zones", []),
+        "dev: azure-gpu-k8s:cluster: api_servers.zones is empty but etcd uses premium-ssd-v2, which Azure only offers zonal: list the region's zones (e.g. ['1', '2', '3']) or use etcd.storage: local-nvme",
+    ),
+    (
+        "gpu pool called system",
+        _set("cluster.gpu_pools.system", {"vm_size": "Standard_ND96isr_H100_v5", "nodes": 1}),
+        "dev: azure-gpu-k8s:cluster.gpu_pools: a GPU pool cannot be called 'system': that name is the system pool's; rename it",
+    ),
+    (
         "balloons beyond pool",
         _set("addons.balloons", {"h100": 9}),
         "dev: azure-gpu-k8s:addons.balloons.h100: 9 replicas exceed pool h100's 4 nodes: lower replicas",
@@ -250,3 +265,17 @@ def test_agk_plan_refuses_before_any_resource(tmp_path: Path, case: str) -> None
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected.removesuffix("...") in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_etcd_disk_too_small_for_the_guides_iops() -> None:
+    from infra.sizing import size_cluster
+
+    prod = load_stack(STACKS, "prod-7500").cluster
+    assert prod is not None
+    small = prod.model_copy(update={"etcd": prod.etcd.model_copy(update={"disk_gib": 16})})
+    with pytest.raises(AgkError) as err:
+        size_cluster(small)
+    assert str(err.value) == (
+        "azure-gpu-k8s:cluster.etcd.disk_gib: 16 GiB allows at most 8,000 IOPS on Premium SSD v2 "
+        "but 20,000 are planned: raise disk_gib to 40"
+    )

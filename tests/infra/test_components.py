@@ -92,8 +92,8 @@ def test_hub_network(mocks: Recorder) -> None:
         for res in mocks.created:
             if res.typ.startswith("azure-native:"):
                 assert res.name.startswith("hub-"), res.name
-        (zone,) = mocks.of_type("azure-native:privatedns:PrivateZone")
-        assert zone.inputs["privateZoneName"] == "z.internal"
+        zones = {z.inputs["privateZoneName"] for z in mocks.of_type("azure-native:privatedns:PrivateZone")}
+        assert zones == {"z.internal", "privatelink.blob.core.windows.net"}
 
     check(run(build))
 
@@ -102,7 +102,7 @@ def test_spoke_network_peers_only_with_the_hub(mocks: Recorder) -> None:
     plan = _vnet("spoke", SubnetRequest("etcd", "etcd", 6), SubnetRequest("gpu-a", "gpu-pool", 300))
 
     def build() -> Any:
-        hub = HubRef("/hub/vnet", "hub-vnet", "hub-rg", "hub-routes", "z.internal")
+        hub = HubRef("/hub/vnet", "hub-vnet", "hub-rg", "hub-routes", "z.internal", "/hub/blob-zone")
         spoke = SpokeNetwork("c1", SpokeNetworkArgs(CTX, plan, "vnet-private-ips=100000", hub, False))
         return _outputs(spoke, "subnet_ids", "peering_ids")
 
@@ -166,7 +166,8 @@ def test_node_pool_scale_sets_and_pod_ip_configs(mocks: Recorder) -> None:
     def build() -> Any:
         sets = split_pool("gpu", 250, infiniband=True, cap_spg=100, cap_large=1000)
         pool = NodePool(
-            "gpu", NodePoolArgs(CTX, "gpu-node", "Standard_ND96isr_H100_v5", sets, "/sub/gpu", 26, 3, 1024, "Y2xvdWQ=")
+            "gpu",
+            NodePoolArgs(CTX, "gpu", "gpu-node", "Standard_ND96isr_H100_v5", sets, "/sub/gpu", 26, 3, 1024, "Y2xvdWQ="),
         )
         return _outputs(pool, "scale_sets", "capacity")
 
@@ -240,7 +241,9 @@ def test_storage_is_private(mocks: Recorder) -> None:
     def build() -> Any:
         store = ClusterStorage(
             "c-storage",
-            ClusterStorageArgs(CTX, account_name("c", "x"), ["datasets", "checkpoints"], "/sub/ep", "/vnet"),
+            ClusterStorageArgs(
+                CTX, account_name("c", "x"), ["datasets", "checkpoints"], "/sub/ep", "/vnet", "/hub/blob-zone", "hub-rg"
+            ),
         )
         return store.containers
 
@@ -256,6 +259,11 @@ def test_storage_is_private(mocks: Recorder) -> None:
         assert i["publicNetworkAccess"] == "Disabled"
         (endpoint,) = mocks.of_type("azure-native:network:PrivateEndpoint")
         assert endpoint.inputs["privateLinkServiceConnections"][0]["groupIds"] == ["blob"]
+        (group,) = mocks.of_type("azure-native:network:PrivateDnsZoneGroup")
+        assert group.inputs["privateDnsZoneConfigs"][0]["privateDnsZoneId"] == "/hub/blob-zone"
+        (link,) = mocks.of_type("azure-native:privatedns:VirtualNetworkLink")
+        assert (link.inputs["resourceGroupName"], link.inputs["virtualNetwork"]["id"]) == ("hub-rg", "/vnet")
+        assert not mocks.of_type("azure-native:privatedns:PrivateZone")  # the zone is the hub's
 
     check(run(build))
 
