@@ -46,6 +46,18 @@ def _write_node(ctx: BootstrapContext, node: NodeBundle, where: Path) -> list[Pa
     return paths
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value shared by several objects out in full each time: no &id001/*id001 anchors,
+    which kubectl and reviewers read as noise and some tools do not resolve."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_yaml(obj: Any) -> str:
+    return yaml.dump(obj, Dumper=_PlainDumper, sort_keys=False)
+
+
 def _manifest_objects(spec: AddonsSpec) -> list[dict[str, Any]]:
     """The cluster add-ons' objects: what the `<cluster>-addons` stack deploys."""
     return [dict(o) for o in render_manifests(spec)]
@@ -59,7 +71,7 @@ def render_manifests_dir(spec: AddonsSpec, out: Path) -> list[Path]:
     for i, obj in enumerate(objs):
         meta = obj.get("metadata", {})
         path = folder / f"{i:03d}-{str(obj['kind']).lower()}-{meta.get('name', 'unnamed')}.yaml"
-        path.write_text(yaml.safe_dump(obj, sort_keys=False))
+        path.write_text(dump_yaml(obj))
         paths.append(path)
     return paths
 

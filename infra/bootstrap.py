@@ -26,6 +26,10 @@ from modules.sizing.recommend import prometheus_disk_gib
 from modules.sizing.skus import sku
 
 GIB = 1024**3
+# The cluster add-ons select GPU node agents (device plugin, dcgm-exporter, preflight) on
+# <domain>/accelerator=nvidia.
+ACCELERATOR_LABEL = "accelerator"
+ACCELERATOR = "nvidia"
 
 
 def _hosts(addresses: Mapping[str, IPv4Address]) -> tuple[Host, ...]:
@@ -86,10 +90,17 @@ def _pool(
     subnet_name: str,
 ) -> NodePool:
     size = sku(pool.vm_size)
-    labels = [(f"{domain}/pool", name), (f"{domain}/preflight", "pending")]
-    taints = [Taint(f"{domain}/preflight", "pending", "NoSchedule")]
+    labels = [(f"{domain}/pool", name)]
+    taints: list[Taint] = []
     if size.gpus:
-        labels.append((f"{domain}/gpu-model", size.gpu_model))
+        # GPU nodes join untested: the preflight DaemonSet (selected by the preflight label) runs
+        # dcgmi on them and lifts the taint. CPU nodes have nothing to diagnose and join ready.
+        labels += [
+            (f"{domain}/{ACCELERATOR_LABEL}", ACCELERATOR),
+            (f"{domain}/gpu-model", size.gpu_model),
+            (f"{domain}/preflight", "pending"),
+        ]
+        taints.append(Taint(f"{domain}/preflight", "pending", "NoSchedule"))
     if team:
         labels.append((f"{domain}/team", team))
         taints.append(Taint(f"{domain}/team", team, "NoSchedule"))
@@ -121,6 +132,9 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses) -> Boots
         raise ConfigError(f"{PROJECT}:kind: a {config.kind} stack boots no nodes: render a cluster stack")
     cfg = config.bootstrap
     domain = cluster.label_domain
+    xids = config.addons.health.fatal_xids
+    if not xids:
+        raise ConfigError(f"{PROJECT}:addons.health.fatal_xids: empty: list the XIDs that fail a node (see DOMAIN.md)")
     pools = [_pool("system", cluster.system_pool, "system-node", None, False, addresses, domain, "system")]
     for name, gpu in cluster.gpu_pools.items():
         pools.append(_pool(name, gpu, "gpu-node", gpu.team, gpu.infiniband, addresses, domain, f"gpu-{name}"))
@@ -163,4 +177,5 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses) -> Boots
         ),
         nat=Host(f"{cluster.name}-nat-0", addresses.nat),
         preflight_timeout=cfg.preflight_timeout,
+        fatal_xids=tuple(sorted(set(xids))),
     )

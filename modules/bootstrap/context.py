@@ -142,6 +142,8 @@ class BootstrapContext:
     prometheus: PrometheusSettings
     nat: Host
     preflight_timeout: str
+    fatal_xids: tuple[int, ...]
+    """XIDs that fail a node (the stack's ``addons.health.fatal_xids``, shared with the XID rule)."""
 
     @property
     def kubernetes_minor(self) -> str:

@@ -38,9 +38,6 @@ DROP_RULES: dict[str, tuple[DropRule, ...]] = {
     "kubernetes-pods": (DropRule(("__name__",), "go_(gc_duration_seconds|memstats_.*)"),),
 }
 
-# XIDs that fail a node: the Azure HPC node health check list (DOMAIN.md).
-FATAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120)
-
 API_AVAILABILITY_SLO = 0.99
 API_THROTTLE_RATIO = 0.01
 ETCD_QUOTA_RATIO = 0.8

@@ -29,7 +29,6 @@ from modules.bootstrap.monitoring import (
     DROP_RULES,
     ETCD_FSYNC_P99_SECONDS,
     ETCD_QUOTA_RATIO,
-    FATAL_XIDS,
 )
 from modules.bootstrap.templating import render
 
@@ -51,6 +50,9 @@ LOCAL_NVME = "/dev/nvme0n1"
 # Package postinst scripts must not start etcd or Prometheus before their certificates and data
 # disk are in place; runcmd removes this and starts the services itself.
 POLICY_RC = "/usr/sbin/policy-rc.d"
+# Azure CNI (transparent mode) names every pod's host-side veth azv<hash>: kube-proxy tells pod
+# traffic apart by it (see kube-proxy-config.yaml.j2).
+POD_INTERFACE_PREFIX = "azv"
 # Azure's platform addresses (wire server, IMDS, link-local) and loopback are not internet traffic.
 PLATFORM_CIDRS = tuple(IPv4Network(n) for n in ("127.0.0.0/8", "168.63.129.16/32", "169.254.0.0/16"))
 
@@ -171,6 +173,32 @@ def _kubeconfig(ctx: BootstrapContext, path: str, user: str, cert: str, server: 
         key_file=f"{K8S_PKI}/{cert}.key",
     )
     return NodeFile(path, path.removeprefix("/etc/kubernetes/"), text, "0600")
+
+
+def _kube_proxy(ctx: BootstrapContext, host_name: str | None) -> tuple[NodeFile, ...]:
+    """The kube-proxy static pod: every host that reaches ClusterIP services needs one (no DaemonSet:
+    Services must work before anything in the cluster is scheduled)."""
+    return (
+        NodeFile(
+            "/etc/kubernetes/manifests/kube-proxy.yaml",
+            "manifests/kube-proxy.yaml",
+            render("kube-proxy.yaml.j2", host_name=host_name, version=ctx.kubernetes_version),
+        ),
+        NodeFile(
+            "/etc/kubernetes/kube-proxy-config.yaml",
+            "kube-proxy-config.yaml",
+            render("kube-proxy-config.yaml.j2", pod_interface_prefix=POD_INTERFACE_PREFIX),
+        ),
+        _kubeconfig(
+            ctx, "/etc/kubernetes/kube-proxy.kubeconfig", "system:kube-proxy", pki.KUBE_PROXY, ctx.apiserver_url
+        ),
+    )
+
+
+KUBE_PROXY_SECRETS = (
+    SecretFile(f"{K8S_PKI}/{pki.KUBE_PROXY}.crt", f"cert:{pki.KUBE_PROXY}"),
+    SecretFile(f"{K8S_PKI}/{pki.KUBE_PROXY}.key", f"key:{pki.KUBE_PROXY}"),
+)
 
 
 def _rules_service(name: str, description: str, rules_file: str) -> NodeFile:
@@ -361,6 +389,7 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
             "agk-egress-accounting", "Egress accounting (iptables mangle) for iptables-exporter", MANGLE_RULES
         ),
         _sysctl(ctx, role, node=True, forwarding=True),
+        *_kube_proxy(ctx, None),
     )
     cert = pki.kubelet_bootstrap_cert(pool.name)
     return NodeBundle(
@@ -374,6 +403,7 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
             SecretFile(f"{K8S_PKI}/ca.crt", f"cert:{pki.KUBERNETES_CA}"),
             SecretFile(f"{K8S_PKI}/bootstrap.crt", f"cert:{cert}"),
             SecretFile(f"{K8S_PKI}/bootstrap.key", f"key:{cert}"),
+            *KUBE_PROXY_SECRETS,
         ),
         disk=None,
         runcmd=(
@@ -407,6 +437,7 @@ def prometheus_config(ctx: BootstrapContext, host: Host) -> str:
         p=ctx.prometheus,
         rules_dir=PROM_RULES,
         apiserver_url=ctx.apiserver_url,
+        apiserver_address=f"{ctx.apiserver_vip}:{APISERVER_PORT}",
         pki=PROM_PKI,
         prometheus_port=PROMETHEUS_PORT,
         drop_rules=DROP_RULES,
@@ -432,8 +463,8 @@ def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
         ),
         "gpu.yml": render(
             "rules/gpu.yml.j2",
-            xids=FATAL_XIDS,
-            xid_expr=" or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in FATAL_XIDS),
+            xids=ctx.fatal_xids,
+            xid_expr=" or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in ctx.fatal_xids),
         ),
         "nodes.yml": render(
             "rules/nodes.yml.j2", preflight_key=ctx.preflight_taint_key, preflight_timeout=ctx.preflight_timeout
@@ -501,19 +532,7 @@ def _nat(ctx: BootstrapContext) -> NodeBundle:
             render("nat.rules.j2", cluster=ctx.cluster, vnet_cidrs=vnet, service_cidr=ctx.service_cidr),
         ),
         _rules_service("agk-service-nat", "Masquerade DNATed service traffic into the spoke", NAT_RULES),
-        NodeFile(
-            "/etc/kubernetes/manifests/kube-proxy.yaml",
-            "manifests/kube-proxy.yaml",
-            render("kube-proxy.yaml.j2", host_name=name, version=ctx.kubernetes_version),
-        ),
-        NodeFile(
-            "/etc/kubernetes/kube-proxy-config.yaml",
-            "kube-proxy-config.yaml",
-            render("kube-proxy-config.yaml.j2", vnet_cidrs=vnet),
-        ),
-        _kubeconfig(
-            ctx, "/etc/kubernetes/kube-proxy.kubeconfig", "system:kube-proxy", pki.KUBE_PROXY, ctx.apiserver_url
-        ),
+        *_kube_proxy(ctx, name),
         *_kubelet(ctx, "nat", name, None),
         _containerd(ctx, "nat", 0),
         _sysctl(ctx, "nat", node=False, forwarding=True),
@@ -527,8 +546,7 @@ def _nat(ctx: BootstrapContext) -> NodeBundle:
         files=files,
         secrets=(
             SecretFile(f"{K8S_PKI}/ca.crt", f"cert:{pki.KUBERNETES_CA}"),
-            SecretFile(f"{K8S_PKI}/{pki.KUBE_PROXY}.crt", f"cert:{pki.KUBE_PROXY}"),
-            SecretFile(f"{K8S_PKI}/{pki.KUBE_PROXY}.key", f"key:{pki.KUBE_PROXY}"),
+            *KUBE_PROXY_SECRETS,
         ),
         disk=None,
         runcmd=(

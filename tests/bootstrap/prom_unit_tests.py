@@ -25,9 +25,13 @@ def _fsync(slow: bool) -> list[dict[str, str]]:
     ]
 
 
-def _cases(domain: str) -> dict[str, dict[str, Any]]:
+def _cases(domain: str, fatal_xids: tuple[int, ...]) -> dict[str, dict[str, Any]]:
     """alert -> input series that fire it, series that do not, eval time, labels of the firing alert."""
     node = {"node": "gpu-node-1"}
+    # The last fatal XID fires; XID 13 (an application's graphics engine exception) must not, unless
+    # the stack lists it, when the first XID off the list stands in.
+    fatal = fatal_xids[-1]
+    harmless = next(x for x in (13, *range(1, 1000)) if x not in fatal_xids)
     return {
         "KubeAPIServerThrottling": {
             "fire": [{"series": API % "429", "values": "0+60x30"}, {"series": API % "200", "values": "0+600x30"}],
@@ -72,12 +76,11 @@ def _cases(domain: str) -> dict[str, dict[str, Any]]:
             "labels": {"job": "etcd", "instance": "e0:2381"},
         },
         "GpuXidError": {
-            "fire": [{"series": 'DCGM_FI_DEV_XID_ERRORS{gpu="3",Hostname="gpu-node-1"}', "values": "79x5"}],
-            # XID 13 (an application's graphics engine exception) does not fail a node.
-            "calm": [{"series": 'DCGM_FI_DEV_XID_ERRORS{gpu="3",Hostname="gpu-node-1"}', "values": "13x5"}],
+            "fire": [{"series": 'DCGM_FI_DEV_XID_ERRORS{gpu="3",Hostname="gpu-node-1"}', "values": f"{fatal}x5"}],
+            "calm": [{"series": 'DCGM_FI_DEV_XID_ERRORS{gpu="3",Hostname="gpu-node-1"}', "values": f"{harmless}x5"}],
             "at": "2m",
             "labels": {"gpu": "3", "Hostname": "gpu-node-1"},
-            "value": "79",
+            "value": str(fatal),
         },
         "GpuRowRemapFailure": {
             "fire": [{"series": 'DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="0",Hostname="gpu-node-1"}', "values": "1x5"}],
@@ -138,7 +141,7 @@ def _expand(template: str, labels: dict[str, str], value: str) -> str:
 def unit_tests(ctx: BootstrapContext, rule_files: list[str]) -> dict[str, Any]:
     """A `promtool test rules` document with a firing and a quiet test per alert."""
     rules = _rules(ctx)
-    cases = _cases(ctx.label_domain)
+    cases = _cases(ctx.label_domain, ctx.fatal_xids)
     assert set(cases) == set(ALERTS) == set(rules)
     tests = []
     for alert, case in cases.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,8 +51,23 @@ def test_render_writes_every_node_file(tmp_path: Path) -> None:
     manifests = sorted((tmp_path / "manifests").glob("*.yaml"))
     assert manifests
     for path in manifests:
-        docs = list(yaml.safe_load_all(path.read_text()))
+        text = path.read_text()
+        docs = list(yaml.safe_load_all(text))
         assert len(docs) == 1 and "kind" in docs[0]
+        # No YAML anchors or aliases: objects sharing a value still spell it out.
+        assert not re.search(r"[&*]id\d{3}", text), path.name
+
+
+def test_shared_values_are_written_out_in_full() -> None:
+    from agk.render import dump_yaml
+
+    tolerations = [{"operator": "Exists"}]
+    obj = {"kind": "List", "items": [{"tolerations": tolerations}, {"tolerations": tolerations}]}
+    assert "&id001" in yaml.safe_dump(obj)  # what the plain dumper would have written
+    text = dump_yaml(obj)
+    assert "&" not in text and "*" not in text
+    assert yaml.safe_load(text) == obj
+    assert text.count("operator: Exists") == 2
 
 
 def test_render_refuses_a_hub_stack(tmp_path: Path) -> None:

@@ -114,3 +114,15 @@ def test_unknown_kubernetes_minor_needs_a_patch() -> None:
         f"{P}:bootstrap.kubernetes_patch: no default patch release for Kubernetes 1.39: set bootstrap.kubernetes_patch"
     )
     assert kubernetes_release("1.39", 2) == "1.39.2"
+
+
+def test_empty_fatal_xid_list_is_refused() -> None:
+    # The GPU XID alert ORs one comparison per XID: an empty list would render no expression.
+    from infra.addresses import cluster_addresses, plan_stack
+    from infra.bootstrap import bootstrap_context
+
+    config = parse_config(_dev(**{"addons.health.fatal_xids": []}))
+    plan = plan_stack(STACKS, "dev", config)
+    with pytest.raises(ConfigError) as err:
+        bootstrap_context(config, cluster_addresses(plan))
+    assert str(err.value) == (f"{P}:addons.health.fatal_xids: empty: list the XIDs that fail a node (see DOMAIN.md)")

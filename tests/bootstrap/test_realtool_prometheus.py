@@ -11,15 +11,18 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from infra.addresses import cluster_addresses, plan_stack
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.roles import alert_rules, bundle, names, prometheus_config
+from modules.cluster.config import AddonsConfig
 
 from .certs import issue
 from .prom_unit_tests import unit_tests
@@ -112,6 +115,46 @@ def test_promtool_check_and_test_rules(ctx: BootstrapContext, require: Callable[
     run = _run(promtool, "test", "rules", str(tests))
     assert run.returncode == 0, run.stdout + run.stderr
     assert "SUCCESS" in run.stdout
+
+
+def _rule_files(ctx: BootstrapContext, folder: Path) -> list[str]:
+    folder.mkdir(exist_ok=True)
+    for name, text in alert_rules(ctx).items():
+        (folder / name).write_text(text)
+    return sorted(alert_rules(ctx))
+
+
+@pytest.mark.realtool
+def test_gpu_xid_alert_follows_the_stacks_fatal_xids(
+    dev: BootstrapContext, require: Callable[[str], str], tmp_path: Path
+) -> None:
+    """The alert reads addons.health.fatal_xids (the list the node-problem-detector rule reads)."""
+    from infra.bootstrap import bootstrap_context
+    from infra.config import parse_config
+
+    from .conftest import STACKS, context
+
+    assert dev.fatal_xids == tuple(sorted(AddonsConfig().health.fatal_xids))
+    raw = yaml.safe_load((STACKS / "Pulumi.dev.yaml").read_text())["config"]
+    raw.setdefault("azure-gpu-k8s:addons", {}).setdefault("health", {})["fatal_xids"] = [31, 13]
+    plan = plan_stack(STACKS, "dev", parse_config(raw))
+    changed = bootstrap_context(plan.config, cluster_addresses(plan))
+    assert changed.fatal_xids == (13, 31)
+    assert changed == replace(context("dev"), fatal_xids=(13, 31))
+
+    promtool = require("promtool")
+    files = _rule_files(changed, tmp_path)
+    # XID 13 now fires and 79 (on the default list) no longer does...
+    own = tmp_path / "own.yml"
+    own.write_text(yaml.safe_dump(unit_tests(changed, files), sort_keys=False))
+    run = _run(promtool, "test", "rules", str(own))
+    assert run.returncode == 0, run.stdout + run.stderr
+    # ...so the default list's expectations fail against the changed rules.
+    default = tmp_path / "default.yml"
+    default.write_text(yaml.safe_dump(unit_tests(dev, files), sort_keys=False))
+    run = _run(promtool, "test", "rules", str(default))
+    assert run.returncode != 0
+    assert "GpuXidError" in run.stdout + run.stderr
 
 
 @pytest.mark.realtool
@@ -259,3 +302,43 @@ def test_live_scrape_drops_only_unused_series(
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.mark.realtool
+@pytest.mark.parametrize(
+    ("job", "path"), [("kubernetes-nodes", "metrics"), ("kubernetes-cadvisor", "metrics/cadvisor")]
+)
+def test_kubelets_are_scraped_through_the_api_server(
+    ctx: BootstrapContext, require: Callable[[str], str], tmp_path: Path, job: str, path: str
+) -> None:
+    """Kubelet serving certificates are self-signed: Prometheus verifies the API server instead, which
+    proxies. promtool runs the job's relabeling on a target shaped like Kubernetes node discovery's."""
+    config = yaml.safe_load(_install(ctx, tmp_path).read_text())
+    (scrape,) = [j for j in config["scrape_configs"] if j["job_name"] == job]
+    assert scrape["scheme"] == "https"
+    assert scrape["tls_config"] == scrape["kubernetes_sd_configs"][0]["tls_config"]
+    assert scrape["kubernetes_sd_configs"][0]["role"] == "node"
+    node = "prod-gpu-h100-a000042"
+    discovered = {
+        "__address__": "10.64.8.9:10250",
+        "__meta_kubernetes_node_name": node,
+        "__meta_kubernetes_node_label_kubernetes_io_hostname": node,
+        "__meta_kubernetes_node_address_InternalIP": "10.64.8.9",
+    }
+    targets = tmp_path / "nodes.json"
+    targets.write_text(json.dumps([{"targets": [discovered.pop("__address__")], "labels": discovered}]))
+    del scrape["kubernetes_sd_configs"]
+    scrape["file_sd_configs"] = [{"files": [str(targets)]}]
+    config["scrape_configs"] = [scrape]
+    checked = tmp_path / "sd.yml"
+    checked.write_text(yaml.safe_dump(config, sort_keys=False))
+    run = _run(require("promtool"), "check", "service-discovery", "--timeout=10s", str(checked), job)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (target,) = json.loads(run.stdout)
+    labels = target["labels"]
+    assert labels["__address__"] == f"{ctx.apiserver_vip}:6443"
+    assert labels["__scheme__"] == "https"
+    assert labels["__metrics_path__"] == f"/api/v1/nodes/{node}/proxy/{path}"
+    assert labels["instance"] == node
+    assert labels["node"] == node
+    assert labels["kubernetes_io_hostname"] == node

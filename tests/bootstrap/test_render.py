@@ -74,26 +74,112 @@ def test_missing_secret_is_named() -> None:
     assert str(err.value) == "etcd dev-etcd-0: no PKI secret 'cert:etcd-ca': issue it in ClusterPki"
 
 
+def _node_labels(unit: str) -> dict[str, str]:
+    flag = next(a for a in unit.split() if a.startswith("--node-labels="))
+    return dict(kv.split("=", 1) for kv in flag.removeprefix("--node-labels=").split(","))
+
+
 def test_kubelet_matches_pool(ctx: BootstrapContext) -> None:
+    d = ctx.label_domain
     for pool in ctx.pools:
         node = bundle(ctx, pool.role, pool.name)
         config = yaml.safe_load(node.file("kubelet/config.yaml").content)
         assert config["kind"] == "KubeletConfiguration"
         assert config["maxPods"] == pool.max_pods
         assert config["serializeImagePulls"] is False
-        taints = {(t["key"], t["value"], t["effect"]) for t in config["registerWithTaints"]}
-        expected = {(f"{ctx.label_domain}/preflight", "pending", "NoSchedule")}
+        taints = {(t["key"], t["value"], t["effect"]) for t in config.get("registerWithTaints") or ()}
+        labels = _node_labels(node.file("systemd/kubelet.service.d/10-agk.conf").content)
+        expected = {f"{d}/pool": pool.name}
+        expected_taints = set()
+        if pool.gpus:
+            expected |= {f"{d}/accelerator": "nvidia", f"{d}/gpu-model": pool.gpu_model, f"{d}/preflight": "pending"}
+            expected_taints.add((f"{d}/preflight", "pending", "NoSchedule"))
         if pool.team:
-            expected.add((f"{ctx.label_domain}/team", pool.team, "NoSchedule"))
-        assert taints == expected
-        unit = node.file("systemd/kubelet.service.d/10-agk.conf").content
-        assert f"--node-labels={ctx.label_domain}/pool={pool.name},{ctx.label_domain}/preflight=pending" in unit
+            expected[f"{d}/team"] = pool.team
+            expected_taints.add((f"{d}/team", pool.team, "NoSchedule"))
+        assert labels == expected, pool.name
+        assert taints == expected_taints, pool.name
         runtime = tomllib.loads(node.file("containerd/config.toml").content)
         cri = runtime["plugins"]["io.containerd.grpc.v1.cri"]
         assert cri["containerd"]["default_runtime_name"] == ("nvidia" if pool.gpus else "runc")
         cni = json.loads(node.file("cni/10-azure.conflist").content)
         assert cni["plugins"][0]["type"] == "azure-vnet"
         assert cni["plugins"][0]["ipam"]["type"] == "azure-vnet-ipam"
+
+
+def test_only_gpu_nodes_wait_for_preflight(ctx: BootstrapContext) -> None:
+    # CPU system nodes have nothing for dcgmi to test: tainted, they would never take work.
+    d = ctx.label_domain
+    system = bundle(ctx, "system-node", "system")
+    config = yaml.safe_load(system.file("kubelet/config.yaml").content)
+    assert "registerWithTaints" not in config
+    labels = _node_labels(system.file("systemd/kubelet.service.d/10-agk.conf").content)
+    assert f"{d}/preflight" not in labels and f"{d}/accelerator" not in labels
+    gpu_pools = [p for p in ctx.pools if p.role == "gpu-node"]
+    assert gpu_pools and all(p.gpus > 0 for p in gpu_pools)
+    for pool in gpu_pools:
+        labels = _node_labels(bundle(ctx, "gpu-node", pool.name).file("systemd/kubelet.service.d/10-agk.conf").content)
+        assert labels[f"{d}/accelerator"] == "nvidia"
+        assert labels[f"{d}/preflight"] == "pending"
+
+
+def test_every_node_and_the_nat_host_run_kube_proxy(ctx: BootstrapContext) -> None:
+    """ClusterIPs are DNATed on the sending host: without kube-proxy there, Services lead nowhere."""
+    hosts = [bundle(ctx, p.role, p.name) for p in ctx.pools] + [bundle(ctx, "nat", ctx.nat.name)]
+    for node in hosts:
+        pod = yaml.safe_load(node.file("manifests/kube-proxy.yaml").content)
+        command = pod["spec"]["containers"][0]["command"]
+        assert "--config=/etc/kubernetes/kube-proxy-config.yaml" in command
+        # Pool nodes have no fixed name: kube-proxy takes the host name, as the kubelet does.
+        assert [a for a in command if a.startswith("--hostname-override")] == (
+            [f"--hostname-override={ctx.nat.name}"] if node.role == "nat" else []
+        )
+        kubeconfig = yaml.safe_load(node.file("kube-proxy.kubeconfig").content)
+        assert kubeconfig["clusters"][0]["cluster"]["server"] == ctx.apiserver_url
+        user = kubeconfig["users"][0]["user"]
+        secrets = {s.path: s.secret for s in node.secrets}
+        assert secrets[user["client-certificate"]] == f"cert:{pki.KUBE_PROXY}"
+        assert secrets[user["client-key"]] == f"key:{pki.KUBE_PROXY}"
+        assert secrets["/etc/kubernetes/pki/ca.crt"] == f"cert:{pki.KUBERNETES_CA}"
+        _check_kube_proxy_config(yaml.safe_load(node.file("kube-proxy-config.yaml").content))
+        if node.role != "nat":
+            kubelet = yaml.safe_load(node.file("kubelet/config.yaml").content)
+            assert kubelet["staticPodPath"] == "/etc/kubernetes/manifests"
+    spec = {c.name: c for c in pki.pki_spec(ctx).certs}
+    assert spec[pki.KUBE_PROXY].common_name == "system:kube-proxy"
+
+
+def _check_kube_proxy_config(config: dict[str, object]) -> None:
+    """kube-proxy's own validation (pkg/proxy/apis/config/validation) of the fields we set."""
+    from ipaddress import ip_network
+
+    assert config["kind"] == "KubeProxyConfiguration"
+    assert config["mode"] == "iptables"
+    mode = config.get("detectLocalMode", "ClusterCIDR")
+    assert mode in ("ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix")
+    if mode == "InterfaceNamePrefix":
+        detect = config["detectLocal"]
+        assert isinstance(detect, dict) and detect["interfaceNamePrefix"], "must not be empty"
+    if config.get("clusterCIDR"):
+        # One CIDR per IP family at most: kube-proxy exits on a second IPv4 range.
+        families = [ip_network(c).version for c in str(config["clusterCIDR"]).split(",")]
+        assert len(families) == len(set(families)), config["clusterCIDR"]
+
+
+def test_kube_proxy_config_check_can_fail() -> None:
+    with pytest.raises(AssertionError):
+        _check_kube_proxy_config(
+            {"kind": "KubeProxyConfiguration", "mode": "iptables", "clusterCIDR": "10.64.0.0/14,10.68.0.0/20"}
+        )
+    with pytest.raises(AssertionError):
+        _check_kube_proxy_config(
+            {
+                "kind": "KubeProxyConfiguration",
+                "mode": "iptables",
+                "detectLocalMode": "InterfaceNamePrefix",
+                "detectLocal": {"interfaceNamePrefix": ""},
+            }
+        )
 
 
 def test_dev_team_pool_is_tainted_for_its_team(dev: BootstrapContext) -> None:
@@ -114,6 +200,8 @@ def test_apiserver_flags_at_7500_nodes(prod: BootstrapContext) -> None:
     assert "--goaway-chance=0.001" in flags
     assert "--endpoint-reconciler-type=lease" in flags
     assert "--enable-priority-and-fairness=true" in flags
+    # No kube-proxy on the API server hosts: webhooks and aggregated APIs by endpoint address.
+    assert "--enable-aggregator-routing=true" in flags
     # 7,510 nodes over 5 servers: ~1,600 read seats each.
     assert "--max-requests-inflight=1600" in flags
     assert "--max-mutating-requests-inflight=800" in flags
@@ -188,6 +276,8 @@ def test_static_pods_validate_against_the_kubernetes_schema(ctx: BootstrapContex
     for role, rels in (
         ("apiserver", ("kube-apiserver", "kube-controller-manager", "kube-scheduler")),
         ("nat", ("kube-proxy",)),
+        ("gpu-node", ("kube-proxy",)),
+        ("system-node", ("kube-proxy",)),
     ):
         node = bundle(ctx, role, names(ctx, role)[0])
         for rel in rels:
