@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from infra.addresses import cluster_addresses, plan_stack
 from infra.config import load_stack
+from infra.prepare import addons_for
 from modules.cluster.manifests import render_manifests
-from modules.cluster.spec import PoolFacts, addons_spec
-from modules.sizing.skus import gpus_per_vm
 
 STACKS = Path(__file__).resolve().parents[1] / "stacks"
 
@@ -25,14 +25,12 @@ def _best(fn: object, runs: int = 20) -> float:
 
 def rows() -> list[tuple[str, str]]:
     config = load_stack(STACKS, "prod-7500")
-    cluster = config.cluster
-    assert cluster is not None
-    pools = {n: PoolFacts(n, p.vm_size, gpus_per_vm(p.vm_size), p.nodes, p.team) for n, p in cluster.gpu_pools.items()}
+    addresses = cluster_addresses(plan_stack(STACKS, "prod-7500", config))
 
     def spec() -> object:
-        return addons_spec(cluster.name, cluster.kubernetes_version, cluster.label_domain, pools, config.addons)
+        return addons_for(config, addresses)
 
-    built = addons_spec(cluster.name, cluster.kubernetes_version, cluster.label_domain, pools, config.addons)
+    built = addons_for(config, addresses)
     objs = render_manifests(built)
     return [
         ("cluster: addons_spec (prod-7500)", f"{_best(spec) * 1e3:.2f} ms"),

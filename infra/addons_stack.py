@@ -3,10 +3,14 @@
 Why a separate stack: the objects need a live API server, which answers only minutes after the
 cluster stack's VMs boot (cloud-init, etcd quorum, certificates). Inside the cluster stack every
 Kubernetes resource would fail the first `pulumi up` (or need a fragile readiness gate), and a
-broken API server would block changes to the Azure resources that could fix it. So the cluster
-stack validates the ``addons`` section with its pools and exports ``addons_spec`` and the
-(secret) ``kubeconfig``; this stack reads both through a StackReference. Order:
+broken API server would block changes to the Azure resources that could fix it. Order:
 ``pulumi up --stack <cluster>``, wait until the API servers answer, ``pulumi up --stack <cluster>-addons``.
+
+The spec is computed here, synchronously, from the cluster stack's own file (the same
+``prepare_cluster`` the cluster program runs), so every object is a plain resource that preview
+lists; resources created inside an ``apply`` would be invisible to the first preview. Only the
+(secret) ``kubeconfig`` comes through the StackReference; the cluster's exported ``addons_spec``
+is compared with the local one, and a difference (cluster stack not yet updated) is a warning.
 """
 
 from __future__ import annotations
@@ -16,16 +20,44 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.config import StackConfig
+from infra.config import StackConfig, load_stack
+from infra.prepare import prepare_cluster
+from infra.program import stacks_dir
 from modules.cluster.component import ClusterAddons, ClusterAddonsArgs
 from modules.cluster.spec import AddonsSpec
 from modules.errors import ConfigError
 
 
-def _spec(raw: Any) -> AddonsSpec:
-    if raw is None:
-        raise ConfigError("the cluster stack has no 'addons_spec' output: run `pulumi up` on the cluster stack first")
-    return AddonsSpec.from_json(raw)
+def cluster_spec(cluster_stack: str) -> AddonsSpec:
+    """What the cluster stack exports as ``addons_spec``, from its stack file (no engine)."""
+    name = cluster_stack.rsplit("/", 1)[-1]  # org/project/stack names the same file
+    directory = stacks_dir()
+    config = load_stack(directory, name)
+    if config.kind != "cluster":
+        raise ConfigError(
+            f"azure-gpu-k8s:addons_stack.cluster_stack: {name!r} is a {config.kind} stack: name a cluster stack"
+        )
+    return prepare_cluster(name, config, directory).addons
+
+
+def matches(exported: Any, spec: AddonsSpec) -> bool:
+    """The cluster stack's ``addons_spec`` output is ``spec`` (an older toolkit's shape is not)."""
+    if exported is None:
+        return False
+    try:
+        return AddonsSpec.from_json(exported) == spec
+    except ConfigError:
+        return False
+
+
+def _current(exported: Any, spec: AddonsSpec, cluster: str) -> bool:
+    if matches(exported, spec):
+        return True
+    pulumi.log.warn(
+        f"{cluster}: its exported addons_spec differs from its stack file: run `pulumi up --stack {cluster}` "
+        "first, or these objects may not match the nodes"
+    )
+    return False
 
 
 def build(config: StackConfig) -> dict[str, object]:
@@ -33,8 +65,9 @@ def build(config: StackConfig) -> dict[str, object]:
     if config.addons_stack is None:
         raise ConfigError("azure-gpu-k8s:addons_stack: missing: add cluster_stack: <the cluster stack>")
     cluster = config.addons_stack.cluster_stack
+    spec = cluster_spec(cluster)
     ref = pulumi.StackReference(f"{cluster}-ref", stack_name=cluster)
-    spec = ref.get_output("addons_spec").apply(_spec)
+    current = ref.get_output("addons_spec").apply(lambda exported: _current(exported, spec, cluster))
     provider = k8s.Provider(
         f"{cluster}-k8s",
         kubeconfig=ref.require_output("kubeconfig"),
@@ -48,6 +81,7 @@ def build(config: StackConfig) -> dict[str, object]:
     )
     return {
         "cluster_stack": cluster,
+        "cluster_stack_current": current,
         "objects": addons.objects,
         "team_namespaces": addons.team_namespaces,
     }

@@ -40,14 +40,23 @@ class ClusterPrep:
     """What the `<cluster>-addons` stack builds, validated with the pools (exported as `addons_spec`)."""
 
 
-def addons_for(config: StackConfig) -> AddonsSpec:
+def addons_for(config: StackConfig, addresses: ClusterAddresses) -> AddonsSpec:
+    """The add-ons spec: the ``addons`` section checked against the pools, plus the cluster DNS address."""
     cluster = config.cluster
     assert cluster is not None
     pools = {
         name: PoolFacts(name, pool.vm_size, gpus_per_vm(pool.vm_size), pool.nodes, pool.team)
         for name, pool in cluster.gpu_pools.items()
     }
-    return addons_spec(cluster.name, cluster.kubernetes_version, cluster.label_domain, pools, config.addons)
+    return addons_spec(
+        cluster.name,
+        cluster.kubernetes_version,
+        cluster.label_domain,
+        pools,
+        config.addons,
+        dns_service_ip=str(addresses.dns_service_ip),
+        system_nodes=cluster.system_pool.nodes,
+    )
 
 
 def prepare_cluster(stack: str, config: StackConfig, stacks_dir: Path) -> ClusterPrep:
@@ -57,7 +66,7 @@ def prepare_cluster(stack: str, config: StackConfig, stacks_dir: Path) -> Cluste
     plan = plan_stack(stacks_dir, stack, config)
     addresses = cluster_addresses(plan)
     try:
-        sizes, addons = size_cluster(cluster), addons_for(config)
+        sizes, addons = size_cluster(cluster), addons_for(config, addresses)
         boot = bootstrap_context(config, addresses)
     except AgkError as err:
         raise ConfigError(f"{stack}: {err}") from None

@@ -25,8 +25,8 @@ FOUNDATION_KINDS = ("Namespace", "CustomResourceDefinition", "PriorityClass")
 
 @dataclass
 class ClusterAddonsArgs:
-    spec: AddonsSpec | pulumi.Output[AddonsSpec]
-    """The validated add-ons spec; an Output when it comes from the cluster stack (StackReference)."""
+    spec: AddonsSpec
+    """The validated add-ons spec, known when the program runs (so preview lists every object)."""
     provider: k8s.Provider | None = None
     """Kubernetes provider pointed at the cluster's API server (None: the ambient kubeconfig)."""
 
@@ -43,6 +43,10 @@ def create_object(name: str, obj: Obj, opts: pulumi.ResourceOptions) -> pulumi.C
         return k8s.core.v1.ServiceAccount(
             name, metadata=m, automount_service_account_token=obj["automountServiceAccountToken"], opts=opts
         )
+    if kind == ("v1", "Service"):
+        return k8s.core.v1.Service(name, metadata=m, spec=obj["spec"], opts=opts)
+    if kind == ("policy/v1", "PodDisruptionBudget"):
+        return k8s.policy.v1.PodDisruptionBudget(name, metadata=m, spec=obj["spec"], opts=opts)
     if kind == ("v1", "ResourceQuota"):
         return k8s.core.v1.ResourceQuota(name, metadata=m, spec=obj["spec"], opts=opts)
     if kind == ("scheduling.k8s.io/v1", "PriorityClass"):
@@ -106,14 +110,9 @@ class ClusterAddons(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterAddonsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("agk:cluster:ClusterAddons", name, None, opts)
         self._name, self._provider = name, args.provider
-        if isinstance(args.spec, AddonsSpec):
-            keys = self._create(args.spec)
-            teams = pulumi.Output.from_input([t.name for t in args.spec.teams])
-        else:
-            # The spec is the cluster stack's output: known at preview (a StackReference reads
-            # the stored outputs), so preview lists every object created here.
-            keys = args.spec.apply(self._create)
-            teams = args.spec.apply(lambda s: [t.name for t in s.teams])
+        # Children are created here, never inside an apply: preview shows each of them.
+        keys = self._create(args.spec)
+        teams = pulumi.Output.from_input([t.name for t in args.spec.teams])
         self.objects = keys
         self.team_namespaces = teams
         self.register_outputs({"objects": keys, "team_namespaces": teams})

@@ -18,6 +18,30 @@ NODE_PROBLEM_DETECTOR = "registry.k8s.io/node-problem-detector/node-problem-dete
 # The preflight reporter and the re-test job are stdlib-only Python scripts (ConfigMaps).
 PYTHON = "docker.io/library/python:3.12.8-slim-bookworm"
 
+# CoreDNS as kubeadm ships it for each Kubernetes minor (coredns/deployment's CoreDNS-k8s_version
+# table); a newer minor than listed keeps the newest known release (CoreDNS reads only stable
+# APIs: EndpointSlices, Services, Namespaces).
+COREDNS: dict[int, str] = {30: "v1.11.3", 31: "v1.11.3", 32: "v1.11.3", 33: "v1.12.0"}
+COREDNS_REPO = "registry.k8s.io/coredns/coredns"
+# kube-state-metrics releases and the client-go minor each is built with (its compatibility
+# matrix); newer minors keep the newest known release, as the project advises.
+KUBE_STATE_METRICS: dict[int, str] = {30: "v2.13.0", 31: "v2.14.0", 32: "v2.15.0", 33: "v2.16.0"}
+KUBE_STATE_METRICS_REPO = "registry.k8s.io/kube-state-metrics/kube-state-metrics"
+
+
+def _by_minor(table: dict[int, str], kubernetes_version: str) -> str:
+    minor = int(kubernetes_version.split(".")[1])
+    return table[min(max(minor, min(table)), max(table))]
+
+
+def coredns(kubernetes_version: str) -> str:
+    return f"{COREDNS_REPO}:{_by_minor(COREDNS, kubernetes_version)}"
+
+
+def kube_state_metrics(kubernetes_version: str) -> str:
+    return f"{KUBE_STATE_METRICS_REPO}:{_by_minor(KUBE_STATE_METRICS, kubernetes_version)}"
+
+
 # scheduler-plugins releases, each built against the Kubernetes minor its own minor names
 # (the project's compatibility matrix). A kube-scheduler may be one minor older than the API
 # server, so a missing minor falls back to the previous one.

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from modules.cluster.objects import access, admission, balloons, gang, health, preflight, priorities, teams
+from modules.cluster.objects import (
+    access,
+    admission,
+    balloons,
+    dns,
+    gang,
+    health,
+    preflight,
+    priorities,
+    remediation,
+    state_metrics,
+    teams,
+)
 from modules.cluster.objects.common import Obj
 from modules.cluster.spec import AddonsSpec
 
@@ -15,7 +27,10 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         priorities.priority_classes()
         + teams.teams(spec)
         + admission.admission(spec)
+        + dns.dns(spec)
+        + state_metrics.state_metrics(spec)
         + health.health(spec)
+        + remediation.remediation(spec)
         + preflight.preflight(spec)
         + balloons.balloons(spec)
         + gang.gang(spec)

@@ -8,7 +8,9 @@ resource exists, each failure one line naming the key.
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -25,6 +27,9 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _CRON_FIELD = re.compile(r"^[0-9*/,\-]+$")
 _TAG = re.compile(r"^v\d+\.\d+\.\d+$")
+# The kubelets' clusterDomain (the node bootstrap sets the same).
+CLUSTER_DOMAIN = "cluster.local"
+DNS_NODES_PER_REPLICA = 1000
 
 
 @dataclass(frozen=True)
@@ -86,18 +91,43 @@ class HealthSpec:
 
 
 @dataclass(frozen=True)
+class DnsSpec:
+    """CoreDNS behind ``kube-system/kube-dns``: the address every kubelet hands pods as nameserver."""
+
+    service_ip: str
+    """The kubelets' clusterDNS (the address plan's ``dns_service_ip``)."""
+    cluster_domain: str
+    replicas: int
+    spread_required: bool
+    """Replicas on distinct nodes (hard anti-affinity) when the system pool has a node for each."""
+    image: str
+
+
+@dataclass(frozen=True)
+class StateMetricsSpec:
+    """kube-state-metrics: the only source of ``kube_node_*`` series the node alerts read."""
+
+    image: str
+    cpu_millis: int
+    memory_mib: int
+
+
+@dataclass(frozen=True)
 class AddonsSpec:
     """Validated, JSON-round-trippable input of every add-on object builder."""
 
     cluster_name: str
     kubernetes_version: str
     label_domain: str
+    system_nodes: int
     pools: tuple[PoolFacts, ...]
     teams: tuple[TeamSpec, ...]
     balloons: tuple[BalloonSpec, ...]
     preflight: PreflightSpec
     gang: GangSpec
     health: HealthSpec
+    dns: DnsSpec
+    state_metrics: StateMetricsSpec
 
     # Node label and taint keys shared with the node bootstrap (registerWithTaints/labels).
     @property
@@ -111,6 +141,16 @@ class AddonsSpec:
     @property
     def preflight_key(self) -> str:
         return f"{self.label_domain}/preflight"
+
+    @property
+    def accelerator_key(self) -> str:
+        """``<domain>/accelerator=nvidia`` marks GPU nodes; system (CPU) nodes lack the label."""
+        return f"{self.label_domain}/accelerator"
+
+    @property
+    def fatal_xid_key(self) -> str:
+        """Taint (NoExecute) the remediation controller puts on a node with a fatal XID."""
+        return f"{self.label_domain}/gpu-fatal-xid"
 
     @property
     def minor(self) -> int:
@@ -133,12 +173,15 @@ class AddonsSpec:
                 cluster_name=raw["cluster_name"],
                 kubernetes_version=raw["kubernetes_version"],
                 label_domain=raw["label_domain"],
+                system_nodes=raw["system_nodes"],
                 pools=tuple(PoolFacts(**p) for p in raw["pools"]),
                 teams=tuple(TeamSpec(t["name"], t["gpu_quota"], tuple(t["pools"])) for t in raw["teams"]),
                 balloons=tuple(BalloonSpec(**b) for b in raw["balloons"]),
                 preflight=PreflightSpec(**raw["preflight"]),
                 gang=GangSpec(**raw["gang"]),
                 health=HealthSpec(**{**raw["health"], "fatal_xids": tuple(raw["health"]["fatal_xids"])}),
+                dns=DnsSpec(**raw["dns"]),
+                state_metrics=StateMetricsSpec(**raw["state_metrics"]),
             )
         except (KeyError, TypeError) as err:
             raise ConfigError(
@@ -277,14 +320,53 @@ def _health(addons: AddonsConfig) -> HealthSpec:
     )
 
 
+def _dns(service_ip: str, cluster_domain: str, system_nodes: int, gpu_nodes: int, version: str) -> DnsSpec:
+    try:
+        ip = ipaddress.IPv4Address(service_ip)
+    except ValueError:
+        raise _fail(
+            "cluster.service_cidr",
+            f"DNS service address {service_ip!r} is not an IPv4 address: use an IPv4 service_cidr",
+        ) from None
+    if not _DNS_SUBDOMAIN.match(cluster_domain):
+        raise _fail("cluster_domain", f"{cluster_domain!r} is not a DNS domain: use e.g. cluster.local")
+    # Two replicas survive a node loss; beyond that one per ~1,000 nodes, never more than the
+    # system pool can keep apart. (Query load at this scale is node-local caching's job.)
+    wanted = max(2, min(system_nodes, math.ceil((system_nodes + gpu_nodes) / DNS_NODES_PER_REPLICA)))
+    return DnsSpec(
+        service_ip=str(ip),
+        cluster_domain=cluster_domain,
+        replicas=wanted,
+        spread_required=system_nodes >= wanted,
+        image=images.coredns(version),
+    )
+
+
+def _state_metrics(total_nodes: int, version: str) -> StateMetricsSpec:
+    # The sizing rule of the upstream cluster add-on (addon-resizer): 100m + 1m and 140Mi + 2Mi per node.
+    return StateMetricsSpec(
+        image=images.kube_state_metrics(version),
+        cpu_millis=100 + total_nodes,
+        memory_mib=140 + 2 * total_nodes,
+    )
+
+
 def addons_spec(
     cluster_name: str,
     kubernetes_version: str,
     label_domain: str,
     pools: Mapping[str, PoolFacts],
     addons: AddonsConfig,
+    *,
+    dns_service_ip: str,
+    system_nodes: int,
+    cluster_domain: str = CLUSTER_DOMAIN,
 ) -> AddonsSpec:
-    """Validate the ``addons`` section against the pools and build the spec (pure, no Pulumi)."""
+    """Validate the ``addons`` section against the pools and build the spec (pure, no Pulumi).
+
+    ``dns_service_ip`` is the kubelets' clusterDNS from the address plan; ``system_nodes`` the
+    system (CPU) pool's node count, where cluster services run.
+    """
     if not _DNS_SUBDOMAIN.match(label_domain) or "." not in label_domain or len(label_domain) > 253:
         raise _fail(
             "cluster.label_domain",
@@ -302,14 +384,20 @@ def addons_spec(
                 f"cluster.gpu_pools.{name}.vm_size",
                 f"{pool.vm_size} has no GPUs: use a GPU size or move the pool to system_pool",
             )
+    if system_nodes < 1:
+        raise _fail("cluster.system_pool.nodes", f"{system_nodes}: cluster services need at least 1 system node")
+    gpu_nodes = sum(p.nodes for p in pools.values())
     return AddonsSpec(
         cluster_name=cluster_name,
         kubernetes_version=kubernetes_version,
         label_domain=label_domain,
+        system_nodes=system_nodes,
         pools=tuple(sorted(pools.values(), key=lambda p: p.name)),
         teams=_teams(pools, addons),
         balloons=_balloons(pools, addons),
         preflight=_preflight(addons),
         gang=_gang(kubernetes_version, addons),
         health=_health(addons),
+        dns=_dns(dns_service_ip, cluster_domain, system_nodes, gpu_nodes, kubernetes_version),
+        state_metrics=_state_metrics(system_nodes + gpu_nodes, kubernetes_version),
     )

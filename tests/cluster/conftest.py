@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import StackConfig, load_stack
+from infra.addresses import cluster_addresses, plan_stack
+from infra.config import load_stack
 from modules.cluster.config import AddonsConfig
 from modules.cluster.spec import AddonsSpec, PoolFacts, addons_spec
 from modules.sizing.skus import gpus_per_vm
@@ -13,8 +14,9 @@ from modules.sizing.skus import gpus_per_vm
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 
 
-def spec_of(config: StackConfig, *, version: str | None = None, addons: AddonsConfig | None = None) -> AddonsSpec:
-    """What the cluster stack program computes and exports (the lead's call site, reproduced)."""
+def spec_of(stack: str, *, version: str | None = None, addons: AddonsConfig | None = None) -> AddonsSpec:
+    """What the cluster stack program computes and exports, with a different version or addons section."""
+    config = load_stack(STACKS, stack)
     cluster = config.cluster
     assert cluster is not None
     pools = {
@@ -27,6 +29,8 @@ def spec_of(config: StackConfig, *, version: str | None = None, addons: AddonsCo
         cluster.label_domain,
         pools,
         addons if addons is not None else config.addons,
+        dns_service_ip=str(cluster_addresses(plan_stack(STACKS, stack)).dns_service_ip),
+        system_nodes=cluster.system_pool.nodes,
     )
 
 
@@ -41,21 +45,16 @@ def stacks_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def dev_config() -> StackConfig:
-    return load_stack(STACKS, "dev")
-
-
-@pytest.fixture(scope="session")
-def dev_spec(dev_config: StackConfig) -> AddonsSpec:
-    return spec_of(dev_config, addons=AddonsConfig(balloons={"a100": 2, "h100": 0}))
+def dev_spec() -> AddonsSpec:
+    return spec_of("dev", addons=AddonsConfig(balloons={"a100": 2, "h100": 0}))
 
 
 @pytest.fixture(scope="session")
 def prod_spec() -> AddonsSpec:
-    return spec_of(load_stack(STACKS, "prod-7500"))
+    return spec_of("prod-7500")
 
 
 @pytest.fixture(scope="session")
-def spec_136(dev_config: StackConfig) -> AddonsSpec:
+def spec_136() -> AddonsSpec:
     """The newest declared version: MutatingAdmissionPolicy exists (GA in 1.36)."""
-    return spec_of(dev_config, version="1.36", addons=AddonsConfig(gang={"image_tag": "v0.34.7"}))
+    return spec_of("dev", version="1.36", addons=AddonsConfig(gang={"image_tag": "v0.34.7"}))

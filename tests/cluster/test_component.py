@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pulumi
+import pytest
 import yaml
 
-from infra.config import parse_config, read_stack_file
+from agk.plan.engine import export_state
+from infra.addresses import cluster_addresses, plan_stack
+from infra.config import load_stack, parse_config, read_stack_file
+from infra.prepare import prepare_cluster
 from modules.cluster.component import ClusterAddons, ClusterAddonsArgs, object_key
 from modules.cluster.manifests import render_manifests
 from modules.cluster.spec import AddonsSpec
+from modules.errors import ConfigError
 
 
 class Capture(pulumi.runtime.Mocks):
@@ -65,23 +71,91 @@ def test_captured_resources_equal_the_builders_objects(dev_spec: AddonsSpec) -> 
     return addons.objects.apply(check)
 
 
-@pulumi.runtime.test
-def test_addons_stack_reads_the_cluster_stack(dev_spec: AddonsSpec, stacks_dir: Any) -> Any:
+def _addons_stack(
+    mocks: Capture, stacks_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict[str, Any], list[str]]:
     from infra.addons_stack import build
 
-    mocks = Capture({"addons_spec": dev_spec.to_json(), "kubeconfig": yaml.safe_dump({"apiVersion": "v1"})})
-    pulumi.runtime.set_mocks(mocks, preview=False)
+    warnings: list[str] = []
+    monkeypatch.setenv("AGK_STACKS_DIR", str(stacks_dir))
+    monkeypatch.setattr(pulumi.log, "warn", lambda message, *a, **k: warnings.append(message))
+    pulumi.runtime.set_mocks(mocks, preview=True)
     config = parse_config(read_stack_file(stacks_dir / "Pulumi.dev-addons.yaml"))
-    outputs = build(config)
+    return build(config), warnings
+
+
+@pulumi.runtime.test
+def test_addons_stack_builds_from_the_cluster_stack_file(stacks_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    spec = prepare_cluster("dev", load_stack(stacks_dir, "dev"), stacks_dir).addons
+    mocks = Capture({"addons_spec": spec.to_json(), "kubeconfig": yaml.safe_dump({"apiVersion": "v1"})})
+    outputs, warnings = _addons_stack(mocks, stacks_dir, monkeypatch)
 
     def check(args: list[Any]) -> None:
-        objects, teams = args
+        objects, teams, current = args
+        assert current is True
         ref = next(r for r in mocks.resources if r.typ == "pulumi:pulumi:StackReference")
         provider = next(r for r in mocks.resources if r.typ == "pulumi:providers:kubernetes")
         assert ref.name == "dev-ref" and provider.name == "dev-k8s"
         assert "apiVersion" in provider.inputs["kubeconfig"]
         assert teams == ["research"]
-        assert len(objects) == len(render_manifests(dev_spec)) == len(_k8s(mocks))
+        assert objects == [object_key(o) for o in render_manifests(spec)]
         assert outputs["cluster_stack"] == "dev"
+        assert warnings == []
+        svc = _k8s(mocks)["dev-addons-service-kube-system-kube-dns"]
+        assert svc["spec"]["clusterIP"] == "172.20.0.10"
 
-    return pulumi.Output.all(outputs["objects"], outputs["team_namespaces"]).apply(check)
+    return pulumi.Output.all(outputs["objects"], outputs["team_namespaces"], outputs["cluster_stack_current"]).apply(
+        check
+    )
+
+
+@pytest.mark.parametrize("exported", ["older", "none"])
+@pulumi.runtime.test
+def test_addons_stack_warns_when_the_cluster_stack_is_behind(
+    exported: str, stacks_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> Any:
+    spec = prepare_cluster("dev", load_stack(stacks_dir, "dev"), stacks_dir).addons
+    ref_outputs: dict[str, Any] = {"kubeconfig": "apiVersion: v1"}
+    if exported == "older":  # exported by an older toolkit: no DNS in it
+        ref_outputs["addons_spec"] = {k: v for k, v in spec.to_json().items() if k != "dns"}
+    mocks = Capture(ref_outputs)
+    outputs, warnings = _addons_stack(mocks, stacks_dir, monkeypatch)
+
+    def check(args: list[Any]) -> None:
+        objects, current = args
+        assert current is False
+        # Nothing the objects are built from comes through the reference, so all of them exist.
+        assert objects == [object_key(o) for o in render_manifests(spec)] and len(_k8s(mocks)) == len(objects)
+        assert len(warnings) == 1
+        assert warnings[0].startswith("dev: its exported addons_spec differs from its stack file: run `pulumi up")
+
+    return pulumi.Output.all(outputs["objects"], outputs["cluster_stack_current"]).apply(check)
+
+
+def test_addons_stack_refuses_a_non_cluster_stack(stacks_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from infra.addons_stack import cluster_spec
+
+    monkeypatch.setenv("AGK_STACKS_DIR", str(stacks_dir))
+    with pytest.raises(ConfigError) as err:
+        cluster_spec("hub")
+    assert str(err.value) == ("azure-gpu-k8s:addons_stack.cluster_stack: 'hub' is a hub stack: name a cluster stack")
+
+
+def test_addons_stack_spec_equals_the_cluster_stacks_export(stacks_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the add-ons stack computes from the file is what `pulumi up --stack dev` exports."""
+    from infra.addons_stack import cluster_spec, matches
+
+    doc = export_state("dev", stacks_dir)
+    stack = next(r for r in doc["deployment"]["resources"] if r["type"] == "pulumi:pulumi:Stack")
+    exported = stack["outputs"]["addons_spec"]
+    monkeypatch.setenv("AGK_STACKS_DIR", str(stacks_dir))
+    spec = cluster_spec("organization/azure-gpu-k8s/dev")
+    assert AddonsSpec.from_json(exported) == spec
+    assert matches(exported, spec)
+    assert spec.dns.service_ip == str(cluster_addresses(plan_stack(stacks_dir, "dev")).dns_service_ip)
+
+
+def test_cluster_domain_is_the_kubelets(stacks_dir: Path) -> None:
+    prep = prepare_cluster("prod-7500", load_stack(stacks_dir, "prod-7500"), stacks_dir)
+    assert prep.addons.dns.cluster_domain == prep.bootstrap.cluster_domain
+    assert prep.addons.dns.service_ip == str(prep.bootstrap.dns_service_ip)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from modules.cluster.manifests import render_manifests
-from modules.cluster.objects import preflight
+from modules.cluster.objects import health, preflight, remediation
 from modules.cluster.objects.common import exception_key
 from modules.cluster.spec import AddonsSpec
 
@@ -32,7 +34,8 @@ def test_priority_class_values(dev_spec: AddonsSpec) -> None:
 
 def test_preflight_daemonset_selects_and_tolerates_preflight(dev_spec: AddonsSpec) -> None:
     pod = by_name(dev_spec, "DaemonSet", "gpu-preflight")["spec"]["template"]["spec"]
-    assert pod["nodeSelector"] == {"gpu.example.com/preflight": "pending"}
+    # Both labels: a CPU system node is never sent through GPU diagnostics.
+    assert pod["nodeSelector"] == {"gpu.example.com/preflight": "pending", "gpu.example.com/accelerator": "nvidia"}
     assert pod["tolerations"] == [
         {"key": "gpu.example.com/preflight", "operator": "Exists", "effect": "NoSchedule"},
         {"key": "gpu.example.com/team", "operator": "Exists", "effect": "NoSchedule"},
@@ -116,6 +119,7 @@ def _hardened(container: dict[str, Any], pod: dict[str, Any]) -> bool:
         and sc.get("readOnlyRootFilesystem") is True
         and sc.get("allowPrivilegeEscalation") is False
         and sc.get("capabilities", {}).get("drop") == ["ALL"]
+        and not sc.get("capabilities", {}).get("add")
         and not sc.get("privileged")
         and not pod.get("hostNetwork")
     )
@@ -133,6 +137,7 @@ def test_containers_are_restricted_or_the_exception_is_justified(prod_spec: Addo
                 assert template["metadata"]["annotations"][exception_key(prod_spec)] == why
                 exceptions.append(c["name"])
     assert sorted(exceptions) == [
+        "coredns",
         "dcgm-diag",
         "dcgm-exporter",
         "iptables-exporter",
@@ -166,9 +171,127 @@ def test_images_are_pinned(prod_spec: AddonsSpec) -> None:
             assert name and tag and tag != "latest", c["image"]
 
 
-def test_remediation_rule_is_config(prod_spec: AddonsSpec) -> None:
+def test_remediation_rule_is_config_the_controller_reads(prod_spec: AddonsSpec) -> None:
     import yaml
 
-    rule = yaml.safe_load(by_name(prod_spec, "ConfigMap", "gpu-remediation")["data"]["remediation.yaml"])
+    text = by_name(prod_spec, "ConfigMap", "gpu-remediation")["data"]["remediation.json"]
+    rule = json.loads(text)
+    assert yaml.safe_load(text) == rule  # readers that expect YAML get the same
     assert rule["fatal_xids"] == [48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120]
-    assert rule["actions"] == ["cordon", "drain", "replace"]
+    assert rule["condition"] == health.XID_CONDITION
+    assert rule["node_selector"] == "gpu.example.com/accelerator=nvidia"
+    assert rule["taint"] == {"key": "gpu.example.com/gpu-fatal-xid", "value": "true", "effect": "NoExecute"}
+    assert rule["actions"] == ["cordon", "evict"] and rule["replace"].startswith("manual:")
+    job = by_name(prod_spec, "CronJob", "gpu-remediation")
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert job["spec"]["schedule"] == "* * * * *" and job["spec"]["concurrencyPolicy"] == "Forbid"
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert (env["RULE_NAMESPACE"], env["RULE_NAME"]) == ("gpu-health", "gpu-remediation")
+    assert pod["containers"][0]["command"] == ["python3", "/scripts/remediate_xid.py"]
+    scripts = by_name(prod_spec, "ConfigMap", "gpu-remediation-scripts")["data"]
+    assert set(scripts) == set(remediation.SCRIPTS)
+    assert pod["affinity"] == system_only(prod_spec)
+
+
+def test_remediation_rbac_is_minimal(prod_spec: AddonsSpec) -> None:
+    assert by_name(prod_spec, "ClusterRole", "gpu-remediation")["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}
+    ]
+    assert by_name(prod_spec, "Role", "gpu-remediation")["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["gpu-remediation"], "verbs": ["get"]}
+    ]
+    binding = by_name(prod_spec, "RoleBinding", "gpu-remediation")
+    assert binding["metadata"]["namespace"] == "gpu-health"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "gpu-remediation", "namespace": "gpu-health"}]
+
+
+def test_without_node_problem_detector_no_controller_runs(dev_spec: AddonsSpec) -> None:
+    spec = replace(dev_spec, health=replace(dev_spec.health, node_problem_detector=False))
+    names = {(o["kind"], o["metadata"]["name"]) for o in render_manifests(spec)}
+    assert ("ConfigMap", "gpu-remediation") in names
+    assert ("CronJob", "gpu-remediation") not in names
+
+
+def system_only(spec: AddonsSpec) -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": "gpu.example.com/accelerator", "operator": "DoesNotExist"}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+@pytest.mark.parametrize("name", ["nvidia-device-plugin", "dcgm-exporter"])
+def test_gpu_agents_run_on_gpu_nodes_only(dev_spec: AddonsSpec, name: str) -> None:
+    pod = by_name(dev_spec, "DaemonSet", name)["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"gpu.example.com/accelerator": "nvidia"}
+    assert "affinity" not in pod
+
+
+def test_retest_job_picks_gpu_nodes_from_system_nodes(dev_spec: AddonsSpec) -> None:
+    pod = by_name(dev_spec, "CronJob", "gpu-preflight-retest")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["NODE_SELECTOR"] == "gpu.example.com/accelerator=nvidia"
+    assert pod["affinity"] == system_only(dev_spec)
+
+
+def test_coredns_serves_the_kubelets_cluster_dns(dev_spec: AddonsSpec, prod_spec: AddonsSpec) -> None:
+    svc = by_name(dev_spec, "Service", "kube-dns")
+    assert svc["metadata"]["namespace"] == "kube-system"
+    assert svc["spec"]["clusterIP"] == dev_spec.dns.service_ip == "172.20.0.10"
+    assert {(p["port"], p["protocol"]) for p in svc["spec"]["ports"]} == {(53, "UDP"), (53, "TCP"), (9153, "TCP")}
+    deploy = by_name(dev_spec, "Deployment", "coredns")
+    pod = deploy["spec"]["template"]
+    assert svc["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+    assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    spec = pod["spec"]
+    assert spec["dnsPolicy"] == "Default"  # upstream resolvers from the node, not itself
+    assert spec["affinity"]["nodeAffinity"] == system_only(dev_spec)["nodeAffinity"]
+    anti = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert anti == [
+        {"labelSelector": {"matchLabels": {"k8s-app": "kube-dns"}}, "topologyKey": "kubernetes.io/hostname"}
+    ]
+    c = spec["containers"][0]
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}
+    assert c["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0
+    assert c["image"] == "registry.k8s.io/coredns/coredns:v1.11.3"
+    corefile = by_name(dev_spec, "ConfigMap", "coredns")["data"]["Corefile"]
+    assert "kubernetes cluster.local in-addr.arpa ip6.arpa {" in corefile
+    assert "forward . /etc/resolv.conf" in corefile and "cache 30" in corefile
+    # dev: 3 system nodes, 2 replicas; prod-7500: ~7,500 nodes over 10 system nodes.
+    assert (dev_spec.dns.replicas, prod_spec.dns.replicas) == (2, 8)
+    assert deploy["spec"]["replicas"] == 2
+
+
+def test_coredns_spreads_softly_when_the_system_pool_is_too_small(dev_spec: AddonsSpec) -> None:
+    spec = replace(dev_spec, dns=replace(dev_spec.dns, spread_required=False))
+    anti = by_name(spec, "Deployment", "coredns")["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    assert list(anti) == ["preferredDuringSchedulingIgnoredDuringExecution"]
+
+
+def test_coredns_rbac_is_upstreams(dev_spec: AddonsSpec) -> None:
+    assert by_name(dev_spec, "ClusterRole", "system:coredns")["rules"] == [
+        {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
+    ]
+    binding = by_name(dev_spec, "ClusterRoleBinding", "system:coredns")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "coredns", "namespace": "kube-system"}]
+
+
+def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec: AddonsSpec) -> None:
+    deploy = by_name(prod_spec, "Deployment", "kube-state-metrics")
+    template = deploy["spec"]["template"]
+    c = template["spec"]["containers"][0]
+    notes = template["metadata"]["annotations"]
+    assert notes == {"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}
+    assert {"name": "http-metrics", "containerPort": 8080} in c["ports"]
+    assert c["image"] == "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.14.0"
+    # Upstream's add-on rule: 140Mi + 2Mi and 100m + 1m per node (prod-7500: 7,510 nodes).
+    assert c["resources"]["requests"] == {"cpu": "7610m", "memory": "15160Mi"}
+    assert c["resources"]["limits"]["memory"] == "15160Mi"
+    assert template["spec"]["affinity"] == system_only(prod_spec)
+    assert _hardened(c, template["spec"])
+    collected = next(a for a in c["args"] if a.startswith("--resources=")).removeprefix("--resources=").split(",")
+    assert "nodes" in collected and "secrets" not in collected and "configmaps" not in collected
+    rules = by_name(prod_spec, "ClusterRole", "kube-state-metrics")["rules"]
+    granted = sorted(r for rule in rules for r in rule["resources"])
+    assert granted == sorted(collected)  # it may read exactly what it reports on
+    assert all(rule["verbs"] == ["list", "watch"] for rule in rules)
+    small = by_name(dev_spec, "Deployment", "kube-state-metrics")["spec"]["template"]["spec"]["containers"][0]
+    assert small["resources"]["requests"]["memory"] == f"{140 + 2 * (3 + 8)}Mi"

@@ -1,4 +1,4 @@
-"""The preflight reporter and the re-test job against a fake API server on loopback."""
+"""The preflight reporter, the re-test job and the XID remediation against a fake API server on loopback."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from modules.cluster.scripts import preflight_report, retest_idle
+from modules.cluster.objects import remediation
+from modules.cluster.scripts import preflight_report, remediate_xid, retest_idle
 from modules.cluster.scripts.kube import Api
+from modules.cluster.spec import AddonsSpec
 
 KEY, POOL = "gpu.example.com/preflight", "gpu.example.com/pool"
+GPU = "gpu.example.com/accelerator=nvidia"
 TAINT = {"key": KEY, "value": "pending", "effect": "NoSchedule"}
 TEAM_TAINT = {"key": "gpu.example.com/team", "value": "research", "effect": "NoSchedule"}
 
@@ -33,16 +36,27 @@ def merge(target: Any, patch: Any) -> Any:
 
 
 class FakeApi:
-    def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        nodes: list[dict[str, Any]],
+        pods: list[dict[str, Any]],
+        configmaps: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         self.nodes = {n["metadata"]["name"]: n for n in nodes}
         self.pods = pods
+        self.configmaps = configmaps or {}
         self.patches: list[str] = []
         self.bind_on_patch: dict[str, Any] | None = None
+        self.change_on_patch: dict[str, Any] | None = None
 
     def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
         if path == "/api/v1/nodes":
             sel = query.get("labelSelector", [""])[0]
-            return 200, {"items": [n for n in self.nodes.values() if sel in n["metadata"].get("labels", {})]}
+            return 200, {"items": [n for n in self.nodes.values() if matches(n["metadata"].get("labels", {}), sel)]}
+        if "/configmaps/" in path:
+            if method != "GET" or path not in self.configmaps:
+                return 404, {"reason": "NotFound"}
+            return 200, self.configmaps[path]
         if path == "/api/v1/pods":
             field = query.get("fieldSelector", [""])[0]
             pods = self.pods
@@ -53,6 +67,10 @@ class FakeApi:
         node = self.nodes[name]
         if method == "GET":
             return 200, node
+        if self.change_on_patch is not None:  # someone else writes the node first: the patch is stale
+            self.nodes[name] = node = merge(node, self.change_on_patch)
+            node["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
+            self.change_on_patch = None
         rv = body.get("metadata", {}).pop("resourceVersion", None)
         if rv is not None and rv != node["metadata"]["resourceVersion"]:
             return 409, {"reason": "Conflict"}
@@ -64,6 +82,15 @@ class FakeApi:
             self.pods.append(self.bind_on_patch)
             self.bind_on_patch = None
         return 200, new
+
+
+def matches(labels: dict[str, str], selector: str) -> bool:
+    """Equality-based label selector, as the API server evaluates ``labelSelector``."""
+    for term in filter(None, selector.split(",")):
+        key, eq, value = term.partition("=")
+        if key not in labels or (eq and labels[key] != value):
+            return False
+    return True
 
 
 @pytest.fixture
@@ -101,7 +128,8 @@ def serve() -> Iterator[Any]:
 
 
 def node(name: str, *, labels: dict[str, str] | None = None, taints: list[Any] | None = None, **extra: Any) -> Any:
-    meta = {"name": name, "resourceVersion": "1", "labels": {POOL: "h100", **(labels or {})}, **extra}
+    base = {POOL: "h100", "gpu.example.com/accelerator": "nvidia"}
+    meta = {"name": name, "resourceVersion": "1", "labels": {**base, **(labels or {})}, **extra}
     return {"metadata": meta, "spec": {"taints": taints or []}}
 
 
@@ -145,17 +173,97 @@ def test_retest_picks_idle_nodes_oldest_first(serve: Any) -> None:
         node("cordoned"),
     ]
     nodes[-1]["spec"]["unschedulable"] = True
+    system = node("system-0", **old)
+    system["metadata"]["labels"] = {POOL: "system"}  # a CPU node: never sent to GPU diagnostics
+    nodes.append(system)
     fake = FakeApi(nodes, [gpu_pod("busy"), gpu_pod("balloon-only", "balloon")])
-    sent = retest_idle.run(serve(fake), pool_key=POOL, key=KEY, limit=2)
+    sent = retest_idle.run(serve(fake), selector=GPU, key=KEY, limit=3)
     assert sent == ["old", "balloon-only"]
     assert fake.nodes["old"]["metadata"]["labels"][KEY] == "pending"
     assert TAINT in fake.nodes["old"]["spec"]["taints"]
     assert KEY not in fake.nodes["busy"]["metadata"]["labels"]
+    assert KEY not in fake.nodes["system-0"]["metadata"]["labels"]
+    # Never tested sorts first; the system node never shows up, whatever its history.
+    assert retest_idle.idle_nodes(nodes, [], selector=GPU, key=KEY, limit=9) == ["busy", "old", "balloon-only"]
 
 
 def test_retest_backs_off_when_a_job_lands_meanwhile(serve: Any) -> None:
     fake = FakeApi([node("n1", taints=[TEAM_TAINT])], [])
     fake.bind_on_patch = gpu_pod("n1")
-    assert retest_idle.run(serve(fake), pool_key=POOL, key=KEY, limit=1) == []
+    assert retest_idle.run(serve(fake), selector=GPU, key=KEY, limit=1) == []
     assert KEY not in fake.nodes["n1"]["metadata"]["labels"]
     assert fake.nodes["n1"]["spec"]["taints"] == [TEAM_TAINT]
+
+
+RULE_PATH = "/api/v1/namespaces/gpu-health/configmaps/gpu-remediation"
+XID_TAINT = "gpu.example.com/gpu-fatal-xid"
+
+
+def rule_configmaps(spec: AddonsSpec) -> dict[str, dict[str, Any]]:
+    """The ConfigMap exactly as the add-ons stack creates it."""
+    return {RULE_PATH: remediation.rule_configmap(spec)}
+
+
+def xid(n: dict[str, Any], status: str = "True") -> dict[str, Any]:
+    n["status"] = {
+        "conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "GPUFatalXid", "status": status, "reason": "FatalXid", "message": "NVRM: Xid 79 fallen off"},
+        ]
+    }
+    return n
+
+
+def test_remediation_fences_nodes_with_a_fatal_xid(serve: Any, dev_spec: AddonsSpec) -> None:
+    system = xid(node("system-0"))
+    system["metadata"]["labels"] = {POOL: "system"}
+    nodes = [xid(node("bad", taints=[TEAM_TAINT])), xid(node("fine"), "False"), node("quiet")] + [
+        node(f"n{i}") for i in range(7)
+    ]
+    fake = FakeApi([*nodes, system], [], rule_configmaps(dev_spec))
+    api = serve(fake)
+    rule = remediate_xid.load_rule(api, "gpu-health", "gpu-remediation")
+    assert rule["condition"] == "GPUFatalXid" and rule["node_selector"] == GPU
+    assert remediate_xid.run(api, rule) == (["bad"], [])
+    bad = fake.nodes["bad"]
+    assert bad["spec"]["unschedulable"] is True
+    (taint,) = [t for t in bad["spec"]["taints"] if t["key"] == XID_TAINT]
+    assert (taint["value"], taint["effect"]) == ("true", "NoExecute")
+    assert TEAM_TAINT in bad["spec"]["taints"]
+    assert bad["metadata"]["annotations"][f"{XID_TAINT}-message"] == "NVRM: Xid 79 fallen off"
+    for untouched in ("fine", "quiet", "system-0"):
+        assert "unschedulable" not in fake.nodes[untouched]["spec"], untouched
+    # Idempotent: the next minute's run finds it fenced and writes nothing.
+    fake.patches.clear()
+    assert remediate_xid.run(api, rule) == ([], [])
+    assert fake.patches == []
+
+
+def test_remediation_stops_at_the_cap(serve: Any, dev_spec: AddonsSpec) -> None:
+    # 10 GPU nodes, 10% cap = 1 node; one is fenced already, so two new failures are held back.
+    nodes = [xid(node("a")), xid(node("b")), xid(node("old", taints=[{"key": XID_TAINT, "effect": "NoExecute"}]))]
+    nodes[2]["spec"]["unschedulable"] = True
+    fake = FakeApi(nodes + [node(f"n{i}") for i in range(7)], [], rule_configmaps(dev_spec))
+    api = serve(fake)
+    rule = remediate_xid.load_rule(api, "gpu-health", "gpu-remediation")
+    assert remediate_xid.run(api, rule) == ([], ["a", "b"])
+    assert fake.patches == []
+
+
+def test_remediation_finishes_a_half_fenced_node_within_the_cap(serve: Any, dev_spec: AddonsSpec) -> None:
+    # Someone uncordoned a tainted node whose XID persists: it is cordoned again without new budget.
+    half = xid(node("half", taints=[{"key": XID_TAINT, "value": "true", "effect": "NoExecute"}]))
+    fake = FakeApi([half] + [node(f"n{i}") for i in range(9)], [], rule_configmaps(dev_spec))
+    api = serve(fake)
+    assert remediate_xid.run(api, remediate_xid.load_rule(api, "gpu-health", "gpu-remediation")) == (["half"], [])
+    assert fake.nodes["half"]["spec"]["unschedulable"] is True
+    assert [t["key"] for t in fake.nodes["half"]["spec"]["taints"]] == [XID_TAINT]
+
+
+def test_remediation_rereads_a_node_that_changed(serve: Any, dev_spec: AddonsSpec) -> None:
+    fake = FakeApi([xid(node("bad"))], [], rule_configmaps(dev_spec))
+    fake.change_on_patch = {"spec": {"taints": [TEAM_TAINT]}}  # e.g. a label controller got there first
+    api = serve(fake)
+    assert remediate_xid.run(api, remediate_xid.load_rule(api, "gpu-health", "gpu-remediation")) == (["bad"], [])
+    taints = fake.nodes["bad"]["spec"]["taints"]
+    assert TEAM_TAINT in taints and any(t["key"] == XID_TAINT for t in taints)

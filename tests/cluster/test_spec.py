@@ -17,13 +17,15 @@ POOLS = {
     "a100": PoolFacts("a100", "Standard_ND96asr_v4", 8, 4, "research"),
     "h100": PoolFacts("h100", "Standard_ND96isr_H100_v5", 8, 4, None),
 }
+CLUSTER: dict[str, Any] = {"dns_service_ip": "172.20.0.10", "system_nodes": 3}
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod-7500"])
 def test_shipped_stacks_need_no_addons_section(
     stack: str, make_spec: Callable[..., AddonsSpec], stacks_dir: Path
 ) -> None:
-    spec = make_spec(load_stack(stacks_dir, stack))
+    spec = make_spec(stack)
+    assert load_stack(stacks_dir, stack).addons == AddonsConfig()
     assert spec.preflight.level == 2 and spec.gang.enabled
     assert all(b.replicas == 0 for b in spec.balloons)
 
@@ -41,7 +43,7 @@ def test_json_round_trip(dev_spec: AddonsSpec, spec_136: AddonsSpec) -> None:
 
 
 def test_from_json_of_something_else_is_one_line() -> None:
-    with pytest.raises(ConfigError, match=r"^addons_spec output is not an add-ons spec \('pools'\): run"):
+    with pytest.raises(ConfigError, match=r"^addons_spec output is not an add-ons spec \('system_nodes'\): run"):
         AddonsSpec.from_json({"cluster_name": "x", "kubernetes_version": "1.31", "label_domain": "a.b"})
 
 
@@ -151,7 +153,7 @@ def test_bad_config_is_one_clear_line(
     case: str, addons: dict[str, Any], pools: dict[str, PoolFacts], message: str
 ) -> None:
     with pytest.raises(ConfigError) as err:
-        addons_spec("dev", "1.31", "gpu.example.com", pools or POOLS, AddonsConfig.model_validate(addons))
+        addons_spec("dev", "1.31", "gpu.example.com", pools or POOLS, AddonsConfig.model_validate(addons), **CLUSTER)
     assert str(err.value) == message
     assert "\n" not in str(err.value)
 
@@ -181,7 +183,7 @@ def test_bad_config_is_one_clear_line(
 )
 def test_cluster_level_errors(version: str, domain: str, message: str) -> None:
     with pytest.raises(ConfigError) as err:
-        addons_spec("dev", version, domain, POOLS, AddonsConfig())
+        addons_spec("dev", version, domain, POOLS, AddonsConfig(), **CLUSTER)
     assert str(err.value) == message
 
 
@@ -191,7 +193,9 @@ def test_unknown_addons_key_is_refused_by_the_model() -> None:
 
 
 def test_scheduler_release_follows_the_declared_version() -> None:
-    tags = {v: addons_spec("d", v, "a.b", POOLS, AddonsConfig()).gang.scheduler_image for v in ("1.31", "1.33")}
+    tags = {
+        v: addons_spec("d", v, "a.b", POOLS, AddonsConfig(), **CLUSTER).gang.scheduler_image for v in ("1.31", "1.33")
+    }
     assert tags == {
         "1.31": "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.31.8",
         "1.33": "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.32.7",  # one minor older is in skew
@@ -213,3 +217,54 @@ def test_from_json_survives_the_engine(dev_spec: AddonsSpec) -> None:
         return value
 
     assert AddonsSpec.from_json(engine(dev_spec.to_json())) == dev_spec
+
+
+@pytest.mark.parametrize(
+    ("system_nodes", "gpu_nodes", "replicas", "required"),
+    [
+        (1, 8, 2, False),  # one system node: two replicas still, kept apart only where possible
+        (2, 8, 2, True),
+        (3, 8, 2, True),
+        (10, 7500, 8, True),  # one per ~1,000 nodes
+        (4, 7500, 4, True),  # never more than the system pool keeps apart
+    ],
+)
+def test_dns_replicas(system_nodes: int, gpu_nodes: int, replicas: int, required: bool) -> None:
+    pools = {"h100": PoolFacts("h100", "Standard_ND96isr_H100_v5", 8, gpu_nodes, None)}
+    spec = addons_spec("d", "1.31", "a.b", pools, AddonsConfig(), dns_service_ip="10.0.0.10", system_nodes=system_nodes)
+    assert (spec.dns.replicas, spec.dns.spread_required) == (replicas, required)
+
+
+@pytest.mark.parametrize(
+    ("version", "coredns", "ksm"),
+    [
+        ("1.30", "v1.11.3", "v2.13.0"),
+        ("1.31", "v1.11.3", "v2.14.0"),
+        ("1.33", "v1.12.0", "v2.16.0"),
+        ("1.36", "v1.12.0", "v2.16.0"),  # newer than any listed: the newest known release
+    ],
+)
+def test_dns_and_state_metrics_images_follow_the_version(version: str, coredns: str, ksm: str) -> None:
+    spec = addons_spec("d", version, "a.b", POOLS, AddonsConfig(gang={"image_tag": "v0.34.7"}), **CLUSTER)
+    assert spec.dns.image == f"registry.k8s.io/coredns/coredns:{coredns}"
+    assert spec.state_metrics.image == f"registry.k8s.io/kube-state-metrics/kube-state-metrics:{ksm}"
+
+
+@pytest.mark.parametrize(
+    ("cluster", "message"),
+    [
+        (
+            {"dns_service_ip": "172.20.0.10", "system_nodes": 0},
+            "azure-gpu-k8s:cluster.system_pool.nodes: 0: cluster services need at least 1 system node",
+        ),
+        (
+            {"dns_service_ip": "172.20.0", "system_nodes": 3},
+            "azure-gpu-k8s:cluster.service_cidr: DNS service address '172.20.0' is not an IPv4 address: use an IPv4 "
+            "service_cidr",
+        ),
+    ],
+)
+def test_cluster_facts_are_checked(cluster: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        addons_spec("dev", "1.31", "gpu.example.com", POOLS, AddonsConfig(), **cluster)
+    assert str(err.value) == message

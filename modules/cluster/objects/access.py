@@ -33,7 +33,8 @@ def access(spec: AddonsSpec) -> list[Obj]:
         "rules": [
             {
                 "apiGroups": [""],
-                "resources": ["nodes", "nodes/metrics", "pods", "endpoints", "services"],
+                # nodes/proxy: kubelet metrics are scraped through the API server's node proxy.
+                "resources": ["nodes", "nodes/metrics", "nodes/proxy", "pods", "endpoints", "services"],
                 "verbs": ["get", "list", "watch"],
             },
             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},

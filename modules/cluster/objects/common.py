@@ -137,3 +137,50 @@ def cluster_role_binding(name: str, role: str, sa: str, ns: str, *, app: str) ->
 def tolerate_everything() -> list[Obj]:
     """Node agents run on every node, whatever its taints (team, preflight, failed, cordoned)."""
     return [{"operator": "Exists"}]
+
+
+def role(name: str, ns: str, rules: list[Obj], *, app: str) -> Obj:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": meta(name, ns, app=app),
+        "rules": rules,
+    }
+
+
+def role_binding(name: str, ns: str, role_name: str, sa: str, *, app: str) -> Obj:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": meta(name, ns, app=app),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}],
+    }
+
+
+ACCELERATOR = "nvidia"
+
+
+def gpu_nodes(spec: AddonsSpec) -> dict[str, str]:
+    """nodeSelector of GPU nodes: the bootstrap labels them ``<domain>/accelerator=nvidia``."""
+    return {spec.accelerator_key: ACCELERATOR}
+
+
+def gpu_node_selector(spec: AddonsSpec) -> str:
+    """The same as a label selector (what the scripts list nodes with)."""
+    return f"{spec.accelerator_key}={ACCELERATOR}"
+
+
+def system_nodes(spec: AddonsSpec) -> Obj:
+    """Node affinity of cluster services: nodes without the accelerator label (the system pool).
+
+    GPU nodes carry only jobs (and node agents): a service there would take a slice of a node
+    bought for its GPUs and go away whenever the node is sent to preflight or replaced.
+    """
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": spec.accelerator_key, "operator": "DoesNotExist"}]}]
+            }
+        }
+    }

@@ -1,4 +1,4 @@
-"""Passive health: GPU exposure and telemetry on every node, and the XID remediation rule.
+"""Passive health: GPU exposure and telemetry on GPU nodes, iptables counters and XID detection on every node.
 
 Node agents here need more than the restricted baseline; each exception is stated next to the
 security context and on the object (``azure-gpu-k8s/justification``) so reviewers see why.
@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import yaml
-
 from modules.cluster import images
 from modules.cluster.objects.common import (
     HEALTH_NS,
@@ -18,6 +16,7 @@ from modules.cluster.objects.common import (
     cluster_role,
     cluster_role_binding,
     exception_key,
+    gpu_nodes,
     meta,
     namespace,
     resources,
@@ -46,16 +45,6 @@ NPD_WHY = (
     "privileged: reading the host kernel log (/dev/kmsg) needs the host's character device, which the "
     "device cgroup only lets a privileged container open"
 )
-
-
-def _gpu_nodes(spec: AddonsSpec) -> Obj:
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": spec.pool_key, "operator": "Exists"}]}]
-            }
-        }
-    }
 
 
 def _root(*, add: list[str] | None = None) -> Obj:
@@ -95,7 +84,7 @@ def device_plugin(spec: AddonsSpec) -> Obj:
         "nvidia-device-plugin",
         DEVICE_PLUGIN_WHY,
         {
-            "affinity": _gpu_nodes(spec),
+            "nodeSelector": gpu_nodes(spec),
             "containers": [
                 {
                     "name": "nvidia-device-plugin",
@@ -120,7 +109,7 @@ def dcgm_exporter(spec: AddonsSpec) -> Obj:
         "dcgm-exporter",
         DCGM_WHY,
         {
-            "affinity": _gpu_nodes(spec),
+            "nodeSelector": gpu_nodes(spec),
             "containers": [
                 {
                     "name": "dcgm-exporter",
@@ -206,18 +195,6 @@ def xid_monitor(spec: AddonsSpec) -> dict[str, Any]:
     }
 
 
-def remediation_rule(spec: AddonsSpec) -> dict[str, Any]:
-    """The rule the rest of the system reads (alerts, the node replacer): what fails a GPU node."""
-    return {
-        "condition": XID_CONDITION,
-        "metric": "DCGM_FI_DEV_XID_ERRORS",
-        "fatal_xids": list(spec.health.fatal_xids),
-        "actions": ["cordon", "drain", "replace"],
-        "replace_after_minutes": spec.health.replace_after_minutes,
-        "source": "Azure azurehpc-health-checks XID list",
-    }
-
-
 def node_problem_detector(spec: AddonsSpec) -> list[Obj]:
     name = "node-problem-detector"
     config = {
@@ -279,12 +256,6 @@ def health(spec: AddonsSpec) -> list[Obj]:
     objs: list[Obj] = [
         # privileged: the DCGM diagnostics and node-problem-detector (see their exceptions).
         namespace(HEALTH_NS, app="gpu-health", pod_security_level="privileged"),
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": meta("gpu-remediation", HEALTH_NS, app="gpu-health"),
-            "data": {"remediation.yaml": yaml.safe_dump(remediation_rule(spec), sort_keys=False)},
-        },
         device_plugin(spec),
     ]
     if spec.health.dcgm_exporter:

@@ -1,8 +1,9 @@
 """Preflight: a new node runs NVIDIA DCGM diagnostics before it takes any work.
 
-Nodes register (node bootstrap) with the label ``<domain>/preflight=pending`` and the taint
-``<domain>/preflight=pending:NoSchedule``. The DaemonSet selects that label and tolerates that
-taint, so it lands on exactly the untested nodes and nothing else does. Its init container runs
+GPU nodes register (node bootstrap) with the labels ``<domain>/accelerator=nvidia`` and
+``<domain>/preflight=pending`` and the taint ``<domain>/preflight=pending:NoSchedule``. The
+DaemonSet selects both labels and tolerates that taint, so it lands on exactly the untested GPU
+nodes (never a CPU system node, where DCGM has nothing to test) and nothing else does. Its init container runs
 ``dcgmi diag -r <level>``; the reporter then removes taint and label (pass) or sets the label to
 ``failed`` (fail, taint kept). Either way the label no longer matches and the pod goes away.
 The CronJob re-labels a few idle nodes so that nodes are re-tested between jobs.
@@ -19,11 +20,14 @@ from modules.cluster.objects.common import (
     cluster_role,
     cluster_role_binding,
     exception_key,
+    gpu_node_selector,
+    gpu_nodes,
     meta,
     pod_security,
     resources,
     restricted,
     service_account,
+    system_nodes,
 )
 from modules.cluster.spec import AddonsSpec
 
@@ -81,7 +85,7 @@ def daemonset(spec: AddonsSpec) -> Obj:
                 "spec": {
                     "serviceAccountName": APP,
                     "priorityClassName": "system-node-critical",
-                    "nodeSelector": {spec.preflight_key: "pending"},
+                    "nodeSelector": {spec.preflight_key: "pending", **gpu_nodes(spec)},
                     "tolerations": tolerations(spec),
                     "initContainers": [
                         {
@@ -146,6 +150,7 @@ def cronjob(spec: AddonsSpec) -> Obj:
                         "spec": {
                             "serviceAccountName": RETEST,
                             "restartPolicy": "Never",
+                            "affinity": system_nodes(spec),
                             "securityContext": pod_security(),
                             "containers": [
                                 {
@@ -153,7 +158,7 @@ def cronjob(spec: AddonsSpec) -> Obj:
                                     "image": images.PYTHON,
                                     "command": ["python3", "/scripts/retest_idle.py"],
                                     "env": [
-                                        {"name": "POOL_KEY", "value": spec.pool_key},
+                                        {"name": "NODE_SELECTOR", "value": gpu_node_selector(spec)},
                                         {"name": "PREFLIGHT_KEY", "value": spec.preflight_key},
                                         {"name": "MAX_NODES", "value": str(spec.preflight.retest_max_nodes)},
                                         {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},

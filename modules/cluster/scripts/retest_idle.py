@@ -1,5 +1,8 @@
 """CronJob: send a few idle GPU nodes back to preflight (label + taint), oldest test first.
 
+GPU nodes are those matching NODE_SELECTOR (``<domain>/accelerator=nvidia``); system nodes have
+no GPUs to test.
+
 A node is idle when no pod other than a balloon requests its GPUs. After tainting, the node's
 pods are listed again: if a GPU pod was bound in between, the node is released at once, so a
 diagnostic never runs under a job.
@@ -38,15 +41,25 @@ def busy_nodes(pods: Iterable[dict[str, Any]], balloon_class: str = "balloon") -
     return busy
 
 
+def selected(labels: dict[str, str], selector: str) -> bool:
+    """``labels`` match an equality label selector (``k=v,k2`` forms; what NODE_SELECTOR holds)."""
+    for term in filter(None, selector.split(",")):
+        name, eq, value = term.partition("=")
+        if name not in labels or (eq and labels[name] != value):
+            return False
+    return True
+
+
 def idle_nodes(
-    nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], *, pool_key: str, key: str, limit: int
+    nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], *, selector: str, key: str, limit: int
 ) -> list[str]:
     busy = busy_nodes(pods)
     candidates = []
     for node in nodes:
         meta = node.get("metadata", {})
         labels = meta.get("labels") or {}
-        if pool_key not in labels or key in labels or node.get("spec", {}).get("unschedulable"):
+        # Only GPU nodes (the selector), not in preflight, not cordoned (by people or remediation).
+        if not selected(labels, selector) or key in labels or node.get("spec", {}).get("unschedulable"):
             continue
         if meta["name"] in busy:
             continue
@@ -69,11 +82,11 @@ def release_patch(node: dict[str, Any], key: str) -> dict[str, Any]:
     return {"metadata": {"labels": {key: None}}, "spec": {"taints": taints}}
 
 
-def run(api: Api, *, pool_key: str, key: str, limit: int) -> list[str]:
-    nodes = api.get("/api/v1/nodes", labelSelector=pool_key)["items"]
+def run(api: Api, *, selector: str, key: str, limit: int) -> list[str]:
+    nodes = api.get("/api/v1/nodes", labelSelector=selector)["items"]
     pods = api.get("/api/v1/pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed")["items"]
     sent = []
-    for name in idle_nodes(nodes, pods, pool_key=pool_key, key=key, limit=limit):
+    for name in idle_nodes(nodes, pods, selector=selector, key=key, limit=limit):
         path = f"/api/v1/nodes/{name}"
         node = next(n for n in nodes if n["metadata"]["name"] == name)
         try:
@@ -90,7 +103,7 @@ def run(api: Api, *, pool_key: str, key: str, limit: int) -> list[str]:
 
 def main() -> None:
     limit = int(os.environ["MAX_NODES"])
-    sent = run(Api.in_cluster(), pool_key=os.environ["POOL_KEY"], key=os.environ["PREFLIGHT_KEY"], limit=limit)
+    sent = run(Api.in_cluster(), selector=os.environ["NODE_SELECTOR"], key=os.environ["PREFLIGHT_KEY"], limit=limit)
     stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     print(f"{stamp} sent to preflight: {', '.join(sent) or 'none (no idle node)'}", flush=True)
 

@@ -1,0 +1,146 @@
+"""XID remediation: the rule as config, and the controller that acts on it.
+
+node-problem-detector sets the node condition ``GPUFatalXid`` when the kernel log shows an XID
+from the fatal list. Every minute a CronJob (``scripts/remediate_xid.py``) reads the rule from
+the ConfigMap ``gpu-remediation``, cordons each GPU node whose condition is True and taints it
+``<domain>/gpu-fatal-xid=true:NoExecute`` so its pods are evicted. Replacing the VM is manual
+(it destroys the node's state, and a wrong rule must not be able to recycle the fleet).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from modules.cluster import images
+from modules.cluster.objects.common import (
+    HEALTH_NS,
+    Obj,
+    cluster_role,
+    cluster_role_binding,
+    gpu_node_selector,
+    meta,
+    pod_security,
+    resources,
+    restricted,
+    role,
+    role_binding,
+    service_account,
+    system_nodes,
+)
+from modules.cluster.objects.health import XID_CONDITION
+from modules.cluster.spec import AddonsSpec
+
+APP = "gpu-remediation"
+RULE = "gpu-remediation"
+SCRIPTS = ("kube.py", "remediate_xid.py")
+SCRIPT_DIR = Path(__file__).resolve().parent.parent / "scripts"
+# At most this share of the GPU nodes is ever fenced automatically (a wrong rule's blast radius).
+MAX_FENCED_PERCENT = 10
+REPLACE = (
+    "manual: reimage or delete the node's scale set instance (az vmss reimage / delete-instances) once its "
+    "jobs have moved; the new VM registers clean and goes through preflight"
+)
+
+
+def remediation_rule(spec: AddonsSpec) -> dict[str, Any]:
+    """What fails a GPU node and what happens then; read by the controller (and alerts, people)."""
+    return {
+        "condition": XID_CONDITION,
+        "metric": "DCGM_FI_DEV_XID_ERRORS",
+        "fatal_xids": list(spec.health.fatal_xids),
+        "node_selector": gpu_node_selector(spec),
+        "actions": ["cordon", "evict"],
+        "taint": {"key": spec.fatal_xid_key, "value": "true", "effect": "NoExecute"},
+        "max_fenced_percent": MAX_FENCED_PERCENT,
+        "replace": REPLACE,
+        "replace_after_minutes": spec.health.replace_after_minutes,
+        "source": "Azure azurehpc-health-checks XID list",
+    }
+
+
+def rule_configmap(spec: AddonsSpec) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(RULE, HEALTH_NS, app=APP),
+        # JSON (valid YAML too): the controller is stdlib-only Python.
+        "data": {"remediation.json": json.dumps(remediation_rule(spec), indent=2)},
+    }
+
+
+def scripts_configmap() -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(f"{APP}-scripts", HEALTH_NS, app=APP),
+        "data": {name: (SCRIPT_DIR / name).read_text() for name in SCRIPTS},
+    }
+
+
+def cronjob(spec: AddonsSpec) -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": meta(APP, HEALTH_NS, app=APP),
+        "spec": {
+            "schedule": "* * * * *",
+            "concurrencyPolicy": "Forbid",
+            # A run that could not start within the minute is superseded by the next one.
+            "startingDeadlineSeconds": 50,
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 0,
+                    "activeDeadlineSeconds": 120,
+                    "ttlSecondsAfterFinished": 3600,
+                    "template": {
+                        "metadata": {"labels": {"app.kubernetes.io/name": APP}},
+                        "spec": {
+                            "serviceAccountName": APP,
+                            "restartPolicy": "Never",
+                            "priorityClassName": "system-cluster-critical",
+                            "affinity": system_nodes(spec),
+                            "securityContext": pod_security(),
+                            "containers": [
+                                {
+                                    "name": "remediate",
+                                    "image": images.PYTHON,
+                                    "command": ["python3", "/scripts/remediate_xid.py"],
+                                    "env": [
+                                        {"name": "RULE_NAMESPACE", "value": HEALTH_NS},
+                                        {"name": "RULE_NAME", "value": RULE},
+                                        {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+                                    ],
+                                    "resources": resources("50m", "128Mi", cpu_limit="500m"),
+                                    "securityContext": restricted(),
+                                    "volumeMounts": [{"name": "scripts", "mountPath": "/scripts", "readOnly": True}],
+                                }
+                            ],
+                            "volumes": [{"name": "scripts", "configMap": {"name": f"{APP}-scripts"}}],
+                        },
+                    },
+                }
+            },
+        },
+    }
+
+
+def remediation(spec: AddonsSpec) -> list[Obj]:
+    objs = [rule_configmap(spec)]
+    if not spec.health.node_problem_detector:
+        return objs  # nothing raises the condition the controller acts on
+    nodes = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
+    read_rule = [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [RULE], "verbs": ["get"]}]
+    return [
+        *objs,
+        scripts_configmap(),
+        service_account(APP, HEALTH_NS, app=APP),
+        cluster_role(APP, nodes, app=APP),
+        cluster_role_binding(APP, APP, APP, HEALTH_NS, app=APP),
+        role(APP, HEALTH_NS, read_rule, app=APP),
+        role_binding(APP, HEALTH_NS, APP, APP, app=APP),
+        cronjob(spec),
+    ]
