@@ -70,16 +70,24 @@ class Capture(pulumi.runtime.Mocks):
         return {}, None
 
 
-@pulumi.runtime.test
-def test_cluster_pki_resources_and_custom_data(dev: BootstrapContext) -> Any:
+def test_cluster_pki_resources_and_custom_data(dev: BootstrapContext) -> None:
     from modules.bootstrap.customdata import custom_data
     from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
 
     mocks = Capture()
     pulumi.runtime.set_mocks(mocks, preview=False)
     spec = pki.pki_spec(dev)
-    component = ClusterPki("dev-pki", ClusterPkiArgs(spec=spec))
-    encoded = custom_data(dev, component, "etcd", "dev-etcd-1")
+    box: list[list[Any]] = []
+
+    # Checked only after the program returns: the decorator waits for every registration, while
+    # an apply on custom_data alone would run before the certificates it does not need exist.
+    @pulumi.runtime.test
+    def program() -> Any:
+        component = ClusterPki("dev-pki", ClusterPkiArgs(spec=spec))
+        encoded = custom_data(dev, component, "etcd", "dev-etcd-1")
+        return pulumi.Output.all(encoded, encoded.is_secret()).apply(box.append)
+
+    program()
 
     def check(args: list[Any]) -> None:
         text, secret = args
@@ -110,4 +118,4 @@ def test_cluster_pki_resources_and_custom_data(dev: BootstrapContext) -> Any:
         assert files["/etc/etcd/pki/server.crt"] == "CERT dev-pki-etcd-server-dev-etcd-1\n"
         assert files["/etc/etcd/etcd.conf.yml"] == bundle(dev, "etcd", "dev-etcd-1").file("etcd.conf.yml").content
 
-    return pulumi.Output.all(encoded, pulumi.Output.from_input(encoded).is_secret()).apply(check)
+    check(box[0])

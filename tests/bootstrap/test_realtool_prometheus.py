@@ -87,6 +87,7 @@ def test_promtool_check_config(ctx: BootstrapContext, require: Callable[[str], s
         "kubernetes-nodes",
         "kubernetes-cadvisor",
         "kubernetes-pods",
+        "kubernetes-exporters",
         "etcd",
     ]
     assert jobs[: len(expected)] == expected

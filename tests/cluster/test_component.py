@@ -46,12 +46,27 @@ def _ints(value: Any) -> Any:
     return value
 
 
+def settled(value: pulumi.Output[Any]) -> Any:
+    """``value`` once every registration of the program has finished.
+
+    An apply on one output alone may run before resources it does not depend on are registered;
+    `pulumi.runtime.test` waits for all outstanding registrations before it returns.
+    """
+    box: list[Any] = []
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        return value.apply(box.append)
+
+    program()
+    return box[0]
+
+
 def _k8s(mocks: Capture) -> dict[str, dict[str, Any]]:
     return {r.name: _ints(r.inputs) for r in mocks.resources if r.typ.startswith("kubernetes:")}
 
 
-@pulumi.runtime.test
-def test_captured_resources_equal_the_builders_objects(dev_spec: AddonsSpec) -> Any:
+def test_captured_resources_equal_the_builders_objects(dev_spec: AddonsSpec) -> None:
     mocks = Capture()
     pulumi.runtime.set_mocks(mocks, preview=False)
     addons = ClusterAddons("dev", ClusterAddonsArgs(spec=dev_spec))
@@ -68,7 +83,7 @@ def test_captured_resources_equal_the_builders_objects(dev_spec: AddonsSpec) -> 
         children = [r for r in mocks.resources if r.typ.startswith("kubernetes:")]
         assert component.name == "dev" and len(children) == len(expected)
 
-    return addons.objects.apply(check)
+    check(settled(addons.objects))
 
 
 def _addons_stack(
@@ -84,8 +99,7 @@ def _addons_stack(
     return build(config), warnings
 
 
-@pulumi.runtime.test
-def test_addons_stack_builds_from_the_cluster_stack_file(stacks_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def test_addons_stack_builds_from_the_cluster_stack_file(stacks_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = prepare_cluster("dev", load_stack(stacks_dir, "dev"), stacks_dir).addons
     mocks = Capture({"addons_spec": spec.to_json(), "kubeconfig": yaml.safe_dump({"apiVersion": "v1"})})
     outputs, warnings = _addons_stack(mocks, stacks_dir, monkeypatch)
@@ -104,16 +118,13 @@ def test_addons_stack_builds_from_the_cluster_stack_file(stacks_dir: Path, monke
         svc = _k8s(mocks)["dev-addons-service-kube-system-kube-dns"]
         assert svc["spec"]["clusterIP"] == "172.20.0.10"
 
-    return pulumi.Output.all(outputs["objects"], outputs["team_namespaces"], outputs["cluster_stack_current"]).apply(
-        check
-    )
+    check(settled(pulumi.Output.all(outputs["objects"], outputs["team_namespaces"], outputs["cluster_stack_current"])))
 
 
 @pytest.mark.parametrize("exported", ["older", "none"])
-@pulumi.runtime.test
 def test_addons_stack_warns_when_the_cluster_stack_is_behind(
     exported: str, stacks_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> Any:
+) -> None:
     spec = prepare_cluster("dev", load_stack(stacks_dir, "dev"), stacks_dir).addons
     ref_outputs: dict[str, Any] = {"kubeconfig": "apiVersion: v1"}
     if exported == "older":  # exported by an older toolkit: no DNS in it
@@ -129,7 +140,7 @@ def test_addons_stack_warns_when_the_cluster_stack_is_behind(
         assert len(warnings) == 1
         assert warnings[0].startswith("dev: its exported addons_spec differs from its stack file: run `pulumi up")
 
-    return pulumi.Output.all(outputs["objects"], outputs["cluster_stack_current"]).apply(check)
+    check(settled(pulumi.Output.all(outputs["objects"], outputs["cluster_stack_current"])))
 
 
 def test_addons_stack_refuses_a_non_cluster_stack(stacks_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -279,7 +279,13 @@ def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec
     template = deploy["spec"]["template"]
     c = template["spec"]["containers"][0]
     notes = template["metadata"]["annotations"]
-    assert notes == {"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics"}
+    assert notes == {
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "8080",
+        "prometheus.io/path": "/metrics",
+        # Its `node` label names the node a series is about: scraped with honor_labels.
+        "prometheus.io/honor-labels": "true",
+    }
     assert {"name": "http-metrics", "containerPort": 8080} in c["ports"]
     assert c["image"] == "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.14.0"
     # Upstream's add-on rule: 140Mi + 2Mi and 100m + 1m per node (prod-7500: 7,510 nodes).

@@ -89,9 +89,18 @@ def _double(cpu: str) -> str:
     return str(int(cpu) * 2)
 
 
-def scrape_annotations(port: int, path: str = "/metrics") -> dict[str, str]:
-    """What the Prometheus hosts' kubernetes_sd pod job keeps (prometheus.io/* convention)."""
-    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": path}
+HONOR_LABELS = "prometheus.io/honor-labels"
+"""Set on exporters whose series describe other objects (kube-state-metrics' `node`, dcgm-exporter's
+`pod`): Prometheus scrapes them in a job with honor_labels, so the target's own pod and node
+labels do not overwrite the subject's."""
+
+
+def scrape_annotations(port: int, path: str = "/metrics", *, honor_labels: bool = False) -> dict[str, str]:
+    """What the Prometheus hosts' kubernetes_sd pod jobs keep (prometheus.io/* convention)."""
+    out = {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": path}
+    if honor_labels:
+        out[HONOR_LABELS] = "true"
+    return out
 
 
 def namespace(

@@ -135,7 +135,7 @@ def dcgm_exporter(spec: AddonsSpec) -> Obj:
                 {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
             ],
         },
-        scrape_annotations(DCGM_PORT),
+        scrape_annotations(DCGM_PORT, honor_labels=True),
     )
 
 

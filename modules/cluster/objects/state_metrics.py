@@ -68,7 +68,7 @@ def deployment(spec: AddonsSpec) -> Obj:
             "template": {
                 "metadata": {
                     "labels": {"app.kubernetes.io/name": APP},
-                    "annotations": scrape_annotations(METRICS_PORT),
+                    "annotations": scrape_annotations(METRICS_PORT, honor_labels=True),
                 },
                 "spec": {
                     "serviceAccountName": APP,
