@@ -138,6 +138,9 @@ def _install_kubernetes(ctx: BootstrapContext) -> NodeFile:
     return NodeFile("/opt/agk/install-kubernetes.sh", "install-kubernetes.sh", text, "0755")
 
 
+CONTAINERD_IF_MISSING = "command -v containerd >/dev/null || (apt-get update -q && apt-get install -y -q containerd)"
+
+
 def _containerd(ctx: BootstrapContext, role: Role, gpus: int) -> NodeFile:
     text = render("containerd-config.toml.j2", role=role, cluster=ctx.cluster, node=ctx.node, gpus=gpus)
     return NodeFile("/etc/containerd/config.toml", "containerd/config.toml", text)
@@ -396,8 +399,10 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
         role=role,
         name=pool.name,
         hostname=None,
-        # GPU pools boot the Azure HPC image: NVIDIA driver, DCGM, OFED and nvidia-container-toolkit.
-        packages=("containerd", "curl", "gpg", "iptables"),
+        # GPU pools boot the Azure HPC image: NVIDIA driver, DCGM, OFED, nvidia-container-toolkit and
+        # its own containerd; installing Ubuntu's containerd over it could replace that runtime, so
+        # GPU nodes install containerd only where the image has none (first runcmd below).
+        packages=("curl", "gpg", "iptables") if pool.gpus else ("containerd", "curl", "gpg", "iptables"),
         files=files,
         secrets=(
             SecretFile(f"{K8S_PKI}/ca.crt", f"cert:{pki.KUBERNETES_CA}"),
@@ -407,6 +412,7 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
         ),
         disk=None,
         runcmd=(
+            *((CONTAINERD_IF_MISSING,) if pool.gpus else ()),
             f"rm -f {POLICY_RC}",
             "sysctl --system",
             "sh /opt/agk/install-azure-cni.sh",

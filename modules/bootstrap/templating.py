@@ -42,6 +42,9 @@ def environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["yaml_block"] = yaml_block
+    # A JSON string is a valid YAML double-quoted scalar; unlike jinja's tojson it leaves <, >, &
+    # and ' readable (tojson escapes them for HTML).
+    env.filters["yaml_str"] = lambda value: json.dumps(str(value))
     return env
 
 
