@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_azure_native import network, privatedns
+from pulumi_azure_native import network
 
 from modules.azure.context import DeployContext
+from modules.azure.dns import private_zone
 from modules.azure.nsg import BASTION_RULES, DENY_INTERNET_INBOUND, Rule
 from modules.azure.storage import BLOB_ZONE
 from modules.azure.vm import VmSpec, first_private_ip, linux_vm
@@ -72,44 +73,10 @@ class HubNetwork(pulumi.ComponentResource):
         created, _ = subnets(
             name, args.plan, vnet, ctx, self, rules_for=rules, route_table_ids={"jump": route_table.id}
         )
-        zone = privatedns.PrivateZone(
-            f"{name}-dns",
-            private_zone_name=args.private_dns_zone,
-            resource_group_name=ctx.resource_group_name,
-            location="Global",
-            tags=ctx.tags_for("network"),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        privatedns.VirtualNetworkLink(
-            f"{name}-dns-link",
-            private_zone_name=zone.name,
-            resource_group_name=ctx.resource_group_name,
-            location="Global",
-            virtual_network=privatedns.SubResourceArgs(id=vnet.id),
-            registration_enabled=False,
-            tags=ctx.tags_for("network"),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        zone = private_zone(f"{name}-dns", args.private_dns_zone, ctx, vnet.id, self)
         # One privatelink zone for every cluster's storage endpoint: a VNet cannot link two zones
         # of the same name, and researchers in the hub must resolve each spoke's private endpoint.
-        blob_zone = privatedns.PrivateZone(
-            f"{name}-blob-dns",
-            private_zone_name=BLOB_ZONE,
-            resource_group_name=ctx.resource_group_name,
-            location="Global",
-            tags=ctx.tags_for("network"),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        privatedns.VirtualNetworkLink(
-            f"{name}-blob-dns-link",
-            private_zone_name=blob_zone.name,
-            resource_group_name=ctx.resource_group_name,
-            location="Global",
-            virtual_network=privatedns.SubResourceArgs(id=vnet.id),
-            registration_enabled=False,
-            tags=ctx.tags_for("network"),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        blob_zone = private_zone(f"{name}-blob-dns", BLOB_ZONE, ctx, vnet.id, self)
         if args.bastion:
             pip = network.PublicIPAddress(
                 f"{name}-bastion-ip",

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_azure_native import network, privatedns
+from pulumi_azure_native import network
 
 from modules.azure.context import DeployContext
+from modules.azure.dns import link_vnet
 from modules.azure.vnet import subnets, virtual_network
 from modules.netplan.plan import VNetPlan
 
@@ -110,16 +111,14 @@ class SpokeNetwork(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             ),
         }
-        privatedns.VirtualNetworkLink(
+        link_vnet(
             f"{name}-dns-link",
-            virtual_network_link_name=f"{name}-link",
-            private_zone_name=hub.private_dns_zone_name,
+            link_name=f"{name}-link",
+            zone_name=hub.private_dns_zone_name,
             resource_group_name=hub.resource_group_name,
-            location="Global",
-            virtual_network=privatedns.SubResourceArgs(id=vnet.id),
-            registration_enabled=False,
+            vnet_id=vnet.id,
             tags=ctx.tags_for("network"),
-            opts=pulumi.ResourceOptions(parent=self),
+            parent=self,
         )
         self.subnet_refs: dict[str, pulumi.Output[str]] = {k: v.id for k, v in created.items()}
         """Subnet ids for wiring inside this program (the `subnet_ids` output is their map)."""

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_azure_native import network, privatedns, storage
+from pulumi_azure_native import network, storage
 
 from modules.azure.context import DeployContext
+from modules.azure.dns import link_vnet
 
 BLOB_ZONE = "privatelink.blob.core.windows.net"
 
@@ -87,16 +88,14 @@ class ClusterStorage(pulumi.ComponentResource):
             tags=ctx.tags_for("storage"),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        privatedns.VirtualNetworkLink(
+        link_vnet(
             f"{name}-blob-dns-link",
-            virtual_network_link_name=f"{name}-blob",
-            private_zone_name=BLOB_ZONE,
+            link_name=f"{name}-blob",
+            zone_name=BLOB_ZONE,
             resource_group_name=args.dns_resource_group_name,
-            location="Global",
-            virtual_network=privatedns.SubResourceArgs(id=args.vnet_id),
-            registration_enabled=False,
+            vnet_id=args.vnet_id,
             tags=ctx.tags_for("storage"),
-            opts=pulumi.ResourceOptions(parent=self),
+            parent=self,
         )
         network.PrivateDnsZoneGroup(
             f"{name}-blob-dns-group",
