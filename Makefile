@@ -41,7 +41,7 @@ schema: $(STAMP)
 	$(BIN)/python -m infra.schema > stacks/schema.json
 
 schema-check: $(STAMP)
-	$(BIN)/python -m infra.schema | diff -u stacks/schema.json - || \
+	@$(BIN)/python -m infra.schema | diff -u stacks/schema.json - || \
 	  (echo "error: stacks/schema.json is stale: run 'make schema'" >&2; exit 1)
 
 pytest: $(STAMP)
