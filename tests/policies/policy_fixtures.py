@@ -426,6 +426,29 @@ def good_cluster() -> Stack:
     return st
 
 
+def add_spoke_peering(st: Stack) -> None:
+    """A second spoke VNet (overlapping the first) peered directly with it: no hub in between."""
+    st.add(
+        "azure-native:network:VirtualNetwork",
+        "vnet-other",
+        {
+            "resourceGroupName": RG,
+            "virtualNetworkName": "vnet-other",
+            "addressSpace": {"addressPrefixes": ["10.16.128.0/17"]},
+            "tags": tags("network", **{"agk-network": "spoke"}),
+        },
+    )
+    st.add(
+        "azure-native:network:VirtualNetworkPeering",
+        "dev-to-other",
+        {
+            "resourceGroupName": RG,
+            "virtualNetworkName": "vnet-dev",
+            "remoteVirtualNetwork": {"id": vnet_id("vnet-other")},
+        },
+    )
+
+
 def review(st: Stack | Deployment, config: dict[str, Any] | None = None) -> Report:
     dep = st.deployment() if isinstance(st, Stack) else st
     return evaluate(POLICIES, settings(POLICIES, ENFORCEMENT, config or {}), dep, NAME, VERSION)

@@ -8,6 +8,7 @@ import pytest
 from policy_fixtures import (
     RG,
     Stack,
+    add_spoke_peering,
     arm_id,
     good_cluster,
     messages,
@@ -15,32 +16,9 @@ from policy_fixtures import (
     review,
     tags,
     vmss,
-    vnet_id,
 )
 
 from policies.pack import POLICIES
-
-
-def _spoke_peering(st: Stack) -> None:
-    st.add(
-        "azure-native:network:VirtualNetwork",
-        "vnet-other",
-        {
-            "resourceGroupName": RG,
-            "virtualNetworkName": "vnet-other",
-            "addressSpace": {"addressPrefixes": ["10.16.128.0/17"]},
-            "tags": tags("network", **{"agk-network": "spoke"}),
-        },
-    )
-    st.add(
-        "azure-native:network:VirtualNetworkPeering",
-        "dev-to-other",
-        {
-            "resourceGroupName": RG,
-            "virtualNetworkName": "vnet-dev",
-            "remoteVirtualNetwork": {"id": vnet_id("vnet-other")},
-        },
-    )
 
 
 def _big_pool(st: Stack) -> None:
@@ -134,7 +112,7 @@ def _no_limits(st: Stack) -> None:
 CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
     (
         "no-spoke-to-spoke-peering",
-        _spoke_peering,
+        add_spoke_peering,
         [
             "peering dev-to-other joins spoke VNet vnet-dev to spoke VNet vnet-other: peer each spoke only with the hub",
             "spoke VNet vnet-dev is peered with 2 VNets (vnet-hub, vnet-other): peer each spoke only with the hub",
@@ -142,7 +120,7 @@ CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
     ),
     (
         "peered-vnets-no-overlap",
-        _spoke_peering,
+        add_spoke_peering,
         [
             "peering dev-to-other: VNet vnet-dev (10.16.0.0/16) overlaps VNet vnet-other (10.16.128.0/17): "
             "give peered VNets disjoint address spaces"
