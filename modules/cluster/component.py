@@ -31,10 +31,40 @@ class ClusterAddonsArgs:
     """Kubernetes provider pointed at the cluster's API server (None: the ambient kubeconfig)."""
 
 
+# Kinds whose whole body is `spec`: one typed SDK class each.
+_SPEC_KINDS: dict[tuple[str, str], Any] = {
+    ("v1", "Service"): k8s.core.v1.Service,
+    ("v1", "ResourceQuota"): k8s.core.v1.ResourceQuota,
+    ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): (
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicy
+    ),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): (
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "MutatingAdmissionPolicy",
+    ): k8s.admissionregistration.v1.MutatingAdmissionPolicy,
+    ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding"): (
+        k8s.admissionregistration.v1.MutatingAdmissionPolicyBinding
+    ),
+    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
+    ("apps/v1", "DaemonSet"): k8s.apps.v1.DaemonSet,
+    ("batch/v1", "CronJob"): k8s.batch.v1.CronJob,
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): k8s.apiextensions.v1.CustomResourceDefinition,
+}
+_RBAC = "rbac.authorization.k8s.io/v1"
+
+
 def create_object(name: str, obj: Obj, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
     """The typed SDK resource for one builder object."""
     m: Any = obj["metadata"]
     kind = (obj["apiVersion"], obj["kind"])
+    spec_kind = _SPEC_KINDS.get(kind)
+    if spec_kind is not None:
+        resource: pulumi.CustomResource = spec_kind(name, metadata=m, spec=obj["spec"], opts=opts)
+        return resource
     if kind == ("v1", "Namespace"):
         return k8s.core.v1.Namespace(name, metadata=m, opts=opts)
     if kind == ("v1", "ConfigMap"):
@@ -43,12 +73,6 @@ def create_object(name: str, obj: Obj, opts: pulumi.ResourceOptions) -> pulumi.C
         return k8s.core.v1.ServiceAccount(
             name, metadata=m, automount_service_account_token=obj["automountServiceAccountToken"], opts=opts
         )
-    if kind == ("v1", "Service"):
-        return k8s.core.v1.Service(name, metadata=m, spec=obj["spec"], opts=opts)
-    if kind == ("policy/v1", "PodDisruptionBudget"):
-        return k8s.policy.v1.PodDisruptionBudget(name, metadata=m, spec=obj["spec"], opts=opts)
-    if kind == ("v1", "ResourceQuota"):
-        return k8s.core.v1.ResourceQuota(name, metadata=m, spec=obj["spec"], opts=opts)
     if kind == ("scheduling.k8s.io/v1", "PriorityClass"):
         return k8s.scheduling.v1.PriorityClass(
             name,
@@ -59,36 +83,16 @@ def create_object(name: str, obj: Obj, opts: pulumi.ResourceOptions) -> pulumi.C
             description=obj["description"],
             opts=opts,
         )
-    if kind == ("rbac.authorization.k8s.io/v1", "ClusterRole"):
+    if kind == (_RBAC, "ClusterRole"):
         return k8s.rbac.v1.ClusterRole(name, metadata=m, rules=obj["rules"], opts=opts)
-    if kind == ("rbac.authorization.k8s.io/v1", "Role"):
+    if kind == (_RBAC, "Role"):
         return k8s.rbac.v1.Role(name, metadata=m, rules=obj["rules"], opts=opts)
-    if kind == ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"):
+    if kind == (_RBAC, "ClusterRoleBinding"):
         return k8s.rbac.v1.ClusterRoleBinding(
             name, metadata=m, role_ref=obj["roleRef"], subjects=obj["subjects"], opts=opts
         )
-    if kind == ("rbac.authorization.k8s.io/v1", "RoleBinding"):
+    if kind == (_RBAC, "RoleBinding"):
         return k8s.rbac.v1.RoleBinding(name, metadata=m, role_ref=obj["roleRef"], subjects=obj["subjects"], opts=opts)
-    if kind == ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"):
-        return k8s.admissionregistration.v1.ValidatingAdmissionPolicy(name, metadata=m, spec=obj["spec"], opts=opts)
-    if kind == ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"):
-        return k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
-            name, metadata=m, spec=obj["spec"], opts=opts
-        )
-    if kind == ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicy"):
-        return k8s.admissionregistration.v1.MutatingAdmissionPolicy(name, metadata=m, spec=obj["spec"], opts=opts)
-    if kind == ("admissionregistration.k8s.io/v1", "MutatingAdmissionPolicyBinding"):
-        return k8s.admissionregistration.v1.MutatingAdmissionPolicyBinding(
-            name, metadata=m, spec=obj["spec"], opts=opts
-        )
-    if kind == ("apps/v1", "Deployment"):
-        return k8s.apps.v1.Deployment(name, metadata=m, spec=obj["spec"], opts=opts)
-    if kind == ("apps/v1", "DaemonSet"):
-        return k8s.apps.v1.DaemonSet(name, metadata=m, spec=obj["spec"], opts=opts)
-    if kind == ("batch/v1", "CronJob"):
-        return k8s.batch.v1.CronJob(name, metadata=m, spec=obj["spec"], opts=opts)
-    if kind == ("apiextensions.k8s.io/v1", "CustomResourceDefinition"):
-        return k8s.apiextensions.v1.CustomResourceDefinition(name, metadata=m, spec=obj["spec"], opts=opts)
     raise ValueError(f"no Pulumi resource for {kind[0]} {kind[1]}: add it to modules/cluster/component.py")
 
 
