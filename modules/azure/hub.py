@@ -18,7 +18,7 @@ from modules.azure.dns import private_zone
 from modules.azure.nsg import BASTION_RULES, DENY_INTERNET_INBOUND, Rule
 from modules.azure.storage import BLOB_ZONE
 from modules.azure.vm import VmSpec, first_private_ip, linux_vm
-from modules.azure.vnet import subnets, virtual_network
+from modules.azure.vnet import static_public_ip, subnets, virtual_network
 from modules.netplan.plan import VNetPlan
 
 
@@ -78,15 +78,7 @@ class HubNetwork(pulumi.ComponentResource):
         # of the same name, and researchers in the hub must resolve each spoke's private endpoint.
         blob_zone = private_zone(f"{name}-blob-dns", BLOB_ZONE, ctx, vnet.id, self)
         if args.bastion:
-            pip = network.PublicIPAddress(
-                f"{name}-bastion-ip",
-                resource_group_name=ctx.resource_group_name,
-                location=ctx.location,
-                sku=network.PublicIPAddressSkuArgs(name="Standard"),
-                public_ip_allocation_method="Static",
-                tags=ctx.tags_for("bastion"),
-                opts=pulumi.ResourceOptions(parent=self),
-            )
+            pip = static_public_ip(f"{name}-bastion-ip", ctx, "bastion", self)
             network.BastionHost(
                 f"{name}-bastion",
                 resource_group_name=ctx.resource_group_name,

@@ -14,7 +14,7 @@ from pulumi_azure_native import network
 
 from modules.azure.context import DeployContext
 from modules.azure.dns import link_vnet
-from modules.azure.vnet import subnets, virtual_network
+from modules.azure.vnet import static_public_ip, subnets, virtual_network
 from modules.netplan.plan import VNetPlan
 
 
@@ -62,15 +62,7 @@ class SpokeNetwork(pulumi.ComponentResource):
         super().__init__("agk:network:SpokeNetwork", name, None, opts)
         ctx = args.ctx
         vnet = virtual_network(name, args.plan, ctx, self, "spoke", args.limits_tag)
-        egress_ip = network.PublicIPAddress(
-            f"{name}-egress-ip",
-            resource_group_name=ctx.resource_group_name,
-            location=ctx.location,
-            sku=network.PublicIPAddressSkuArgs(name="Standard"),
-            public_ip_allocation_method="Static",
-            tags=ctx.tags_for("network"),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        egress_ip = static_public_ip(f"{name}-egress-ip", ctx, "network", self)
         nat = network.NatGateway(
             f"{name}-egress",
             nat_gateway_name=f"{name}-egress",

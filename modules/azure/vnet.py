@@ -16,6 +16,19 @@ from modules.netplan.plan import VNetPlan
 NO_NSG_SUBNETS = frozenset({"AzureFirewallSubnet", "GatewaySubnet"})
 
 
+def static_public_ip(name: str, ctx: DeployContext, role: str, parent: pulumi.Resource) -> network.PublicIPAddress:
+    """A Standard, static public address: only the NAT gateway's egress and Bastion ever get one."""
+    return network.PublicIPAddress(
+        name,
+        resource_group_name=ctx.resource_group_name,
+        location=ctx.location,
+        sku=network.PublicIPAddressSkuArgs(name="Standard"),
+        public_ip_allocation_method="Static",
+        tags=ctx.tags_for(role),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
 def virtual_network(
     name: str, plan: VNetPlan, ctx: DeployContext, parent: pulumi.Resource, kind: str, limits_tag: str
 ) -> network.VirtualNetwork:

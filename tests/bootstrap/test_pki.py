@@ -14,6 +14,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.roles import bundle
+from tests.mock_runtime import settled
 
 from .certs import issue
 
@@ -77,17 +78,10 @@ def test_cluster_pki_resources_and_custom_data(dev: BootstrapContext) -> None:
     mocks = Capture()
     pulumi.runtime.set_mocks(mocks, preview=False)
     spec = pki.pki_spec(dev)
-    box: list[list[Any]] = []
-
-    # Checked only after the program returns: the decorator waits for every registration, while
-    # an apply on custom_data alone would run before the certificates it does not need exist.
-    @pulumi.runtime.test
-    def program() -> Any:
-        component = ClusterPki("dev-pki", ClusterPkiArgs(spec=spec))
-        encoded = custom_data(dev, component, "etcd", "dev-etcd-1")
-        return pulumi.Output.all(encoded, encoded.is_secret()).apply(box.append)
-
-    program()
+    component = ClusterPki("dev-pki", ClusterPkiArgs(spec=spec))
+    encoded = custom_data(dev, component, "etcd", "dev-etcd-1")
+    # Read only once every registration settled, not when custom_data alone has resolved.
+    values = settled(pulumi.Output.all(encoded, encoded.is_secret()))
 
     def check(args: list[Any]) -> None:
         text, secret = args
@@ -118,4 +112,4 @@ def test_cluster_pki_resources_and_custom_data(dev: BootstrapContext) -> None:
         assert files["/etc/etcd/pki/server.crt"] == "CERT dev-pki-etcd-server-dev-etcd-1\n"
         assert files["/etc/etcd/etcd.conf.yml"] == bundle(dev, "etcd", "dev-etcd-1").file("etcd.conf.yml").content
 
-    check(box[0])
+    check(values)

@@ -18,6 +18,7 @@ from modules.cluster.component import ClusterAddons, ClusterAddonsArgs, object_k
 from modules.cluster.manifests import render_manifests
 from modules.cluster.spec import AddonsSpec
 from modules.errors import ConfigError
+from tests.mock_runtime import settled
 
 
 class Capture(pulumi.runtime.Mocks):
@@ -44,22 +45,6 @@ def _ints(value: Any) -> Any:
     if isinstance(value, list):
         return [_ints(v) for v in value]
     return value
-
-
-def settled(value: pulumi.Output[Any]) -> Any:
-    """``value`` once every registration of the program has finished.
-
-    An apply on one output alone may run before resources it does not depend on are registered;
-    `pulumi.runtime.test` waits for all outstanding registrations before it returns.
-    """
-    box: list[Any] = []
-
-    @pulumi.runtime.test
-    def program() -> pulumi.Output[Any]:
-        return value.apply(box.append)
-
-    program()
-    return box[0]
 
 
 def _k8s(mocks: Capture) -> dict[str, dict[str, Any]]:

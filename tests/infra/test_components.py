@@ -19,6 +19,7 @@ from modules.azure.storage import ClusterStorage, ClusterStorageArgs, account_na
 from modules.netplan.limits import Limits
 from modules.netplan.plan import SubnetRequest, VNetSpec, plan_vnet
 from modules.sizing.scale_sets import split_pool
+from tests.mock_runtime import settled
 
 
 class Recorder(pulumi.runtime.Mocks):
@@ -63,18 +64,6 @@ def _outputs(component: pulumi.ComponentResource, *names: str) -> pulumi.Output[
     return pulumi.Output.all(*[getattr(component, n) for n in names])
 
 
-def run(build: Any) -> Any:
-    """Run ``build`` as a Pulumi program; return its output's value once every resource is registered."""
-    box: list[Any] = []
-
-    @pulumi.runtime.test
-    def program() -> pulumi.Output[Any]:
-        return pulumi.Output.from_input(build()).apply(box.append)
-
-    program()
-    return box[0]
-
-
 def test_hub_network(mocks: Recorder) -> None:
     def build() -> Any:
         plan = _vnet("hub", SubnetRequest("jump", "jump", 4), SubnetRequest("AzureBastionSubnet", "bastion", 59, 26))
@@ -95,7 +84,7 @@ def test_hub_network(mocks: Recorder) -> None:
         zones = {z.inputs["privateZoneName"] for z in mocks.of_type("azure-native:privatedns:PrivateZone")}
         assert zones == {"z.internal", "privatelink.blob.core.windows.net"}
 
-    check(run(build))
+    check(settled(build()))
 
 
 def test_spoke_network_peers_only_with_the_hub(mocks: Recorder) -> None:
@@ -122,7 +111,7 @@ def test_spoke_network_peers_only_with_the_hub(mocks: Recorder) -> None:
         assert {s.inputs["addressPrefix"] for s in subnets} == {str(s.cidr) for s in plan.subnets.values()}
         assert all("natGateway" in s.inputs and "networkSecurityGroup" in s.inputs for s in subnets)
 
-    check(run(build))
+    check(settled(build()))
 
 
 def test_control_plane(mocks: Recorder) -> None:
@@ -159,7 +148,7 @@ def test_control_plane(mocks: Recorder) -> None:
         assert pool.endswith("/loadBalancers/c-apiserver-lb/backendAddressPools/apiservers")
         assert "loadBalancerBackendAddressPools" not in nics["c-etcd-0-nic"].inputs["ipConfigurations"][0]
 
-    check(run(build))
+    check(settled(build()))
 
 
 def test_node_pool_scale_sets_and_pod_ip_configs(mocks: Recorder) -> None:
@@ -182,7 +171,7 @@ def test_node_pool_scale_sets_and_pod_ip_configs(mocks: Recorder) -> None:
             assert len(nic["ipConfigurations"]) == 27
             assert {c["subnet"]["id"] for c in nic["ipConfigurations"]} == {"/sub/gpu"}
 
-    check(run(build))
+    check(settled(build()))
 
 
 def test_split_pool_names_are_stable_when_a_pool_grows() -> None:
@@ -234,7 +223,7 @@ def test_prometheus_and_nat_hosts(mocks: Recorder) -> None:
         nics = {n.name: n for n in mocks.of_type("azure-native:network:NetworkInterface")}
         assert nics["c-nat-0-nic"].inputs["enableIPForwarding"] is True
 
-    check(run(build))
+    check(settled(build()))
 
 
 def test_storage_is_private(mocks: Recorder) -> None:
@@ -265,7 +254,7 @@ def test_storage_is_private(mocks: Recorder) -> None:
         assert (link.inputs["resourceGroupName"], link.inputs["virtualNetwork"]["id"]) == ("hub-rg", "/vnet")
         assert not mocks.of_type("azure-native:privatedns:PrivateZone")  # the zone is the hub's
 
-    check(run(build))
+    check(settled(build()))
 
 
 def test_account_names_are_valid() -> None:
