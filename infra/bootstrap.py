@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from ipaddress import IPv4Address
 
 from infra.config import PROJECT, ClusterConfig, EtcdConfig, PoolConfig, StackConfig
+from infra.sizing import cluster_nodes
 from modules.bootstrap.config import BootstrapConfig
 from modules.bootstrap.context import (
     BootstrapContext,
@@ -51,17 +52,9 @@ def _etcd(role: EtcdRole, cluster: str, etcd: EtcdConfig, hosts: tuple[Host, ...
     )
 
 
-def _nodes(pool: PoolConfig) -> int:
-    return pool.max_nodes or pool.nodes
-
-
-def total_nodes(cluster: ClusterConfig) -> int:
-    return _nodes(cluster.system_pool) + sum(_nodes(p) for p in cluster.gpu_pools.values())
-
-
 def _control_plane(cluster: ClusterConfig, hosts: tuple[Host, ...], cfg: BootstrapConfig) -> ControlPlane:
     tuning = cfg.control_plane
-    nodes = total_nodes(cluster)
+    nodes = cluster_nodes(cluster)
     # About one read seat per node each server fronts (kubelet watches and leases dominate), never
     # below the upstream default of 400/200.
     per_server = math.ceil(nodes / len(hosts) / 100) * 100
@@ -156,7 +149,7 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses) -> Boots
         events_etcd=events,
         control_plane=_control_plane(cluster, _hosts(addresses.apiservers), cfg),
         pools=tuple(pools),
-        total_nodes=total_nodes(cluster),
+        total_nodes=cluster_nodes(cluster),
         node=NodeSettings(
             image_gc_high_percent=cfg.nodes.image_gc_high_percent,
             image_gc_low_percent=cfg.nodes.image_gc_low_percent,
@@ -173,7 +166,7 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses) -> Boots
             scrape_interval=tuning.scrape_interval,
             remote_write_url=tuning.remote_write_url,
             data_disk_gib=tuning.data_disk_gib
-            or prometheus_disk_gib(total_nodes(cluster), cluster.prometheus.retention_days),
+            or prometheus_disk_gib(cluster_nodes(cluster), cluster.prometheus.retention_days),
         ),
         nat=Host(f"{cluster.name}-nat-0", addresses.nat),
         preflight_timeout=cfg.preflight_timeout,
