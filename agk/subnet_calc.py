@@ -90,13 +90,26 @@ def plan_json(stack: str, stacks_dir: Path) -> dict[str, Any]:
 
     plan = plan_stack(stacks_dir, stack)
     network = plan.network
-    vnets = [plan.vnet.to_dict()]
+    vnet = plan.vnet
+    # The stack's VNet belongs to its own peered group and, as a spoke, to its hub's (the hub plus every
+    # spoke peered with it): Azure's 128,000 counts the group of each VNet with its direct peers.
+    group_heads = [stack, *(p for p in vnet.peers if network.vnets[p].kind == "hub")]
     out: dict[str, Any] = {
         "stack": stack,
-        "vnets": vnets,
+        "vnets": [vnet.to_dict()],
+        "vnet_ip_limit": {"name": "vnet-private-ips", "value": plan.limits["vnet-private-ips"]},
         "peered_group_ips": network.group_ips(stack),
+        "peered_groups": [
+            {
+                "vnet": head,
+                "members": [head, *network.vnets[head].peers],
+                "ips_needed": network.group_ips(head),
+                "limit": {"name": "peered-group-private-ips", "value": plan.limits["peered-group-private-ips"]},
+            }
+            for head in group_heads
+        ],
         "limits": [
-            {"name": r.name, "value": r.value, "default": r.default, "reason": r.reason, "source": r.source}
+            {"name": r.name, "value": r.value, "reason": r.reason, "kind": r.kind, "source": r.source}
             for r in plan.limits.overridden()
         ],
         "warnings": [w.to_dict() for w in plan.warnings],
@@ -117,11 +130,16 @@ def plan_text(doc: dict[str, Any]) -> str:
             lines.append(
                 f"  {s['name']:<20} {s['cidr']:<18} {s['role']:<18} {s['ips_needed']:>9,} {s['usable_ips']:>9,}"
             )
-    lines.append(f"peered group: {doc['peered_group_ips']:,} private IPs")
-    for row in doc["limits"]:
+    limit = doc["vnet_ip_limit"]
+    for vnet in doc["vnets"]:
+        lines.append(f"VNet {vnet['name']}: {vnet['ips_needed']:,} of {limit['value']:,} private IPs ({limit['name']})")
+    for group in doc["peered_groups"]:
         lines.append(
-            f"limit override: {row['name']} = {row['value']:,} (Azure default {row['default']:,}): {row['reason']}"
+            f"peered group of {group['vnet']} ({' + '.join(group['members'])}): {group['ips_needed']:,} of "
+            f"{group['limit']['value']:,} private IPs ({group['limit']['name']})"
         )
+    for row in doc["limits"]:
+        lines.append(f"declared quota: {row['name']} = {row['value']:,} ({row['kind']}): {row['reason']}")
     lines.append("warnings: " + ("none" if not doc["warnings"] else ""))
     lines += [f"  [{w['code']}] {w['message']}" for w in doc["warnings"]]
     return "\n".join(lines)
@@ -142,11 +160,16 @@ def plan_markdown(doc: dict[str, Any]) -> str:
             for s in vnet["subnets"]
         ]
         lines.append("")
-    lines.append(f"- peered group: {doc['peered_group_ips']:,} private IPs")
-    for row in doc["limits"]:
+    limit = doc["vnet_ip_limit"]
+    for vnet in doc["vnets"]:
+        lines.append(f"- VNet `{vnet['name']}`: {vnet['ips_needed']:,} of {limit['value']:,} private IPs")
+    for group in doc["peered_groups"]:
         lines.append(
-            f"- limit override `{row['name']}` = {row['value']:,} (Azure default {row['default']:,}): {row['reason']}"
+            f"- peered group of `{group['vnet']}` ({' + '.join(group['members'])}): {group['ips_needed']:,} of "
+            f"{group['limit']['value']:,} private IPs"
         )
+    for row in doc["limits"]:
+        lines.append(f"- declared quota `{row['name']}` = {row['value']:,} ({row['kind']}): {row['reason']}")
     lines += [f"- :warning: `{w['code']}`: {w['message']}" for w in doc["warnings"]]
     return "\n".join(lines) + "\n"
 

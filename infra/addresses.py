@@ -11,14 +11,15 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network
 from pathlib import Path
 
-from infra.config import PROJECT, ClusterConfig, PoolConfig, StackConfig, load_stack, stack_names
+from infra.config import PROJECT, ClusterConfig, StackConfig, load_stack, stack_names
+from infra.pools import ClusterPools, plan_pools
 from modules.errors import ConfigError
 from modules.netplan.addressing import parse_cidr
 from modules.netplan.findings import Finding
 from modules.netplan.hosts import ClusterAddresses, host
 from modules.netplan.limits import Limits
 from modules.netplan.plan import NetworkPlan, SubnetRequest, VNetPlan, VNetSpec, plan_network
-from modules.netplan.sizing import node_subnet_ips, parse_surge, usable
+from modules.netplan.sizing import usable
 
 # Azure requires these exact names and a /26 or larger for Bastion and Firewall, whose instances
 # scale out inside the subnet: the whole /26 counts as needed.
@@ -26,6 +27,11 @@ BASTION_SUBNET = "AzureBastionSubnet"
 FIREWALL_SUBNET = "AzureFirewallSubnet"
 # Fixed hosts get twice their count so a VM can be replaced before its predecessor is gone.
 REPLACEMENT_FACTOR = 2
+# Findings that mean Azure would refuse part of the deployment: the program stops on them (subnet-calc
+# reports them as warnings).
+HARD_LIMIT_FINDINGS = frozenset(
+    {"vnet-private-ip-limit", "peered-group-ip-limit", "subnets-per-vnet-limit", "vnet-peering-limit"}
+)
 
 
 def limits_for(config: StackConfig, stack: str = "") -> Limits:
@@ -40,30 +46,7 @@ def hub_stack_name(cluster: ClusterConfig) -> str:
     return cluster.hub_stack.rsplit("/", 1)[-1]
 
 
-def planned_nodes(pool: PoolConfig, where: str) -> tuple[int, int]:
-    """(nodes the subnet is planned for, surge nodes): autoscaled pools count at their maximum."""
-    nodes = pool.max_nodes or pool.nodes
-    try:
-        surge = parse_surge(pool.surge, nodes, where=f"{where}.surge")
-    except ValueError as err:
-        raise ConfigError(f"{PROJECT}:{err}") from None
-    return nodes, surge
-
-
-def pool_ips(pool: PoolConfig, where: str, limits: Limits) -> int:
-    lo, hi = limits["max-pods-min"], limits["max-pods-max"]
-    if not lo <= pool.max_pods <= hi:
-        raise ConfigError(f"{PROJECT}:{where}.max_pods: {pool.max_pods} is outside Azure's {lo}-{hi}: use {lo} to {hi}")
-    if 1 + pool.max_pods > limits["nic-private-ips"]:
-        raise ConfigError(
-            f"{PROJECT}:{where}.max_pods: 1 + {pool.max_pods} IP configurations exceed a NIC's "
-            f"{limits['nic-private-ips']}: lower max_pods"
-        )
-    nodes, surge = planned_nodes(pool, where)
-    return node_subnet_ips("azure-cni", nodes + surge, pool.max_pods)
-
-
-def cluster_subnets(cluster: ClusterConfig, limits: Limits) -> tuple[SubnetRequest, ...]:
+def cluster_subnets(cluster: ClusterConfig, pools: ClusterPools) -> tuple[SubnetRequest, ...]:
     subnets = [
         # API servers plus the internal load balancer's static frontend.
         SubnetRequest("control-plane", "control-plane", REPLACEMENT_FACTOR * cluster.api_servers.count + 1),
@@ -71,18 +54,12 @@ def cluster_subnets(cluster: ClusterConfig, limits: Limits) -> tuple[SubnetReque
         SubnetRequest("monitoring", "monitoring", REPLACEMENT_FACTOR * cluster.prometheus.count),
         SubnetRequest("nat", "nat", REPLACEMENT_FACTOR),
         SubnetRequest("endpoints", "private-endpoints", 2 * len(cluster.storage.containers) + 2),
-        SubnetRequest(
-            "system",
-            "system-pool",
-            pool_ips(cluster.system_pool, "cluster.system_pool", limits),
-            where="cluster.system_pool",
-        ),
     ]
     if cluster.events_etcd is not None:
         subnets.append(SubnetRequest("events-etcd", "etcd", REPLACEMENT_FACTOR * cluster.events_etcd.count))
-    for name, pool in cluster.gpu_pools.items():
-        where = f"cluster.gpu_pools.{name}"
-        subnets.append(SubnetRequest(f"gpu-{name}", "gpu-pool", pool_ips(pool, where, limits), where=where))
+    for pool in pools.pools.values():
+        role = "system-pool" if pool.role == "system-node" else "gpu-pool"
+        subnets.append(SubnetRequest(pool.subnet, role, pool.subnet_ips, where=pool.key))
     return tuple(subnets)
 
 
@@ -102,7 +79,7 @@ def vnet_spec(stack: str, config: StackConfig, peers: tuple[str, ...]) -> VNetSp
     other: tuple[tuple[str, str], ...] = ()
     if config.cluster is not None:
         try:
-            subnets = cluster_subnets(config.cluster, limits)
+            subnets = cluster_subnets(config.cluster, plan_pools(config.cluster, limits))
         except ConfigError as err:
             raise ConfigError(f"{stack}: {err}") from None
         other = (("cluster.service_cidr", config.cluster.service_cidr),)
@@ -137,7 +114,20 @@ class StackPlan:
 
     @property
     def warnings(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.network.warnings if f.vnet == self.stack)
+        """The stack's own findings, and those of every peered group it belongs to (the hub's group
+        holds the hub and every spoke peered with it)."""
+        peers = set(self.vnet.peers)
+        return tuple(
+            f
+            for f in self.network.warnings
+            if f.vnet == self.stack or (f.vnet in peers and f.code == "peered-group-ip-limit")
+        )
+
+    def refuse_hard_limit_breaks(self) -> None:
+        """Raise for a plan Azure would refuse partway through `pulumi up` (hard limits cannot be raised)."""
+        for finding in self.warnings:
+            if finding.code in HARD_LIMIT_FINDINGS:
+                raise ConfigError(f"{self.stack}: {PROJECT}:network: {finding.message}")
 
     @property
     def limits(self) -> Limits:

@@ -6,8 +6,8 @@ import math
 from collections.abc import Mapping
 from ipaddress import IPv4Address
 
-from infra.config import PROJECT, ClusterConfig, EtcdConfig, PoolConfig, StackConfig
-from infra.sizing import cluster_nodes
+from infra.config import PROJECT, EtcdConfig, StackConfig
+from infra.pools import ClusterPools, PoolPlan
 from modules.bootstrap.config import BootstrapConfig
 from modules.bootstrap.context import (
     BootstrapContext,
@@ -18,7 +18,6 @@ from modules.bootstrap.context import (
     NodePool,
     NodeSettings,
     PrometheusSettings,
-    Taint,
 )
 from modules.bootstrap.versions import kubernetes_release
 from modules.errors import ConfigError
@@ -27,10 +26,6 @@ from modules.sizing.recommend import prometheus_disk_gib
 from modules.sizing.skus import sku
 
 GIB = 1024**3
-# The cluster add-ons select GPU node agents (device plugin, dcgm-exporter, preflight) on
-# <domain>/accelerator=nvidia.
-ACCELERATOR_LABEL = "accelerator"
-ACCELERATOR = "nvidia"
 
 
 def _hosts(addresses: Mapping[str, IPv4Address]) -> tuple[Host, ...]:
@@ -52,9 +47,9 @@ def _etcd(role: EtcdRole, cluster: str, etcd: EtcdConfig, hosts: tuple[Host, ...
     )
 
 
-def _control_plane(cluster: ClusterConfig, hosts: tuple[Host, ...], cfg: BootstrapConfig) -> ControlPlane:
+def _control_plane(nodes: int, hosts: tuple[Host, ...], cfg: BootstrapConfig) -> ControlPlane:
+    """API server and client limits for ``nodes``, the most nodes the cluster can hold at once."""
     tuning = cfg.control_plane
-    nodes = cluster_nodes(cluster)
     # About one read seat per node each server fronts (kubelet watches and leases dominate), never
     # below the upstream default of 400/200.
     per_server = math.ceil(nodes / len(hosts) / 100) * 100
@@ -72,53 +67,30 @@ def _control_plane(cluster: ClusterConfig, hosts: tuple[Host, ...], cfg: Bootstr
     )
 
 
-def _pool(
-    name: str,
-    pool: PoolConfig,
-    role: str,
-    team: str | None,
-    infiniband: bool,
-    addresses: ClusterAddresses,
-    domain: str,
-    subnet_name: str,
-) -> NodePool:
-    size = sku(pool.vm_size)
-    labels = [(f"{domain}/pool", name)]
-    taints: list[Taint] = []
-    if size.gpus:
-        # GPU nodes join untested: the preflight DaemonSet (selected by the preflight label) runs
-        # dcgmi on them and lifts the taint. CPU nodes have nothing to diagnose and join ready.
-        labels += [
-            (f"{domain}/{ACCELERATOR_LABEL}", ACCELERATOR),
-            (f"{domain}/gpu-model", size.gpu_model),
-            (f"{domain}/preflight", "pending"),
-        ]
-        taints.append(Taint(f"{domain}/preflight", "pending", "NoSchedule"))
-    if team:
-        labels.append((f"{domain}/team", team))
-        taints.append(Taint(f"{domain}/team", team, "NoSchedule"))
+def _pool(pool: PoolPlan, addresses: ClusterAddresses) -> NodePool:
     try:
-        subnet = addresses.subnets[subnet_name]
+        subnet = addresses.subnets[pool.subnet]
     except KeyError:
         raise ConfigError(
-            f"{PROJECT}:cluster: pool {name!r} has no subnet {subnet_name!r} in the address plan: re-run the plan"
+            f"{PROJECT}:cluster: pool {pool.name!r} has no subnet {pool.subnet!r} in the address plan: re-run the plan"
         ) from None
     return NodePool(
-        name=name,
-        role="gpu-node" if role == "gpu-node" else "system-node",
+        name=pool.name,
+        role=pool.role,
         vm_size=pool.vm_size,
-        max_pods=pool.max_pods,
-        gpus=size.gpus,
-        gpu_model=size.gpu_model,
-        infiniband=infiniband,
-        team=team,
+        pod_ips=pool.pod_ips,
+        kubelet_max_pods=pool.kubelet_max_pods,
+        gpus=pool.gpus_per_node,
+        gpu_model=sku(pool.vm_size).gpu_model,
+        infiniband=pool.infiniband,
+        team=pool.team,
         subnet=subnet,
-        labels=tuple(labels),
-        taints=tuple(taints),
+        labels=pool.labels,
+        taints=pool.taints,
     )
 
 
-def bootstrap_context(config: StackConfig, addresses: ClusterAddresses) -> BootstrapContext:
+def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: ClusterPools) -> BootstrapContext:
     """The context every bootstrap renderer reads; raises ConfigError for a non-cluster stack."""
     cluster = config.cluster
     if cluster is None:
@@ -128,9 +100,6 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses) -> Boots
     xids = config.addons.health.fatal_xids
     if not xids:
         raise ConfigError(f"{PROJECT}:addons.health.fatal_xids: empty: list the XIDs that fail a node (see DOMAIN.md)")
-    pools = [_pool("system", cluster.system_pool, "system-node", None, False, addresses, domain, "system")]
-    for name, gpu in cluster.gpu_pools.items():
-        pools.append(_pool(name, gpu, "gpu-node", gpu.team, gpu.infiniband, addresses, domain, f"gpu-{name}"))
     events = None
     if cluster.events_etcd is not None:
         events = _etcd("events-etcd", cluster.name, cluster.events_etcd, _hosts(addresses.events_etcd), cfg)
@@ -147,9 +116,9 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses) -> Boots
         internal_cidrs=tuple(addresses.internal_cidrs),
         etcd=_etcd("etcd", cluster.name, cluster.etcd, _hosts(addresses.etcd), cfg),
         events_etcd=events,
-        control_plane=_control_plane(cluster, _hosts(addresses.apiservers), cfg),
-        pools=tuple(pools),
-        total_nodes=cluster_nodes(cluster),
+        control_plane=_control_plane(pools.peak_nodes, _hosts(addresses.apiservers), cfg),
+        pools=tuple(_pool(p, addresses) for p in pools.pools.values()),
+        total_nodes=pools.peak_nodes,
         node=NodeSettings(
             image_gc_high_percent=cfg.nodes.image_gc_high_percent,
             image_gc_low_percent=cfg.nodes.image_gc_low_percent,
@@ -166,7 +135,7 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses) -> Boots
             scrape_interval=tuning.scrape_interval,
             remote_write_url=tuning.remote_write_url,
             data_disk_gib=tuning.data_disk_gib
-            or prometheus_disk_gib(cluster_nodes(cluster), cluster.prometheus.retention_days),
+            or prometheus_disk_gib(pools.peak_nodes, cluster.prometheus.retention_days),
         ),
         nat=Host(f"{cluster.name}-nat-0", addresses.nat),
         preflight_timeout=cfg.preflight_timeout,

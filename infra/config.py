@@ -67,11 +67,61 @@ class AdminConfig(_Model):
         return keys
 
 
-class LimitOverride(_Model):
-    """A raised Azure limit (quota increase); shown as an override in every report."""
+class ImageConfig(_Model):
+    """A marketplace image, pinned: scale-outs and replacements boot the same driver and IB stack."""
 
-    value: int = Field(gt=0, description="The limit in force for this stack.")
+    publisher: str = Field(min_length=1, description="Image publisher.")
+    offer: str = Field(min_length=1, description="Image offer.")
+    sku: str = Field(min_length=1, description="Image SKU.")
+    version: str = Field(
+        description="Exact image version (`az vm image list --publisher P --offer O --sku S --all`); never 'latest'."
+    )
+
+    @field_validator("version")
+    @classmethod
+    def _pinned(cls, v: str) -> str:
+        if not re.match(r"^[0-9]+\.[0-9]+\.[0-9]+$", v):
+            raise ValueError(
+                f"version {v!r} is not a pinned image version: use one like 22.04.2024102301 "
+                "('latest' would give new scale-set instances whatever is newest)"
+            )
+        return v
+
+
+# Defaults (verify with `az vm image list ... --all` and raise them deliberately): Ubuntu 24.04 for
+# the control plane (its etcd-server package is the etcd line the bootstrap tests run), and Azure's
+# HPC image for GPU nodes (NVIDIA driver, MOFED/InfiniBand, DCGM, container toolkit preinstalled).
+# Versions seen pinned in public deployments (Azure/azhpc-images tags map to `22.04.<YYYYMMDD>01`).
+UBUNTU_2404 = {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "24.04.202609040"}
+UBUNTU_HPC_2204 = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "22.04.2024102301"}
+
+
+class ImagesConfig(_Model):
+    """The images every VM and scale set boots, by kind."""
+
+    general: ImageConfig = Field(
+        default_factory=lambda: ImageConfig(**UBUNTU_2404), description="Control plane, hosts, system nodes."
+    )
+    gpu: ImageConfig = Field(default_factory=lambda: ImageConfig(**UBUNTU_HPC_2204), description="GPU nodes.")
+
+
+class LimitOverride(_Model):
+    """A quota the subscription has been granted (quota increase); shown as an override in every report."""
+
+    value: int = Field(gt=0, description="The quota in force for this stack's subscription and region.")
     reason: str = Field(min_length=1, description="Why it differs from Azure's default (e.g. the ticket).")
+
+
+class EgressConfig(_Model):
+    """Outbound internet through NAT gateways: one per GPU pool subnet, one for the other subnets."""
+
+    connections_per_node: int = Field(
+        default=32,
+        ge=1,
+        le=50_000,
+        description="Concurrent connections a node may hold to one internet destination (image layers: "
+        "containerd pulls 10 at a time). Sizes each NAT gateway's public IPs (50,000 per IP and destination).",
+    )
 
 
 class NetworkConfig(_Model):
@@ -85,6 +135,7 @@ class NetworkConfig(_Model):
         default_factory=dict,
         description="Subnet name to CIDR for subnets that already exist: never moved by the planner.",
     )
+    egress: EgressConfig = Field(default_factory=EgressConfig, description="NAT gateway sizing.")
 
 
 class HubConfig(_Model):
@@ -117,9 +168,19 @@ class PoolConfig(_Model):
     max_nodes: int | None = Field(
         default=None, description="Autoscaling maximum; address space is planned for this count."
     )
-    max_pods: int = Field(default=30, description="Pods per node = secondary IP configurations on each NIC (10-250).")
+    pod_ips: int = Field(
+        default=30,
+        ge=1,
+        description="Pod IPs per node: secondary IP configurations on each NIC, one per pod that is not "
+        "host-network (at most 255). The kubelet's maxPods adds the host-network pods to this.",
+    )
     surge: int | str = Field(default=1, description="Extra nodes during upgrades: a count or 'N%'.")
     os_disk_gib: int = Field(default=512, ge=64, le=4095, description="OS disk size (large ML images).")
+    scale_set_headroom: int = Field(
+        default=1,
+        ge=0,
+        description="VMs each scale set keeps free below its cap, so a failed VM can be replaced before it is deleted.",
+    )
 
     _check_surge = field_validator("surge")(classmethod(lambda cls, v: _surge(v)))
 
@@ -204,11 +265,54 @@ class NatConfig(_Model):
     vm_size: str = Field(default="Standard_D4ds_v5", description="NAT host VM size.")
 
 
+_CONTAINER = re.compile(r"^(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]$")
+_OBJECT_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+class ContainerConfig(_Model):
+    """A blob container and who may use it (Azure RBAC on the container: shared keys are off)."""
+
+    gpu_nodes: Literal["none", "read", "read-write"] = Field(
+        default="read-write",
+        description="What the GPU pools' managed identities may do: Storage Blob Data Reader (read) or "
+        "Contributor (read-write), scoped to this container.",
+    )
+    reader_groups: list[str] = Field(
+        default_factory=list,
+        description="Microsoft Entra group object IDs whose members may read this container (researchers).",
+    )
+
+    @field_validator("reader_groups")
+    @classmethod
+    def _groups(cls, groups: list[str]) -> list[str]:
+        for group in groups:
+            if not _OBJECT_ID.match(group):
+                raise ValueError(f"{group!r} is not an Entra object ID: use the group's GUID (az ad group show)")
+        return groups
+
+
+def _default_containers() -> dict[str, ContainerConfig]:
+    return {"datasets": ContainerConfig(gpu_nodes="read"), "checkpoints": ContainerConfig(gpu_nodes="read-write")}
+
+
 class StorageConfig(_Model):
     """Blob storage for datasets and checkpoints, reachable only through a private endpoint."""
 
     enabled: bool = Field(default=True, description="Create the storage account.")
-    containers: list[str] = Field(default_factory=lambda: ["datasets", "checkpoints"], description="Blob containers.")
+    containers: dict[str, ContainerConfig] = Field(
+        default_factory=_default_containers, description="Blob containers by name, with who may use them."
+    )
+
+    @field_validator("containers")
+    @classmethod
+    def _names(cls, containers: dict[str, ContainerConfig]) -> dict[str, ContainerConfig]:
+        for name in containers:
+            if not _CONTAINER.match(name):
+                raise ValueError(
+                    f"{name!r} is not a blob container name Azure accepts: use 3-63 lowercase letters, digits "
+                    "and single hyphens, starting and ending with a letter or digit"
+                )
+        return containers
 
 
 class ClusterConfig(_Model):
@@ -294,8 +398,11 @@ class StackConfig(_Model):
     tags: TagsConfig | None = Field(default=None, description="Required for hub and cluster stacks.")
     admin: AdminConfig | None = Field(default=None, description="Required for hub and cluster stacks.")
     limits: dict[str, LimitOverride] = Field(
-        default_factory=dict, description="Raised Azure limits, keyed by limit name (see subnet-calc)."
+        default_factory=dict,
+        description="Quotas the subscription has been granted (only adjustable limits, e.g. "
+        "vcpus-standardNDSH100v5Family), keyed by limit name; hard Azure limits cannot be overridden.",
     )
+    images: ImagesConfig = Field(default_factory=ImagesConfig, description="Pinned VM images.")
     network: NetworkConfig | None = Field(default=None, description="Required for hub and cluster stacks.")
     addons_stack: AddonsStackConfig | None = Field(default=None, description="Required when kind is addons.")
     hub: HubConfig | None = Field(default=None, description="Required when kind is hub.")
@@ -329,6 +436,13 @@ class StackConfig(_Model):
         return self
 
 
+# Keys earlier versions accepted, and what replaced them.
+RENAMED = {
+    "max_pods": "no longer set by hand: set pod_ips (the NIC's secondary IP configurations); the kubelet's "
+    "maxPods is pod_ips plus the host-network pods the cluster runs on the node",
+}
+
+
 def _loc(loc: tuple[int | str, ...]) -> str:
     head, *rest = loc if loc else ("",)
     text = f"{PROJECT}:{head}"
@@ -345,6 +459,9 @@ def _one_line(err: ValidationError) -> str:
     if not first["loc"]:
         return str(msg).removeprefix("Value error, ")
     if kind == "extra_forbidden":
+        renamed = RENAMED.get(str(first["loc"][-1]))
+        if renamed:
+            return f"{where}: {renamed}"
         return f"{where}: unknown key: remove it or fix the spelling (see stacks/schema.json)"
     if kind == "missing":
         return f"{where}: missing: add it to the stack config"

@@ -1,8 +1,8 @@
 """Everything a cluster stack decides before its first resource: the pure half of the program.
 
-Validation, address plan, sizes and scale sets are all computed here from the config alone, so
-bad input fails with one line and nothing built, and tests can check the decisions without
-running Pulumi.
+Validation, pools, address plan, sizes, prerequisites, bootstrap and add-ons are all computed here
+from the config alone, so bad input fails with one line and nothing built, and tests can check the
+decisions without running Pulumi.
 """
 
 from __future__ import annotations
@@ -10,16 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.addresses import StackPlan, cluster_addresses, plan_stack
+from infra.addresses import StackPlan, cluster_addresses, limits_for, plan_stack
 from infra.bootstrap import bootstrap_context
 from infra.config import StackConfig
-from infra.sizing import SizeChoice, cluster_nodes, size_cluster
+from infra.egress import EgressGroup, spoke_egress
+from infra.pools import ClusterPools, plan_pools
+from infra.prerequisites import Prerequisites, cluster_prerequisites
+from infra.sizing import SizeChoice, size_cluster
 from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.roles import POOL_STATIC_PODS
+from modules.cluster.manifests import render_manifests
+from modules.cluster.placement import NodeTaint, daemonsets_on
 from modules.cluster.spec import AddonsSpec, PoolFacts, addons_spec
 from modules.errors import AgkError, ConfigError
 from modules.netplan.hosts import ClusterAddresses
-from modules.sizing.scale_sets import ScaleSetPlan, split_pool
-from modules.sizing.skus import gpus_per_vm
 
 
 @dataclass(frozen=True)
@@ -28,34 +32,66 @@ class ClusterPrep:
     config: StackConfig
     plan: StackPlan
     addresses: ClusterAddresses
+    pools: ClusterPools
+    """Every pool's counts (nodes, surge, pod IPs, kubelet maxPods, scale sets), computed once."""
     sizes: dict[str, SizeChoice]
-    nodes: int
-    """Nodes the control plane is sized for (every pool at its maximum, surge included)."""
-    scale_sets: dict[str, list[ScaleSetPlan]]
-    """GPU pool name to its scale sets."""
-    system_scale_sets: list[ScaleSetPlan]
+    prerequisites: Prerequisites
+    """What the subscription needs before `pulumi up` (feature registrations, vCPU quotas)."""
+    egress: tuple[EgressGroup, ...]
+    """The spoke's NAT gateways: which subnets each serves and its public IPs."""
     bootstrap: BootstrapContext
     """What every node boots with (cloud-init, PKI subjects), from the same addresses."""
     addons: AddonsSpec
     """What the `<cluster>-addons` stack builds, validated with the pools (exported as `addons_spec`)."""
 
 
-def addons_for(config: StackConfig, addresses: ClusterAddresses) -> AddonsSpec:
+def addons_for(config: StackConfig, addresses: ClusterAddresses, pools: ClusterPools) -> AddonsSpec:
     """The add-ons spec: the ``addons`` section checked against the pools, plus the cluster DNS address."""
     cluster = config.cluster
     assert cluster is not None
-    pools = {
-        name: PoolFacts(name, pool.vm_size, gpus_per_vm(pool.vm_size), pool.nodes, pool.team)
-        for name, pool in cluster.gpu_pools.items()
-    }
+    facts = {p.name: PoolFacts(p.name, p.vm_size, p.gpus_per_node, p.nodes, p.team) for p in pools.gpu}
     return addons_spec(
         cluster.name,
         cluster.kubernetes_version,
         cluster.label_domain,
-        pools,
+        facts,
         config.addons,
         dns_service_ip=str(addresses.dns_service_ip),
-        system_nodes=cluster.system_pool.nodes,
+        system_nodes=pools.system.nodes,
+        peak_nodes=pools.peak_nodes,
+    )
+
+
+def with_node_agents(pools: ClusterPools, addons: AddonsSpec) -> ClusterPools:
+    """Each pool with the static pods and DaemonSets that land on its nodes (from the rendered objects)."""
+    objs = render_manifests(addons)
+    host_network: dict[str, tuple[str, ...]] = {}
+    ip_daemons: dict[str, tuple[str, ...]] = {}
+    for pool in pools.pools.values():
+        taints = [NodeTaint(t.key, t.value, t.effect) for t in pool.taints]
+        landing = daemonsets_on(objs, dict(pool.labels), taints)
+        host_network[pool.name] = POOL_STATIC_PODS + tuple(d.ref for d in landing if d.host_network)
+        ip_daemons[pool.name] = tuple(d.ref for d in landing if not d.host_network)
+    return pools.with_agents(host_network, ip_daemons)
+
+
+def cluster_egress(config: StackConfig, plan: StackPlan, pools: ClusterPools) -> tuple[EgressGroup, ...]:
+    cluster = config.cluster
+    assert cluster is not None and config.network is not None
+    hosts = (
+        cluster.api_servers.count
+        + cluster.etcd.count
+        + (cluster.events_etcd.count if cluster.events_etcd else 0)
+        + cluster.prometheus.count
+        + 1  # the NAT host
+        + pools.system.peak_nodes
+    )
+    return spoke_egress(
+        [(s.name, s.role) for s in plan.vnet.subnets.values()],
+        [(p.name, p.subnet, p.peak_nodes, p.zone) for p in pools.gpu],
+        hosts,
+        config.network.egress.connections_per_node,
+        plan.limits,
     )
 
 
@@ -64,26 +100,27 @@ def prepare_cluster(stack: str, config: StackConfig, stacks_dir: Path) -> Cluste
     if cluster is None:
         raise ValueError(f"{stack} is a {config.kind} stack, not a cluster")
     plan = plan_stack(stacks_dir, stack, config)
+    plan.refuse_hard_limit_breaks()
     addresses = cluster_addresses(plan)
     try:
-        sizes, addons = size_cluster(cluster), addons_for(config, addresses)
-        boot = bootstrap_context(config, addresses)
+        pools = plan_pools(cluster, limits_for(config))
+        addons = addons_for(config, addresses, pools)
+        pools = with_node_agents(pools, addons)
+        sizes = size_cluster(cluster, pools)
+        prerequisites = cluster_prerequisites(config, pools, sizes)
+        egress = cluster_egress(config, plan, pools)
+        boot = bootstrap_context(config, addresses, pools)
     except AgkError as err:
         raise ConfigError(f"{stack}: {err}") from None
-    limits = plan.limits
-    caps = {"cap_spg": limits["vmss-instances-spg"], "cap_large": limits["vmss-instances-large"]}
     return ClusterPrep(
         stack=stack,
         config=config,
         plan=plan,
         addresses=addresses,
+        pools=pools,
         sizes=sizes,
-        nodes=cluster_nodes(cluster),
-        scale_sets={
-            name: split_pool(name, pool.nodes, infiniband=pool.infiniband, **caps)
-            for name, pool in cluster.gpu_pools.items()
-        },
-        system_scale_sets=split_pool(f"{cluster.name}-system", cluster.system_pool.nodes, infiniband=False, **caps),
+        prerequisites=prerequisites,
+        egress=egress,
         bootstrap=boot,
         addons=addons,
     )

@@ -6,7 +6,6 @@ resource is constructed, so bad input never leaves a half-built graph.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,18 +14,22 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import resources
 
-from infra.addresses import StackPlan, hub_stack_name, limits_for, plan_stack, planned_nodes
+from infra.addresses import StackPlan, hub_stack_name, limits_for, plan_stack
 from infra.config import PROJECT, StackConfig, parse_config
+from infra.egress import public_ips_for
+from infra.pools import SYSTEM
 from infra.prepare import ClusterPrep, prepare_cluster
+from infra.prerequisites import hub_prerequisites
 from modules import tags as tagging
 from modules.azure.boot import minimal_cloud_config
 from modules.azure.context import DeployContext
-from modules.azure.control_plane import ControlPlane, ControlPlaneArgs, EtcdGroup
+from modules.azure.control_plane import APISERVER_PORT, ControlPlane, ControlPlaneArgs, EtcdGroup
 from modules.azure.hosts import NatHost, NatHostArgs, PrometheusHosts, PrometheusHostsArgs
 from modules.azure.hub import HubNetwork, HubNetworkArgs
 from modules.azure.node_pool import NodePool, NodePoolArgs
-from modules.azure.spoke import HubRef, SpokeNetwork, SpokeNetworkArgs
-from modules.azure.storage import ClusterStorage, ClusterStorageArgs, account_name
+from modules.azure.nsg import Rule
+from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
+from modules.azure.storage import ClusterStorage, ClusterStorageArgs, Grant, account_name
 from modules.bootstrap.customdata import custom_data
 from modules.bootstrap.kubeconfig import admin_kubeconfig
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
@@ -67,16 +70,24 @@ def context(stack: str, config: StackConfig) -> tuple[resources.ResourceGroup, D
         tags=tags,
         admin_username=config.admin.username,
         ssh_public_keys=tuple(config.admin.ssh_public_keys),
+        images={kind: (i.publisher, i.offer, i.sku, i.version) for kind, i in config.images},
     )
     return rg, ctx
 
 
 def _limits_tag(config: StackConfig) -> str:
-    return tagging.encode_limits({r.name: r.value for r in limits_for(config).overridden()})
+    return tagging.encode_limits({r.name: r.value for r in limits_for(config).overridden() if r.value is not None})
 
 
 def build_hub(stack: str, config: StackConfig, plan: StackPlan) -> dict[str, Any]:
     assert config.hub is not None
+    prerequisites = hub_prerequisites(config)
+    egress_ips = public_ips_for(
+        max(config.hub.jump_hosts, 1),
+        config.network.egress.connections_per_node if config.network else 1,
+        plan.limits,
+        "NAT gateway jump",
+    )
     _, ctx = context(stack, config)
     jump = {
         f"{stack}-jump-{i}": minimal_cloud_config(f"{stack}-jump-{i}", "jump") for i in range(config.hub.jump_hosts)
@@ -92,6 +103,7 @@ def build_hub(stack: str, config: StackConfig, plan: StackPlan) -> dict[str, Any
             jump_vm_size=config.hub.jump_vm_size,
             jump_custom_data=jump,
             private_dns_zone=config.hub.private_dns_zone,
+            egress_public_ips=egress_ips,
         ),
     )
     return {
@@ -104,14 +116,46 @@ def build_hub(stack: str, config: StackConfig, plan: StackPlan) -> dict[str, Any
         "subnet_ids": hub.subnet_ids,
         "address_space": [str(n) for n in plan.vnet.address_space],
         "address_plan": plan.vnet.to_dict(),
+        "prerequisites": prerequisites.to_json(),
     }
+
+
+def nat_host_rules(prep: ClusterPrep) -> dict[str, tuple[Rule, ...]]:
+    """The nat subnet admits the hub's researchers to the service CIDR (the NAT host DNATs it to pods).
+
+    Explicit rather than left to AllowVnetInBound: the service CIDR is neither the spoke's nor the hub's
+    address space, only a route in the hub's route table.
+    """
+    hub = prep.plan.network.vnets[prep.plan.vnet.peers[0]] if prep.plan.vnet.peers else None
+    sources = hub.address_space if hub else ()
+    service = str(prep.addresses.service_cidr)
+    rules = tuple(
+        Rule(f"allow-hub-to-services-{i}", 200 + i, "Inbound", "Allow", "*", str(net), service, ("*",))
+        for i, net in enumerate(sources)
+    )
+    return {"nat": rules}
+
+
+def _grants(prep: ClusterPrep, pools: Mapping[str, NodePool]) -> dict[str, list[Grant]]:
+    cluster = prep.config.cluster
+    assert cluster is not None
+    grants: dict[str, list[Grant]] = {}
+    for container, access in cluster.storage.containers.items():
+        rows = [
+            Grant(pool.name, pools[pool.name].principal_id, "ServicePrincipal", access.gpu_nodes)
+            for pool in prep.pools.gpu
+            if access.gpu_nodes != "none"
+        ]
+        rows += [Grant(f"group-{g}", g, "Group", "read") for g in access.reader_groups]
+        grants[container] = rows
+    return grants
 
 
 def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
     stack, config, plan = prep.stack, prep.config, prep.plan
     cluster = config.cluster
     assert cluster is not None
-    sizes, addresses, pools, system_sets = prep.sizes, prep.addresses, prep.scale_sets, prep.system_scale_sets
+    sizes, addresses = prep.sizes, prep.addresses
     _, ctx = context(stack, config)
     hub_ref = pulumi.StackReference(f"{PROJECT}-hub", stack_name=cluster.hub_stack)
     hub = HubRef(
@@ -130,9 +174,11 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             limits_tag=_limits_tag(config),
             hub=hub,
             allow_forwarded_traffic=cluster.allow_forwarded_traffic,
+            egress=[Egress(e.name, e.subnets, e.public_ips, e.zone) for e in prep.egress],
+            extra_rules=nat_host_rules(prep),
         ),
     )
-    subnet = spoke.subnet_refs
+    subnet, ready = spoke.subnet_refs, spoke.ready
     pki = ClusterPki(f"{cluster.name}-pki", ClusterPkiArgs(spec=pki_spec(prep.bootstrap)))
     roles: dict[Role, Mapping[str, object]] = {
         "apiserver": addresses.apiservers,
@@ -141,30 +187,22 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         "prometheus": addresses.prometheus,
     }
     boot = {host: custom_data(prep.bootstrap, pki, role, host) for role, hosts in roles.items() for host in hosts}
+    nodes = prep.pools.peak_nodes
+    groups = [("etcd", cluster.etcd, addresses.etcd)]
+    if cluster.events_etcd is not None:
+        groups.append(("events-etcd", cluster.events_etcd, addresses.events_etcd))
     etcd = [
         EtcdGroup(
-            "etcd",
-            {h: str(a) for h, a in addresses.etcd.items()},
-            subnet["etcd"],
-            sizes["etcd"].chosen,
-            cluster.etcd.storage,
-            cluster.etcd.disk_gib,
-            cluster.etcd.disk_iops or etcd_iops(prep.nodes),
+            role,
+            {h: str(a) for h, a in members.items()},
+            subnet[role],
+            sizes[role].chosen,
+            group.storage,
+            group.disk_gib,
+            group.disk_iops or etcd_iops(nodes),
         )
+        for role, group, members in groups
     ]
-    if cluster.events_etcd is not None:
-        etcd.append(
-            EtcdGroup(
-                "events-etcd",
-                {h: str(a) for h, a in addresses.events_etcd.items()},
-                subnet["events-etcd"],
-                sizes["events-etcd"].chosen,
-                cluster.events_etcd.storage,
-                cluster.events_etcd.disk_gib,
-                cluster.events_etcd.disk_iops or etcd_iops(prep.nodes),
-            )
-        )
-    nodes = prep.nodes
     control = ControlPlane(
         cluster.name,
         ControlPlaneArgs(
@@ -177,6 +215,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             etcd=etcd,
             zones=cluster.api_servers.zones,
             custom_data=boot,
+            depends_on=ready,
         ),
     )
     prometheus = PrometheusHosts(
@@ -189,6 +228,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             data_disk_gib=prep.bootstrap.prometheus.data_disk_gib,
             zones=cluster.api_servers.zones,
             custom_data=boot,
+            depends_on=ready,
         ),
     )
     nat_host = f"{cluster.name}-nat-0"
@@ -204,56 +244,44 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             service_cidr=str(addresses.service_cidr),
             hub_route_table_name=hub.route_table_name,
             hub_resource_group_name=hub.resource_group_name,
+            depends_on=ready,
         ),
     )
-    control_endpoint = f"https://{addresses.apiserver_vip}:6443"
-    pool_outputs: dict[str, Any] = {}
-    system = NodePool(
-        f"{cluster.name}-system",
-        NodePoolArgs(
-            ctx=ctx,
-            pool="system",
-            role="system-node",
-            vm_size=cluster.system_pool.vm_size,
-            scale_sets=system_sets,
-            subnet_id=subnet["system"],
-            max_pods=cluster.system_pool.max_pods,
-            surge=planned_nodes(cluster.system_pool, "cluster.system_pool")[1],
-            os_disk_gib=cluster.system_pool.os_disk_gib,
-            custom_data=custom_data(prep.bootstrap, pki, "system-node", "system"),
-            image="general",
-        ),
-    )
-    pool_outputs["system"] = system.scale_sets
-    for name, pool in cluster.gpu_pools.items():
-        gpu = NodePool(
-            name,
+    control_endpoint = f"https://{addresses.apiserver_vip}:{APISERVER_PORT}"
+    node_pools: dict[str, NodePool] = {}
+    for pool in prep.pools.pools.values():
+        component = f"{cluster.name}-system" if pool.name == SYSTEM else pool.name
+        node_pools[pool.name] = NodePool(
+            component,
             NodePoolArgs(
                 ctx=ctx,
-                pool=name,
-                role="gpu-node",
+                pool=pool.name,
+                role=pool.role,
                 vm_size=pool.vm_size,
-                scale_sets=pools[name],
-                subnet_id=subnet[f"gpu-{name}"],
-                max_pods=pool.max_pods,
-                surge=planned_nodes(pool, f"cluster.gpu_pools.{name}")[1],
+                scale_sets=pool.scale_sets,
+                subnet_id=subnet[pool.subnet],
+                pod_ips=pool.pod_ips,
+                surge=pool.surge,
                 os_disk_gib=pool.os_disk_gib,
-                custom_data=custom_data(prep.bootstrap, pki, "gpu-node", name),
+                custom_data=custom_data(prep.bootstrap, pki, pool.role, pool.name),
                 zone=pool.zone,
+                image="gpu" if pool.role == "gpu-node" else "general",
+                depends_on=ready,
             ),
         )
-        pool_outputs[name] = gpu.scale_sets
     if cluster.storage.enabled:
         ClusterStorage(
             f"{cluster.name}-storage",
             ClusterStorageArgs(
                 ctx=ctx,
                 account_name=account_name(cluster.name, f"{config.location}/{stack}"),
-                containers=cluster.storage.containers,
+                containers=list(cluster.storage.containers),
+                grants=_grants(prep, node_pools),
                 endpoint_subnet_id=subnet["endpoints"],
                 vnet_id=spoke.id,
                 dns_zone_id=hub.blob_dns_zone_id,
                 dns_resource_group_name=hub.resource_group_name,
+                depends_on=ready,
             ),
         )
     return {
@@ -264,8 +292,11 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         "apiserver_endpoint": control.apiserver_endpoint,
         "etcd_members": control.etcd_members,
         "prometheus_hosts": prometheus.hosts,
-        "scale_sets": {name: {s.name: s.capacity for s in sets} for name, sets in pools.items()},
-        "scale_set_ids": pool_outputs,
+        "scale_sets": {p.name: {s.name: s.capacity for s in p.scale_sets} for p in prep.pools.gpu},
+        "scale_set_ids": {name: pool.scale_sets for name, pool in node_pools.items()},
+        "pools": {name: pool.to_dict() for name, pool in prep.pools.pools.items()},
+        "egress": [e.to_dict() for e in prep.egress],
+        "prerequisites": prep.prerequisites.to_json(),
         "sizing": {role: choice.to_dict() for role, choice in sizes.items()},
         "address_plan": plan.vnet.to_dict(),
         "hub": hub_stack_name(cluster),
@@ -294,7 +325,3 @@ def build(stack: str, config: StackConfig) -> dict[str, Any]:
 def export(outputs: dict[str, Any]) -> None:
     for key, value in outputs.items():
         pulumi.export(key, value)
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)

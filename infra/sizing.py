@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.addresses import planned_nodes
 from infra.config import PROJECT, ClusterConfig
+from infra.pools import ClusterPools
 from modules.errors import ConfigError
 from modules.sizing import recommend
 from modules.sizing.skus import sku
@@ -29,12 +29,6 @@ class SizeChoice:
         }
 
 
-def cluster_nodes(cluster: ClusterConfig) -> int:
-    """Nodes the control plane is sized for: every pool at its maximum, surge included."""
-    pools = {"system_pool": cluster.system_pool, **{f"gpu_pools.{k}": v for k, v in cluster.gpu_pools.items()}}
-    return sum(sum(planned_nodes(p, f"cluster.{key}")) for key, p in pools.items())
-
-
 def _check(vm_size: str, where: str) -> None:
     try:
         sku(vm_size)
@@ -48,8 +42,9 @@ def _choice(rec: recommend.Recommendation, override: str | None, where: str) -> 
     return SizeChoice(rec.role, rec.vm_size, chosen, rec.rule, rec.source)
 
 
-def size_cluster(cluster: ClusterConfig) -> dict[str, SizeChoice]:
-    nodes = cluster_nodes(cluster)
+def size_cluster(cluster: ClusterConfig, pools: ClusterPools) -> dict[str, SizeChoice]:
+    """Sizes per control-plane role for the most nodes the cluster can hold (``pools.peak_nodes``)."""
+    nodes = pools.peak_nodes
     out = {
         "apiserver": _choice(recommend.apiserver(nodes), cluster.api_servers.vm_size, "cluster.api_servers.vm_size"),
         "etcd": _choice(

@@ -39,25 +39,25 @@ POLICIES: list[Policy] = [
     ),
     StackValidationPolicy(
         name="subnet-holds-its-pools",
-        description="A subnet holds (instances + surge) x (1 + maxPods) for its pools plus 5 reserved "
+        description="A subnet holds (instances + surge) x (1 + pod IPs) for its pools plus 5 reserved "
         "addresses: with Azure CNI every pod is an IP configuration in the node subnet.",
         validate=network.subnet_holds_its_pools,
         severity=HIGH,
     ),
     StackValidationPolicy(
         name="ip-configurations-within-limits",
-        description="IP configurations per VNet and per peered group stay within the limits in force "
-        "(Azure's defaults, or the raised quota the stack declares): beyond them `pulumi up` fails at Azure.",
+        description="IP configurations per VNet and per peered group stay within Azure's hard limits (65,536 "
+        "per VNet, 128,000 per peered group): beyond them `pulumi up` fails partway, after part of the fleet "
+        "is created and billed.",
         validate=network.ip_configurations_within_limits,
-        severity=HIGH,
+        severity=CRITICAL,
     ),
     StackValidationPolicy(
-        name="ip-configurations-need-raised-quota",
-        description="A VNet or peered group above Azure's default IP limit depends on a quota increase "
-        "the stack declares: confirm it is granted before deploying.",
-        validate=network.ip_configurations_need_raised_quota,
-        enforcement_level=ADVISORY,
-        severity=MEDIUM,
+        name="no-hard-limit-override",
+        description="A stack never declares a raised value for a limit Azure does not raise (private IPs per "
+        "VNet or peered group, IPs per NIC, scale-set caps): only quotas are adjustable.",
+        validate=network.no_hard_limit_override,
+        severity=HIGH,
     ),
     ResourceValidationPolicy(
         name="nsg-no-admin-ports-from-internet",
@@ -93,7 +93,7 @@ POLICIES: list[Policy] = [
     ResourceValidationPolicy(
         name="nic-ip-configurations",
         description="A NIC holds at most 256 IP configurations, and a pool's NICs carry exactly "
-        "1 + maxPods (the node, then one per pod) so pods never run out of addresses.",
+        "1 + pod IPs (the node, then one per pod that is not host-network) so pods never run out of addresses.",
         validate=compute.nic_ip_configurations,
         severity=HIGH,
     ),

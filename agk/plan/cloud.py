@@ -55,6 +55,7 @@ ARM_PATHS: dict[str, ArmPath] = {
     "azure-native:network:RouteTable": _net(_ROUTES),
     "azure-native:network:Route": _net(_ROUTES, ("routes", "routeName")),
     "azure-native:network:NatGateway": _net(("natGateways", "natGatewayName")),
+    "azure-native:network:PublicIPPrefix": _net(("publicIPPrefixes", "publicIpPrefixName")),
     "azure-native:network:PrivateEndpoint": _net(("privateEndpoints", "privateEndpointName")),
     "azure-native:network:ApplicationSecurityGroup": _net(
         ("applicationSecurityGroups", "applicationSecurityGroupName")
@@ -249,6 +250,16 @@ class Cloud:
             outputs["customDnsConfigs"] = [{"fqdn": f"{name}.privatelink", "ipAddresses": [address]}]
         elif kind in {"VirtualMachine", "VirtualMachineScaleSet"}:
             outputs["vmId" if kind == "VirtualMachine" else "uniqueId"] = stable_uuid(urn)
+            identity = values.get("identity")
+            if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
+                # The API takes a list of identity ids and answers a map of id -> principal and client ids.
+                outputs["identity"] = {
+                    **identity,
+                    "userAssignedIdentities": {
+                        uid: {"principalId": stable_uuid(uid, "p"), "clientId": stable_uuid(uid, "c")}
+                        for uid in identity["userAssignedIdentities"]
+                    },
+                }
         elif kind == "UserAssignedIdentity":
             outputs.update(
                 {"principalId": stable_uuid(urn, "p"), "clientId": stable_uuid(urn, "c"), "tenantId": TENANT}

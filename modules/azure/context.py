@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pulumi
 
 from modules import tags as tagging
 
-# Ubuntu 24.04: its etcd-server package is the etcd 3.4 line the bootstrap tests run.
-UBUNTU_2404 = ("Canonical", "ubuntu-24_04-lts", "server", "latest")
-# Azure's HPC image: NVIDIA driver, InfiniBand (MOFED) and DCGM preinstalled for ND-series VMs.
-UBUNTU_HPC_2204 = ("microsoft-dsvm", "ubuntu-hpc", "2204", "latest")
+ImageRef = tuple[str, str, str, str]
+"""(publisher, offer, sku, version): a pinned marketplace image (the stack's ``images`` config)."""
 
 
 @dataclass(frozen=True)
@@ -31,10 +29,8 @@ class DeployContext:
     """Admin user on every VM (SSH keys only)."""
     ssh_public_keys: tuple[str, ...]
     """Public keys allowed to log in."""
-    images: Mapping[str, tuple[str, str, str, str]] = field(
-        default_factory=lambda: {"general": UBUNTU_2404, "gpu": UBUNTU_HPC_2204}
-    )
-    """Marketplace images (publisher, offer, sku, version) by kind."""
+    images: Mapping[str, ImageRef]
+    """Pinned marketplace images by kind (``general``, ``gpu``): scale-outs boot the same image."""
 
     def tags_for(self, role: str, **extra: str) -> dict[str, str]:
         out = dict(self.tags)

@@ -57,6 +57,8 @@ class ControlPlaneArgs:
     """Availability zones to spread VMs over, round robin."""
     custom_data: Mapping[str, pulumi.Input[str]]
     """Base64 cloud-config per host name."""
+    depends_on: Sequence[pulumi.Resource] = ()
+    """Wait for these (the VNet's last subnet) before creating anything in the VNet."""
 
 
 class ControlPlane(pulumi.ComponentResource):
@@ -116,7 +118,7 @@ class ControlPlane(pulumi.ComponentResource):
                 )
             ],
             tags=ctx.tags_for("apiserver"),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
         pool_id = pulumi.Output.concat(lb_id, "/backendAddressPools/apiservers")
         zones = list(args.zones)
@@ -134,7 +136,7 @@ class ControlPlane(pulumi.ComponentResource):
                 ),
                 _with_tags(ctx, {tagging.CLUSTER_NODES: str(args.cluster_nodes)}),
                 self,
-                depends_on=[lb],
+                depends_on=[lb, *args.depends_on],
             )
         members: dict[str, str] = {}
         for group in args.etcd:
@@ -171,6 +173,7 @@ class ControlPlane(pulumi.ComponentResource):
                     ),
                     ctx,
                     self,
+                    depends_on=args.depends_on,
                 )
                 members[host] = address
 

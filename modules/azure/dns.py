@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pulumi
 from pulumi_azure_native import privatedns
@@ -19,6 +19,7 @@ def link_vnet(
     tags: Mapping[str, str],
     parent: pulumi.Resource,
     link_name: str | None = None,
+    depends_on: Sequence[pulumi.Resource] = (),
 ) -> privatedns.VirtualNetworkLink:
     """Let ``vnet_id`` resolve names in the zone (which may live in another stack's resource group)."""
     return privatedns.VirtualNetworkLink(
@@ -30,12 +31,17 @@ def link_vnet(
         virtual_network=privatedns.SubResourceArgs(id=vnet_id),
         registration_enabled=False,
         tags=dict(tags),
-        opts=pulumi.ResourceOptions(parent=parent),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
     )
 
 
 def private_zone(
-    name: str, zone_name: str, ctx: DeployContext, vnet_id: pulumi.Input[str], parent: pulumi.Resource
+    name: str,
+    zone_name: str,
+    ctx: DeployContext,
+    vnet_id: pulumi.Input[str],
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource] = (),
 ) -> privatedns.PrivateZone:
     """A private zone in the context's resource group, linked to ``vnet_id``."""
     zone = privatedns.PrivateZone(
@@ -53,5 +59,6 @@ def private_zone(
         vnet_id=vnet_id,
         tags=ctx.tags_for("network"),
         parent=parent,
+        depends_on=depends_on,
     )
     return zone

@@ -28,6 +28,8 @@ class PrometheusHostsArgs:
     """Zones to spread the replicas over."""
     custom_data: Mapping[str, pulumi.Input[str]]
     """Base64 cloud-config per host name."""
+    depends_on: Sequence[pulumi.Resource] = ()
+    """Wait for these (the VNet's last subnet) before creating NICs in the VNet."""
 
 
 class PrometheusHosts(pulumi.ComponentResource):
@@ -52,6 +54,7 @@ class PrometheusHosts(pulumi.ComponentResource):
                 ),
                 args.ctx,
                 self,
+                depends_on=args.depends_on,
             )
         self.id = pulumi.Output.from_input(name)
         self.name = pulumi.Output.from_input(name)
@@ -79,6 +82,8 @@ class NatHostArgs:
     """The hub's route table (its jump subnet) that gets the service-CIDR route."""
     hub_resource_group_name: pulumi.Input[str]
     """The hub's resource group."""
+    depends_on: Sequence[pulumi.Resource] = ()
+    """Wait for these (the VNet's last subnet) before creating the NIC in the VNet."""
 
 
 class NatHost(pulumi.ComponentResource):
@@ -102,6 +107,7 @@ class NatHost(pulumi.ComponentResource):
             ),
             args.ctx,
             self,
+            depends_on=args.depends_on,
         )
         network.Route(
             f"{name}-service-route",

@@ -18,7 +18,7 @@ from modules.azure.dns import private_zone
 from modules.azure.nsg import BASTION_RULES, DENY_INTERNET_INBOUND, Rule
 from modules.azure.storage import BLOB_ZONE
 from modules.azure.vm import VmSpec, first_private_ip, linux_vm
-from modules.azure.vnet import static_public_ip, subnets, virtual_network
+from modules.azure.vnet import last, nat_gateway, static_public_ip, subnets, virtual_network
 from modules.netplan.plan import VNetPlan
 
 
@@ -40,6 +40,8 @@ class HubNetworkArgs:
     """Base64 cloud-config per jump host name."""
     private_dns_zone: str
     """Private DNS zone that every spoke links to."""
+    egress_public_ips: int
+    """Public IPs of the jump subnet's NAT gateway: the jump hosts' only way out (no default outbound access)."""
 
 
 class HubNetwork(pulumi.ComponentResource):
@@ -70,13 +72,22 @@ class HubNetwork(pulumi.ComponentResource):
         def rules(subnet: str) -> tuple[Rule, ...]:
             return BASTION_RULES if subnet == "AzureBastionSubnet" else (DENY_INTERNET_INBOUND,)
 
+        egress = nat_gateway(f"{name}-egress-jump", ctx, args.egress_public_ips, None, self)
         created, _ = subnets(
-            name, args.plan, vnet, ctx, self, rules_for=rules, route_table_ids={"jump": route_table.id}
+            name,
+            args.plan,
+            vnet,
+            ctx,
+            self,
+            rules_for=rules,
+            route_table_ids={"jump": route_table.id},
+            nat_gateway_ids={"jump": egress.id},
         )
-        zone = private_zone(f"{name}-dns", args.private_dns_zone, ctx, vnet.id, self)
+        ready = last(created)
+        zone = private_zone(f"{name}-dns", args.private_dns_zone, ctx, vnet.id, self, ready)
         # One privatelink zone for every cluster's storage endpoint: a VNet cannot link two zones
         # of the same name, and researchers in the hub must resolve each spoke's private endpoint.
-        blob_zone = private_zone(f"{name}-blob-dns", BLOB_ZONE, ctx, vnet.id, self)
+        blob_zone = private_zone(f"{name}-blob-dns", BLOB_ZONE, ctx, vnet.id, self, ready)
         if args.bastion:
             pip = static_public_ip(f"{name}-bastion-ip", ctx, "bastion", self)
             network.BastionHost(
@@ -92,7 +103,7 @@ class HubNetwork(pulumi.ComponentResource):
                     )
                 ],
                 tags=ctx.tags_for("bastion"),
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
             )
         jump: dict[str, pulumi.Output[str]] = {}
         for i in range(args.jump_hosts):
@@ -108,6 +119,7 @@ class HubNetwork(pulumi.ComponentResource):
                 ),
                 ctx,
                 self,
+                depends_on=ready,
             )
             jump[host] = nic.ip_configurations.apply(first_private_ip)
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_azure_native import compute
+from pulumi_azure_native import compute, managedidentity
 
 from modules import tags as tagging
 from modules.azure.context import DeployContext
@@ -33,8 +33,8 @@ class NodePoolArgs:
     """The pool split into scale sets (stable names, capacities within the cap)."""
     subnet_id: pulumi.Input[str]
     """The pool's subnet: node and pod addresses."""
-    max_pods: int
-    """Secondary IP configurations per NIC."""
+    pod_ips: int
+    """Secondary IP configurations per NIC (one per pod that is not host-network)."""
     surge: int
     """Surge nodes the pool's subnet is planned for (tagged for the subnet-capacity policy)."""
     os_disk_gib: int
@@ -45,16 +45,18 @@ class NodePoolArgs:
     """Availability zone of the pool's scale sets."""
     image: str = "gpu"
     """Key into DeployContext.images."""
+    depends_on: Sequence[pulumi.Resource] = ()
+    """Wait for these (the VNet's last subnet) before creating scale sets in the VNet."""
 
 
 def ip_configurations(
-    subnet_id: pulumi.Input[str], max_pods: int
+    subnet_id: pulumi.Input[str], pod_ips: int
 ) -> list[compute.VirtualMachineScaleSetIPConfigurationArgs]:
     subnet = compute.ApiEntityReferenceArgs(id=subnet_id)
     configs = [compute.VirtualMachineScaleSetIPConfigurationArgs(name="ipconfig1", primary=True, subnet=subnet)]
     configs += [
         compute.VirtualMachineScaleSetIPConfigurationArgs(name=f"pod{i:03d}", primary=False, subnet=subnet)
-        for i in range(1, max_pods + 1)
+        for i in range(1, pod_ips + 1)
     ]
     return configs
 
@@ -64,13 +66,27 @@ class NodePool(pulumi.ComponentResource):
     name: pulumi.Output[str]
     scale_sets: pulumi.Output[dict[str, str]]
     capacity: pulumi.Output[int]
+    identity_id: pulumi.Output[str]
+    principal_id: pulumi.Output[str]
+    """The pool's managed identity (every scale set of the pool uses it): the principal to grant roles to."""
+    client_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: NodePoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("agk:compute:NodePool", name, None, opts)
         ctx = args.ctx
         publisher, offer, sku, version = ctx.images[args.image]
         tags = ctx.tags_for(
-            args.role, **{tagging.POOL: args.pool, tagging.MAX_PODS: str(args.max_pods), tagging.SURGE: str(args.surge)}
+            args.role, **{tagging.POOL: args.pool, tagging.POD_IPS: str(args.pod_ips), tagging.SURGE: str(args.surge)}
+        )
+        # One user-assigned identity for the pool: role assignments (blob containers, ...) are made once
+        # per pool, not once per scale set, and survive replacing a scale set.
+        identity = managedidentity.UserAssignedIdentity(
+            f"{name}-identity",
+            resource_name_=f"{name}-identity",
+            resource_group_name=ctx.resource_group_name,
+            location=ctx.location,
+            tags=ctx.tags_for(args.role, **{tagging.POOL: args.pool}),
+            opts=pulumi.ResourceOptions(parent=self),
         )
         created: dict[str, compute.VirtualMachineScaleSet] = {}
         subnet_id = pulumi.Output.from_input(args.subnet_id)
@@ -87,7 +103,9 @@ class NodePool(pulumi.ComponentResource):
                 single_placement_group=plan.single_placement_group,
                 platform_fault_domain_count=1,
                 upgrade_policy=compute.UpgradePolicyArgs(mode=compute.UpgradeMode.MANUAL),
-                identity=compute.VirtualMachineScaleSetIdentityArgs(type=compute.ResourceIdentityType.SYSTEM_ASSIGNED),
+                identity=compute.VirtualMachineScaleSetIdentityArgs(
+                    type=compute.ResourceIdentityType.USER_ASSIGNED, user_assigned_identities=[identity.id]
+                ),
                 virtual_machine_profile=compute.VirtualMachineScaleSetVMProfileArgs(
                     os_profile=compute.VirtualMachineScaleSetOSProfileArgs(
                         computer_name_prefix=plan.name,
@@ -116,19 +134,30 @@ class NodePool(pulumi.ComponentResource):
                                 enable_accelerated_networking=True,
                                 # One Output for the whole list, not one per IP configuration: at
                                 # 75 scale sets x 27 configurations the SDK's per-Output cost dominates.
-                                ip_configurations=subnet_id.apply(lambda sid: ip_configurations(sid, args.max_pods)),
+                                ip_configurations=subnet_id.apply(lambda sid: ip_configurations(sid, args.pod_ips)),
                             )
                         ]
                     ),
                     security_profile=compute.SecurityProfileArgs(encryption_at_host=True),
                 ),
                 tags=tags,
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
             )
         self.id = pulumi.Output.from_input(name)
         self.name = pulumi.Output.from_input(name)
         self.scale_sets = pulumi.Output.all(**{k: v.id for k, v in created.items()}).apply(dict)
         self.capacity = pulumi.Output.from_input(sum(p.capacity for p in args.scale_sets))
+        self.identity_id = identity.id
+        self.principal_id = identity.principal_id
+        self.client_id = identity.client_id
         self.register_outputs(
-            {"id": self.id, "name": self.name, "scale_sets": self.scale_sets, "capacity": self.capacity}
+            {
+                "id": self.id,
+                "name": self.name,
+                "scale_sets": self.scale_sets,
+                "capacity": self.capacity,
+                "identity_id": self.identity_id,
+                "principal_id": self.principal_id,
+                "client_id": self.client_id,
+            }
         )

@@ -1,21 +1,38 @@
 """One cluster's spoke VNet: planned subnets with NSGs, NAT gateway egress, peering with the hub.
 
 The spoke stack creates both halves of the peering (it reads the hub through a StackReference).
-Spokes peer only with the hub, and the hub side does not allow forwarded traffic by default,
-so nothing can transit the hub from one spoke to another.
+Spokes peer only with the hub. On a peering in VNet X, `allowForwardedTraffic` decides whether X
+accepts traffic that an appliance in the remote VNet forwarded (virtual-network-peering-overview):
+the hub accepts what this spoke's NAT host forwards (its replies come from service IPs, which are
+not the spoke's own addresses), while the spoke side stays off unless the stack asks, so the hub can
+never hand one spoke traffic that came from another. No appliance in the hub forwards at all.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pulumi
 from pulumi_azure_native import network
 
 from modules.azure.context import DeployContext
 from modules.azure.dns import link_vnet
-from modules.azure.vnet import static_public_ip, subnets, virtual_network
+from modules.azure.nsg import DENY_INTERNET_INBOUND, Rule
+from modules.azure.vnet import last, nat_gateway, subnets, virtual_network
 from modules.netplan.plan import VNetPlan
+
+
+@dataclass(frozen=True)
+class Egress:
+    """One NAT gateway of the spoke and the subnets behind it (infra.egress plans them)."""
+
+    name: str
+    """``shared`` or a GPU pool's name: the gateway is ``<spoke>-egress-<name>``."""
+    subnets: Sequence[str]
+    public_ips: int
+    """Addresses of its public IP prefix (2, 4, 8 or 16)."""
+    zone: str | None
 
 
 @dataclass(frozen=True)
@@ -48,6 +65,10 @@ class SpokeNetworkArgs:
     """The hub to peer with."""
     allow_forwarded_traffic: bool
     """Let traffic forwarded by the hub into the spoke (off: no transit)."""
+    egress: Sequence[Egress]
+    """The NAT gateways and the subnets each serves; subnets in none have no internet egress."""
+    extra_rules: Mapping[str, Sequence[Rule]] = field(default_factory=dict)
+    """NSG rules per subnet on top of denying inbound from the Internet (the NAT host's service ingress)."""
 
 
 class SpokeNetwork(pulumi.ComponentResource):
@@ -56,25 +77,23 @@ class SpokeNetwork(pulumi.ComponentResource):
     subnet_ids: pulumi.Output[dict[str, str]]
     nsg_ids: pulumi.Output[dict[str, str]]
     peering_ids: pulumi.Output[dict[str, str]]
-    nat_gateway_id: pulumi.Output[str]
+    nat_gateway_ids: pulumi.Output[dict[str, str]]
 
     def __init__(self, name: str, args: SpokeNetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("agk:network:SpokeNetwork", name, None, opts)
         ctx = args.ctx
         vnet = virtual_network(name, args.plan, ctx, self, "spoke", args.limits_tag)
-        egress_ip = static_public_ip(f"{name}-egress-ip", ctx, "network", self)
-        nat = network.NatGateway(
-            f"{name}-egress",
-            nat_gateway_name=f"{name}-egress",
-            resource_group_name=ctx.resource_group_name,
-            location=ctx.location,
-            sku=network.NatGatewaySkuArgs(name="Standard"),
-            public_ip_addresses=[network.SubResourceArgs(id=egress_ip.id)],
-            idle_timeout_in_minutes=10,
-            tags=ctx.tags_for("network"),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        created, nsgs = subnets(name, args.plan, vnet, ctx, self, nat_gateway_id=nat.id)
+        gateways: dict[str, network.NatGateway] = {
+            egress.name: nat_gateway(f"{name}-egress-{egress.name}", ctx, egress.public_ips, egress.zone, self)
+            for egress in args.egress
+        }
+        nat_of_subnet = {subnet: gateways[e.name].id for e in args.egress for subnet in e.subnets}
+
+        def rules(subnet: str) -> tuple[Rule, ...]:
+            return (*args.extra_rules.get(subnet, ()), DENY_INTERNET_INBOUND)
+
+        created, nsgs = subnets(name, args.plan, vnet, ctx, self, rules_for=rules, nat_gateway_ids=nat_of_subnet)
+        ready = last(created)
         hub = args.hub
         peerings = {
             "to-hub": network.VirtualNetworkPeering(
@@ -87,7 +106,7 @@ class SpokeNetwork(pulumi.ComponentResource):
                 allow_forwarded_traffic=args.allow_forwarded_traffic,
                 allow_gateway_transit=False,
                 use_remote_gateways=False,
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
             ),
             "from-hub": network.VirtualNetworkPeering(
                 f"{name}-from-hub",
@@ -96,11 +115,12 @@ class SpokeNetwork(pulumi.ComponentResource):
                 virtual_network_name=hub.vnet_name,
                 remote_virtual_network=network.SubResourceArgs(id=vnet.id),
                 allow_virtual_network_access=True,
-                # The hub never forwards into a spoke what came from elsewhere: no transit.
-                allow_forwarded_traffic=False,
+                # The NAT host's replies to researchers in the hub come from service IPs, which are not
+                # this spoke's addresses: the hub drops them unless it accepts forwarded traffic.
+                allow_forwarded_traffic=True,
                 allow_gateway_transit=False,
                 use_remote_gateways=False,
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
             ),
         }
         link_vnet(
@@ -111,7 +131,10 @@ class SpokeNetwork(pulumi.ComponentResource):
             vnet_id=vnet.id,
             tags=ctx.tags_for("network"),
             parent=self,
+            depends_on=ready,
         )
+        self.ready: list[pulumi.Resource] = ready
+        """Depend on these to wait until every subnet of the VNet is written."""
         self.subnet_refs: dict[str, pulumi.Output[str]] = {k: v.id for k, v in created.items()}
         """Subnet ids for wiring inside this program (the `subnet_ids` output is their map)."""
         self.id = vnet.id
@@ -119,7 +142,7 @@ class SpokeNetwork(pulumi.ComponentResource):
         self.subnet_ids = pulumi.Output.all(**{k: v.id for k, v in created.items()}).apply(dict)
         self.nsg_ids = pulumi.Output.all(**{k: v.id for k, v in nsgs.items()}).apply(dict)
         self.peering_ids = pulumi.Output.all(**{k: v.id for k, v in peerings.items()}).apply(dict)
-        self.nat_gateway_id = nat.id
+        self.nat_gateway_ids = pulumi.Output.all(**{k: v.id for k, v in gateways.items()}).apply(dict)
         self.register_outputs(
             {
                 "id": self.id,
@@ -127,6 +150,6 @@ class SpokeNetwork(pulumi.ComponentResource):
                 "subnet_ids": self.subnet_ids,
                 "nsg_ids": self.nsg_ids,
                 "peering_ids": self.peering_ids,
-                "nat_gateway_id": self.nat_gateway_id,
+                "nat_gateway_ids": self.nat_gateway_ids,
             }
         )

@@ -3,16 +3,48 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pulumi
-from pulumi_azure_native import network, storage
+from pulumi_azure_native import authorization, network, storage
 
 from modules.azure.context import DeployContext
 from modules.azure.dns import link_vnet
 
 BLOB_ZONE = "privatelink.blob.core.windows.net"
+# Built-in data-plane roles (azure/role-based-access-control/built-in-roles#storage). Shared keys are
+# off, so these role assignments are the only way to read or write a blob.
+BLOB_ROLES = {
+    "read": ("Storage Blob Data Reader", "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"),
+    "read-write": ("Storage Blob Data Contributor", "ba92f5b4-2d11-453d-a403-e96b0029c9fe"),
+}
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A principal allowed to use one container with a blob data role."""
+
+    key: str
+    """Stable name of the principal in this stack (a pool, a group's object id): names the assignment."""
+    principal_id: pulumi.Input[str]
+    principal_type: str
+    """ServicePrincipal (managed identities: Azure skips the directory lookup that races a new identity) or Group."""
+    access: str
+    """read or read-write (BLOB_ROLES)."""
+
+
+def role_definition_id(resource_group_id: pulumi.Input[str], role_guid: str) -> pulumi.Output[str]:
+    """``/subscriptions/<sub>/providers/Microsoft.Authorization/roleDefinitions/<guid>`` from the RG's id."""
+    return pulumi.Output.from_input(resource_group_id).apply(
+        lambda rg: rg.split("/resourceGroups/")[0] + f"/providers/Microsoft.Authorization/roleDefinitions/{role_guid}"
+    )
+
+
+def assignment_name(*parts: str) -> str:
+    """Role assignment names are GUIDs; derive them from stable names so a re-plan never renames one."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(parts)))
 
 
 def account_name(cluster: str, salt: str) -> str:
@@ -29,6 +61,7 @@ class ClusterStorageArgs:
     """Storage account name (modules.azure.storage.account_name)."""
     containers: Sequence[str]
     """Blob containers to create."""
+
     endpoint_subnet_id: pulumi.Input[str]
     """Subnet of the private endpoint."""
     vnet_id: pulumi.Input[str]
@@ -37,6 +70,10 @@ class ClusterStorageArgs:
     """The hub's privatelink.blob.core.windows.net zone."""
     dns_resource_group_name: pulumi.Input[str]
     """The hub's resource group (the zone and its links live there)."""
+    grants: Mapping[str, Sequence[Grant]] = field(default_factory=dict)
+    """Container name to who may use it (data roles scoped to that container only: least privilege)."""
+    depends_on: Sequence[pulumi.Resource] = ()
+    """Wait for these (the VNet's last subnet) before creating the private endpoint and DNS link."""
 
 
 class ClusterStorage(pulumi.ComponentResource):
@@ -74,6 +111,19 @@ class ClusterStorage(pulumi.ComponentResource):
             )
             for c in args.containers
         }
+        for container, grants in args.grants.items():
+            for grant in grants:
+                role, guid = BLOB_ROLES[grant.access]
+                authorization.RoleAssignment(
+                    f"{name}-{container}-{grant.key}-{grant.access}",
+                    role_assignment_name=assignment_name(args.account_name, container, grant.key, guid),
+                    principal_id=grant.principal_id,
+                    principal_type=grant.principal_type,
+                    role_definition_id=role_definition_id(ctx.resource_group_id, guid),
+                    scope=containers[container].id,
+                    description=f"{role} on {container} for {grant.key}",
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
         endpoint = network.PrivateEndpoint(
             f"{name}-blob-endpoint",
             private_endpoint_name=f"{name}-blob",
@@ -86,7 +136,7 @@ class ClusterStorage(pulumi.ComponentResource):
                 )
             ],
             tags=ctx.tags_for("storage"),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
         link_vnet(
             f"{name}-blob-dns-link",
@@ -96,6 +146,7 @@ class ClusterStorage(pulumi.ComponentResource):
             vnet_id=args.vnet_id,
             tags=ctx.tags_for("storage"),
             parent=self,
+            depends_on=args.depends_on,
         )
         network.PrivateDnsZoneGroup(
             f"{name}-blob-dns-group",

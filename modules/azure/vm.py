@@ -59,6 +59,7 @@ def ssh_only(ctx: DeployContext) -> compute.LinuxConfigurationArgs:
 def linux_vm(
     spec: VmSpec, ctx: DeployContext, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()
 ) -> tuple[network.NetworkInterface, compute.VirtualMachine]:
+    """The VM and its NIC; ``depends_on`` (the VNet's last subnet, a load balancer) gates both."""
     tags = ctx.tags_for(spec.role)
     nic = network.NetworkInterface(
         f"{spec.name}-nic",
@@ -80,7 +81,7 @@ def linux_vm(
             )
         ],
         tags=tags,
-        opts=pulumi.ResourceOptions(parent=parent),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
     )
     publisher, offer, sku, version = ctx.images[spec.image]
     data_disks = [

@@ -17,7 +17,7 @@ NO_NSG_SUBNETS = frozenset({"AzureFirewallSubnet", "GatewaySubnet"})
 
 
 def static_public_ip(name: str, ctx: DeployContext, role: str, parent: pulumi.Resource) -> network.PublicIPAddress:
-    """A Standard, static public address: only the NAT gateway's egress and Bastion ever get one."""
+    """A Standard, static public address: Bastion's (NAT gateways take prefixes, see ``nat_gateway``)."""
     return network.PublicIPAddress(
         name,
         resource_group_name=ctx.resource_group_name,
@@ -25,6 +25,41 @@ def static_public_ip(name: str, ctx: DeployContext, role: str, parent: pulumi.Re
         sku=network.PublicIPAddressSkuArgs(name="Standard"),
         public_ip_allocation_method="Static",
         tags=ctx.tags_for(role),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def nat_gateway(
+    name: str, ctx: DeployContext, public_ips: int, zone: str | None, parent: pulumi.Resource
+) -> network.NatGateway:
+    """A Standard NAT gateway with a public IP prefix of ``public_ips`` addresses (a power of two, 2-16).
+
+    A zonal gateway and its prefix share the zone; without one Azure places the gateway in a zone of its
+    choosing (nat-gateway-availability-zones), so a zone outage can take that egress away.
+    """
+    zones = [zone] if zone else None
+    prefix = network.PublicIPPrefix(
+        f"{name}-ips",
+        public_ip_prefix_name=f"{name}-ips",
+        resource_group_name=ctx.resource_group_name,
+        location=ctx.location,
+        sku=network.PublicIPPrefixSkuArgs(name="Standard"),
+        prefix_length=32 - (public_ips.bit_length() - 1),
+        public_ip_address_version="IPv4",
+        zones=zones,
+        tags=ctx.tags_for("network"),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    return network.NatGateway(
+        name,
+        nat_gateway_name=name,
+        resource_group_name=ctx.resource_group_name,
+        location=ctx.location,
+        sku=network.NatGatewaySkuArgs(name="Standard"),
+        public_ip_prefixes=[network.SubResourceArgs(id=prefix.id)],
+        idle_timeout_in_minutes=10,
+        zones=zones,
+        tags=ctx.tags_for("network"),
         opts=pulumi.ResourceOptions(parent=parent),
     )
 
@@ -51,24 +86,27 @@ def subnets(
     parent: pulumi.Resource,
     *,
     rules_for: Callable[[str], tuple[Rule, ...]] = lambda _: (DENY_INTERNET_INBOUND,),
-    nat_gateway_id: pulumi.Input[str] | None = None,
+    nat_gateway_ids: Mapping[str, pulumi.Input[str]] | None = None,
     route_table_ids: Mapping[str, pulumi.Input[str]] | None = None,
 ) -> tuple[dict[str, network.Subnet], dict[str, network.NetworkSecurityGroup]]:
     """Create the planned subnets in address order, one at a time.
 
-    Azure rejects concurrent writes to subnets of one VNet ("AnotherOperationInProgress"), so
-    each subnet depends on the previous one.
+    Azure rejects concurrent writes to subnets of one VNet ("AnotherOperationInProgress"), so each
+    subnet depends on the previous one, and whatever else lives in the VNet must wait for the last
+    (see ``last``). No subnet relies on default outbound access (off by default for VNets created with
+    network API 2025-07-01 or later, default-outbound-access): egress is the NAT gateway in
+    ``nat_gateway_ids`` or nothing.
     """
     created: dict[str, network.Subnet] = {}
     nsgs: dict[str, network.NetworkSecurityGroup] = {}
     previous: network.Subnet | None = None
+    gateways = nat_gateway_ids or {}
     for sub in plan.subnets.values():
         nsg = None
         if sub.name not in NO_NSG_SUBNETS:
             nsg = security_group(f"{name}-{sub.name}-nsg", ctx, rules_for(sub.name), parent)
             nsgs[sub.name] = nsg
-        # Private endpoints and Bastion must not sit behind the NAT gateway's SNAT.
-        uses_nat = nat_gateway_id is not None and sub.role not in ("private-endpoints", "bastion")
+        nat = gateways.get(sub.name)
         route_table = (route_table_ids or {}).get(sub.name)
         subnet = network.Subnet(
             f"{name}-{sub.name}",
@@ -77,11 +115,23 @@ def subnets(
             resource_group_name=ctx.resource_group_name,
             address_prefix=str(sub.cidr),
             network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id) if nsg else None,
-            nat_gateway=network.SubResourceArgs(id=nat_gateway_id) if uses_nat else None,
+            nat_gateway=network.SubResourceArgs(id=nat) if nat is not None else None,
             route_table=network.RouteTableArgs(id=route_table) if route_table is not None else None,
             private_endpoint_network_policies="Enabled" if sub.role == "private-endpoints" else None,
+            default_outbound_access=False,
             opts=pulumi.ResourceOptions(parent=parent, depends_on=[previous] if previous else []),
         )
         created[sub.name] = subnet
         previous = subnet
     return created, nsgs
+
+
+def last(created: Mapping[str, network.Subnet]) -> list[pulumi.Resource]:
+    """What to depend on so a resource waits until every subnet of the VNet is written.
+
+    Peerings, NICs, scale sets, load balancers, private endpoints and DNS links started while the
+    VNet's subnets are still being written fail with AnotherOperationInProgress
+    (pulumi-azure-native#4340, #699); the subnets are chained, so the last one implies them all.
+    """
+    subnets: list[pulumi.Resource] = list(created.values())
+    return subnets[-1:]

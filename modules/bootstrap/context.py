@@ -74,7 +74,10 @@ class NodePool:
     name: str
     role: PoolRole
     vm_size: str
-    max_pods: int
+    pod_ips: int
+    """Secondary IP configurations on each node's NIC (one per pod that is not host-network)."""
+    kubelet_max_pods: int
+    """pod_ips plus the host-network pods (static pods, node agents) the cluster runs on these nodes."""
     gpus: int
     gpu_model: str
     infiniband: bool

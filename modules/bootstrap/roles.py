@@ -198,6 +198,9 @@ def _kube_proxy(ctx: BootstrapContext, host_name: str | None) -> tuple[NodeFile,
     )
 
 
+POOL_STATIC_PODS: tuple[str, ...] = ("kube-system/kube-proxy",)
+"""Static pods on every pool node (all host-network); the kubelet's maxPods counts them."""
+
 KUBE_PROXY_SECRETS = (
     SecretFile(f"{K8S_PKI}/{pki.KUBE_PROXY}.crt", f"cert:{pki.KUBE_PROXY}"),
     SecretFile(f"{K8S_PKI}/{pki.KUBE_PROXY}.key", f"key:{pki.KUBE_PROXY}"),

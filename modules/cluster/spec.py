@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from modules import labels
 from modules.cluster import images
 from modules.cluster.config import AddonsConfig
 from modules.errors import ConfigError
@@ -129,28 +130,33 @@ class AddonsSpec:
     dns: DnsSpec
     state_metrics: StateMetricsSpec
 
-    # Node label and taint keys shared with the node bootstrap (registerWithTaints/labels).
+    # Node label and taint keys shared with the node bootstrap (modules.labels).
     @property
     def team_key(self) -> str:
-        return f"{self.label_domain}/team"
+        return labels.key(self.label_domain, labels.TEAM)
 
     @property
     def pool_key(self) -> str:
-        return f"{self.label_domain}/pool"
+        return labels.key(self.label_domain, labels.POOL)
 
     @property
     def preflight_key(self) -> str:
-        return f"{self.label_domain}/preflight"
+        return labels.key(self.label_domain, labels.PREFLIGHT)
 
     @property
     def accelerator_key(self) -> str:
         """``<domain>/accelerator=nvidia`` marks GPU nodes; system (CPU) nodes lack the label."""
-        return f"{self.label_domain}/accelerator"
+        return labels.key(self.label_domain, labels.ACCELERATOR)
+
+    @property
+    def ib_island_key(self) -> str:
+        """The scale set (one placement group, one InfiniBand fabric) a GPU node belongs to."""
+        return labels.key(self.label_domain, labels.IB_ISLAND)
 
     @property
     def fatal_xid_key(self) -> str:
         """Taint (NoExecute) the remediation controller puts on a node with a fatal XID."""
-        return f"{self.label_domain}/gpu-fatal-xid"
+        return labels.key(self.label_domain, labels.FATAL_XID)
 
     @property
     def minor(self) -> int:
@@ -320,7 +326,7 @@ def _health(addons: AddonsConfig) -> HealthSpec:
     )
 
 
-def _dns(service_ip: str, cluster_domain: str, system_nodes: int, gpu_nodes: int, version: str) -> DnsSpec:
+def _dns(service_ip: str, cluster_domain: str, system_nodes: int, peak_nodes: int, version: str) -> DnsSpec:
     try:
         ip = ipaddress.IPv4Address(service_ip)
     except ValueError:
@@ -332,7 +338,7 @@ def _dns(service_ip: str, cluster_domain: str, system_nodes: int, gpu_nodes: int
         raise _fail("cluster_domain", f"{cluster_domain!r} is not a DNS domain: use e.g. cluster.local")
     # Two replicas survive a node loss; beyond that one per ~1,000 nodes, never more than the
     # system pool can keep apart. (Query load at this scale is node-local caching's job.)
-    wanted = max(2, min(system_nodes, math.ceil((system_nodes + gpu_nodes) / DNS_NODES_PER_REPLICA)))
+    wanted = max(2, min(system_nodes, math.ceil(peak_nodes / DNS_NODES_PER_REPLICA)))
     return DnsSpec(
         service_ip=str(ip),
         cluster_domain=cluster_domain,
@@ -360,12 +366,14 @@ def addons_spec(
     *,
     dns_service_ip: str,
     system_nodes: int,
+    peak_nodes: int,
     cluster_domain: str = CLUSTER_DOMAIN,
 ) -> AddonsSpec:
     """Validate the ``addons`` section against the pools and build the spec (pure, no Pulumi).
 
     ``dns_service_ip`` is the kubelets' clusterDNS from the address plan; ``system_nodes`` the
-    system (CPU) pool's node count, where cluster services run.
+    system (CPU) pool's node count, where cluster services run; ``peak_nodes`` the most nodes the
+    cluster can hold at once (every pool at its maximum plus surge), which services are sized for.
     """
     if not _DNS_SUBDOMAIN.match(label_domain) or "." not in label_domain or len(label_domain) > 253:
         raise _fail(
@@ -386,7 +394,6 @@ def addons_spec(
             )
     if system_nodes < 1:
         raise _fail("cluster.system_pool.nodes", f"{system_nodes}: cluster services need at least 1 system node")
-    gpu_nodes = sum(p.nodes for p in pools.values())
     return AddonsSpec(
         cluster_name=cluster_name,
         kubernetes_version=kubernetes_version,
@@ -398,6 +405,6 @@ def addons_spec(
         preflight=_preflight(addons),
         gang=_gang(kubernetes_version, addons),
         health=_health(addons),
-        dns=_dns(dns_service_ip, cluster_domain, system_nodes, gpu_nodes, kubernetes_version),
-        state_metrics=_state_metrics(system_nodes + gpu_nodes, kubernetes_version),
+        dns=_dns(dns_service_ip, cluster_domain, system_nodes, peak_nodes, kubernetes_version),
+        state_metrics=_state_metrics(peak_nodes, kubernetes_version),
     )

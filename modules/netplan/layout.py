@@ -95,7 +95,7 @@ def allocate(
             raise AddressError(
                 f"{key_prefix}network.address_space: {', '.join(map(str, spaces))} ({capacity:,} addresses) cannot hold the subnets "
                 f"({need:,} addresses in aligned blocks; {block.name} /{block.prefix} does not fit): "
-                "use a larger or an extra address prefix, or lower node counts or max pods"
+                "use a larger or an extra address prefix, or lower node counts or pod_ips"
             )
         start, fprefix = free[slot]
         free[slot : slot + 1] = _split(start, fprefix, start, block.prefix)

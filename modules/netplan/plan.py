@@ -132,7 +132,7 @@ def _block(req: SubnetRequest, vnet: VNetSpec) -> Block:
     if prefix is None:
         raise AddressError(
             f"{vnet.key_prefix}{req.where or req.name}: {req.ips_needed:,} addresses exceed the largest subnet "
-            f"(/{shortest}, {usable(shortest):,} usable): split the pool or lower max pods"
+            f"(/{shortest}, {usable(shortest):,} usable): split the pool or lower pod_ips"
         )
     if req.longest_prefix is not None:
         prefix = min(prefix, req.longest_prefix)
@@ -188,8 +188,8 @@ def plan_vnet(vnet: VNetSpec) -> tuple[VNetPlan, list[Finding]]:
         findings.append(
             Finding(
                 "vnet-private-ip-limit",
-                f"{vnet.name}: {plan.ips_needed:,} private IPs exceed the {lim['vnet-private-ips']:,} one VNet holds: "
-                "split the cluster, lower max pods, or raise the quota (limits.vnet-private-ips)",
+                f"{vnet.name}: {plan.ips_needed:,} private IPs exceed the {lim['vnet-private-ips']:,} one VNet holds "
+                f"(a hard Azure limit): {lim.rows['vnet-private-ips'].fix}",
                 vnet.name,
             )
         )
@@ -277,8 +277,8 @@ def plan_network(vnets: Sequence[VNetSpec]) -> NetworkPlan:
                 Finding(
                     "peered-group-ip-limit",
                     f"{vnet.name} and its peers ({', '.join(p.name for p in peered)}) use {group:,} private IPs, "
-                    f"over the {lim['peered-group-private-ips']:,} a peered group holds: raise the quota "
-                    "(limits.peered-group-private-ips) or split",
+                    f"over the {lim['peered-group-private-ips']:,} a peered group holds (a hard Azure limit): "
+                    f"{lim.rows['peered-group-private-ips'].fix}",
                     vnet.name,
                 )
             )

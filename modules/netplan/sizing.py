@@ -223,8 +223,8 @@ def size(
         warnings.append(
             Finding(
                 "vnet-private-ip-limit",
-                f"{vnet_total:,} private IPs exceed the {lim['vnet-private-ips']:,} one VNet holds: split the "
-                "cluster, lower max pods, or raise the quota (limits.vnet-private-ips)",
+                f"{vnet_total:,} private IPs exceed the {lim['vnet-private-ips']:,} one VNet holds (a hard Azure "
+                "limit): lower max pods or split the workload across clusters (subnet-calc fit prints what fits)",
             )
         )
     # InfiniBand only reaches inside one placement group, which caps such a scale set at 100 VMs.

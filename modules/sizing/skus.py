@@ -1,19 +1,26 @@
 """The Azure VM sizes this toolkit knows, with the facts its planners need.
 
 Figures from the Azure VM size pages (learn.microsoft.com/azure/virtual-machines/sizes/...);
-``max_nics`` is the documented NIC limit, ``local_nvme_gib`` the temporary NVMe capacity.
+``max_nics`` is the documented NIC limit, ``local_nvme_gib`` the temporary NVMe capacity. Quota
+families from the Resource SKUs ``family`` field (as published in the OpenShift "tested instance
+types" table and microsoft/aspire's AksNodeVmSizes.cs).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from modules.errors import ConfigError
 
+# NamedTuple, not dataclass: the limits table (imported by `subnet-calc size`, which must start
+# instantly) derives its vCPU quota rows from the families below.
 
-@dataclass(frozen=True)
-class Sku:
+
+class Sku(NamedTuple):
     name: str
+    family: str
+    """The regional vCPU quota family as the Resource SKUs API names it (``az vm list-skus``: ``family``);
+    `az vm list-usage` may spell it with other casing or spaces, so compare case- and space-insensitively."""
     vcpus: int
     memory_gib: int
     gpus: int = 0
@@ -21,30 +28,29 @@ class Sku:
     infiniband: bool = False
     local_nvme_gib: int = 0
     max_nics: int = 8
-    premium_storage: bool = True
 
 
 SKUS: dict[str, Sku] = {
     s.name: s
     for s in (
-        Sku("Standard_ND96isr_H100_v5", 96, 1900, 8, "H100", True, 28000, 8),
-        Sku("Standard_ND96isr_H200_v5", 96, 1850, 8, "H200", True, 28000, 8),
-        Sku("Standard_ND96amsr_A100_v4", 96, 1900, 8, "A100-80GB", True, 6400, 8),
-        Sku("Standard_ND96asr_v4", 96, 900, 8, "A100-40GB", True, 6000, 8),
-        Sku("Standard_NC24ads_A100_v4", 24, 220, 1, "A100-80GB", False, 958, 2),
-        Sku("Standard_D2ds_v5", 2, 8, max_nics=2),
-        Sku("Standard_D4ds_v5", 4, 16, max_nics=2),
-        Sku("Standard_D8ds_v5", 8, 32, max_nics=4),
-        Sku("Standard_D16ds_v5", 16, 64, max_nics=8),
-        Sku("Standard_D32ds_v5", 32, 128, max_nics=8),
-        Sku("Standard_E8ds_v5", 8, 64, max_nics=4),
-        Sku("Standard_E16ds_v5", 16, 128, max_nics=8),
-        Sku("Standard_E32ds_v5", 32, 256, max_nics=8),
-        Sku("Standard_E64ds_v5", 64, 512, max_nics=8),
-        Sku("Standard_E96ds_v5", 96, 672, max_nics=8),
-        Sku("Standard_L8s_v3", 8, 64, local_nvme_gib=1788, max_nics=4),
-        Sku("Standard_L16s_v3", 16, 128, local_nvme_gib=3576, max_nics=8),
-        Sku("Standard_L32s_v3", 32, 256, local_nvme_gib=7152, max_nics=8),
+        Sku("Standard_ND96isr_H100_v5", "standardNDSH100v5Family", 96, 1900, 8, "H100", True, 28000, 8),
+        Sku("Standard_ND96isr_H200_v5", "standardNDISRH200V5Family", 96, 1850, 8, "H200", True, 28000, 8),
+        Sku("Standard_ND96amsr_A100_v4", "standardNDAMSv4_A100Family", 96, 1900, 8, "A100-80GB", True, 6400, 8),
+        Sku("Standard_ND96asr_v4", "Standard NDASv4_A100 Family", 96, 900, 8, "A100-40GB", True, 6000, 8),
+        Sku("Standard_NC24ads_A100_v4", "StandardNCADSA100v4Family", 24, 220, 1, "A100-80GB", False, 958, 2),
+        Sku("Standard_D2ds_v5", "standardDDSv5Family", 2, 8, max_nics=2),
+        Sku("Standard_D4ds_v5", "standardDDSv5Family", 4, 16, max_nics=2),
+        Sku("Standard_D8ds_v5", "standardDDSv5Family", 8, 32, max_nics=4),
+        Sku("Standard_D16ds_v5", "standardDDSv5Family", 16, 64, max_nics=8),
+        Sku("Standard_D32ds_v5", "standardDDSv5Family", 32, 128, max_nics=8),
+        Sku("Standard_E8ds_v5", "standardEDSv5Family", 8, 64, max_nics=4),
+        Sku("Standard_E16ds_v5", "standardEDSv5Family", 16, 128, max_nics=8),
+        Sku("Standard_E32ds_v5", "standardEDSv5Family", 32, 256, max_nics=8),
+        Sku("Standard_E64ds_v5", "standardEDSv5Family", 64, 512, max_nics=8),
+        Sku("Standard_E96ds_v5", "standardEDSv5Family", 96, 672, max_nics=8),
+        Sku("Standard_L8s_v3", "standardLSv3Family", 8, 64, local_nvme_gib=1788, max_nics=4),
+        Sku("Standard_L16s_v3", "standardLSv3Family", 16, 128, local_nvme_gib=3576, max_nics=8),
+        Sku("Standard_L32s_v3", "standardLSv3Family", 32, 256, local_nvme_gib=7152, max_nics=8),
     )
 }
 

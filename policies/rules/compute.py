@@ -45,20 +45,20 @@ def _nic_configs(args: ResourceValidationArgs) -> list[tuple[str, Any]]:
 
 
 def nic_ip_configurations(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    cap = limits.default("nic-private-ips")
-    max_pods = wire.int_tag(args.props, tagnames.MAX_PODS)
+    cap = limits.in_force("nic-private-ips", {})
+    pod_ips = wire.int_tag(args.props, tagnames.POD_IPS)
     for what, nic in _nic_configs(args):
         count = len(wire.items(nic, "ipConfigurations"))
         if count > cap:
             report_violation(
-                f"{what} has {count} IP configurations, over Azure's {cap} per NIC: lower maxPods to {cap - 1} "
+                f"{what} has {count} IP configurations, over Azure's {cap} per NIC: lower pod_ips to {cap - 1} "
                 "or fewer",
                 None,
             )
-        if max_pods is not None and count != 1 + max_pods:
+        if pod_ips is not None and count != 1 + pod_ips:
             report_violation(
-                f"{what} has {count} IP configurations but its pool declares maxPods {max_pods}: "
-                f"give it 1 + maxPods = {1 + max_pods} (the node, then one per pod)",
+                f"{what} has {count} IP configurations but its pool declares {pod_ips} pod IPs: "
+                f"give it 1 + pod IPs = {1 + pod_ips} (the node, then one per pod)",
                 None,
             )
 
@@ -79,7 +79,7 @@ def scale_set_capacity_within_cap(args: ResourceValidationArgs, report_violation
         name, mode = "vmss-instances-spg", "singlePlacementGroup=true"
     else:
         name, mode = "vmss-instances-large", "singlePlacementGroup=false"
-    cap = limits.default(name)
+    cap = limits.in_force(name, {})
     if capacity > cap:
         report_violation(
             f"scale set {args.name} has capacity {capacity}, over the {cap} VMs a scale set holds with {mode}: "

@@ -1,24 +1,32 @@
-"""Azure's default limits, from the project's one limits table (modules/netplan/limits.py).
+"""The limits a deployment runs under, from the project's one limits table (modules/netplan/limits.py).
 
-A stack that depends on a raised quota declares it; the VNet carries it in its ``agk-limits``
-tag, so a policy compares against the value in force and can say which one that is.
+Hard Azure limits are the table's values whatever a deployment declares; only adjustable quotas come
+from the ``agk-limits`` tag a stack's VNet carries. The planner reads the same table the same way
+(``Limits.in_force``), so a plan the planner accepts is never refused here for a different number.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from modules.netplan.limits import DEFAULTS
+from modules.netplan.limits import Limits
 
-AZURE_DEFAULTS: Mapping[str, int] = {row.name: row.value for row in DEFAULTS}
-
-
-def default(name: str) -> int:
-    return AZURE_DEFAULTS[name]
+AZURE = Limits.default()
 
 
-def in_force(name: str, declared: Mapping[str, int]) -> tuple[int, bool]:
-    """(value, raised): the stack's declared value where it has one, else Azure's default."""
-    if name in declared:
-        return declared[name], declared[name] != AZURE_DEFAULTS[name]
-    return AZURE_DEFAULTS[name], False
+def in_force(name: str, declared: Mapping[str, int]) -> int:
+    """The value of ``name`` for a deployment that declares ``declared`` (hard limits ignore it)."""
+    return Limits.in_force(declared)[name]
+
+
+def hard_overrides(declared: Mapping[str, int]) -> list[str]:
+    return Limits.hard_overrides(declared)
+
+
+def describe(name: str) -> str:
+    row = AZURE.rows[name]
+    return f"{row.description} ({row.kind})"
+
+
+def fix(name: str) -> str:
+    return AZURE.rows[name].fix

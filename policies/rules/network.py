@@ -82,7 +82,7 @@ def subnet_holds_its_pools(args: StackValidationArgs, report_violation: ReportVi
         report_violation(
             f"subnet {sub.name} ({', '.join(map(str, sub.prefixes))}) has {sub.capacity} addresses but needs "
             f"{needed} ({who}, + {RESERVED_PER_SUBNET} reserved; pools count "
-            f"(instances + surge) x (1 + maxPods)): widen it" + (f" to /{fits} or shorter" if fits is not None else ""),
+            f"(instances + surge) x (1 + pod IPs)): widen it" + (f" to /{fits} or shorter" if fits is not None else ""),
             sub.urn,
         )
 
@@ -124,29 +124,24 @@ def _usage(graph: Graph) -> Iterable[tuple[str, str, int, str, dict[str, int], i
 def ip_configurations_within_limits(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     graph = Graph(args.resources)
     for what, urn, total, name, declared, outside in _usage(graph):
-        limit, raised = limits.in_force(name, declared)
+        limit = limits.in_force(name, declared)
         if total > limit:
-            source = "raised by this stack" if raised else "Azure's default"
             note = f" (not counting {outside} peered VNet(s) outside this stack)" if outside else ""
             report_violation(
-                f"{what} has {total} IP configurations{note}, over the {name} limit of {limit} "
-                f"({source}): split the cluster across VNets, or raise the quota by support request "
-                f"and declare it under azure-gpu-k8s:limits.{name}",
+                f"{what} has {total} IP configurations{note}, over the {name} limit of {limit}, a hard Azure "
+                f"limit no support request raises: {limits.fix(name)}",
                 urn,
             )
 
 
-def ip_configurations_need_raised_quota(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+def no_hard_limit_override(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     graph = Graph(args.resources)
-    for what, urn, total, name, declared, _ in _usage(graph):
-        limit, raised = limits.in_force(name, declared)
-        default = limits.default(name)
-        if raised and default < total <= limit:
+    for vnet in graph.vnets.values():
+        for name in limits.hard_overrides(vnet.limits):
             report_violation(
-                f"{what} has {total} IP configurations, above Azure's default {name} of {default}: "
-                f"deploying depends on the raised quota of {limit} this stack declares; confirm the "
-                "support request is granted before `pulumi up`",
-                urn,
+                f"VNet {vnet.name} declares {name}={vnet.limits[name]}, but {limits.describe(name)} cannot be "
+                f"raised: remove the override and {limits.fix(name)}",
+                vnet.urn,
             )
 
 

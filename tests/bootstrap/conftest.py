@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.addresses import cluster_addresses, plan_stack
-from infra.bootstrap import bootstrap_context
+from infra.config import load_stack
+from infra.prepare import prepare_cluster
 from modules.bootstrap.context import BootstrapContext
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,8 +31,8 @@ PACKAGES = {
 
 
 def context(stack: str) -> BootstrapContext:
-    plan = plan_stack(STACKS, stack)
-    return bootstrap_context(plan.config, cluster_addresses(plan))
+    """What the cluster program boots its nodes with (its own prepare step, not a copy of it)."""
+    return prepare_cluster(stack, load_stack(STACKS, stack), STACKS).bootstrap
 
 
 @pytest.fixture(scope="session", params=CLUSTER_STACKS)

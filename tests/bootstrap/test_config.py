@@ -118,11 +118,11 @@ def test_unknown_kubernetes_minor_needs_a_patch() -> None:
 
 def test_empty_fatal_xid_list_is_refused() -> None:
     # The GPU XID alert ORs one comparison per XID: an empty list would render no expression.
-    from infra.addresses import cluster_addresses, plan_stack
-    from infra.bootstrap import bootstrap_context
+    from infra.prepare import prepare_cluster
 
     config = parse_config(_dev(**{"addons.health.fatal_xids": []}))
-    plan = plan_stack(STACKS, "dev", config)
     with pytest.raises(ConfigError) as err:
-        bootstrap_context(config, cluster_addresses(plan))
-    assert str(err.value) == (f"{P}:addons.health.fatal_xids: empty: list the XIDs that fail a node (see DOMAIN.md)")
+        prepare_cluster("dev", config, STACKS)
+    assert str(err.value) == (
+        f"dev: {P}:addons.health.fatal_xids: empty: list the XIDs that fail a node (see DOMAIN.md)"
+    )

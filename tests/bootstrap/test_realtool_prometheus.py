@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.addresses import cluster_addresses, plan_stack
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.roles import alert_rules, bundle, names, prometheus_config
@@ -130,16 +129,15 @@ def test_gpu_xid_alert_follows_the_stacks_fatal_xids(
     dev: BootstrapContext, require: Callable[[str], str], tmp_path: Path
 ) -> None:
     """The alert reads addons.health.fatal_xids (the list the node-problem-detector rule reads)."""
-    from infra.bootstrap import bootstrap_context
     from infra.config import parse_config
+    from infra.prepare import prepare_cluster
 
     from .conftest import STACKS, context
 
     assert dev.fatal_xids == tuple(sorted(AddonsConfig().health.fatal_xids))
     raw = yaml.safe_load((STACKS / "Pulumi.dev.yaml").read_text())["config"]
     raw.setdefault("azure-gpu-k8s:addons", {}).setdefault("health", {})["fatal_xids"] = [31, 13]
-    plan = plan_stack(STACKS, "dev", parse_config(raw))
-    changed = bootstrap_context(plan.config, cluster_addresses(plan))
+    changed = prepare_cluster("dev", parse_config(raw), STACKS).bootstrap
     assert changed.fatal_xids == (13, 31)
     assert changed == replace(context("dev"), fatal_xids=(13, 31))
 

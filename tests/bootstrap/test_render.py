@@ -85,7 +85,7 @@ def test_kubelet_matches_pool(ctx: BootstrapContext) -> None:
         node = bundle(ctx, pool.role, pool.name)
         config = yaml.safe_load(node.file("kubelet/config.yaml").content)
         assert config["kind"] == "KubeletConfiguration"
-        assert config["maxPods"] == pool.max_pods
+        assert config["maxPods"] == pool.kubelet_max_pods
         assert config["serializeImagePulls"] is False
         taints = {(t["key"], t["value"], t["effect"]) for t in config.get("registerWithTaints") or ()}
         labels = _node_labels(node.file("systemd/kubelet.service.d/10-agk.conf").content)

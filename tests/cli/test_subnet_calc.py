@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from agk.subnet_calc import plan_json
+from modules.netplan.limits import DEFAULTS
 from modules.netplan.sizing import size
 
 # ---- small stack files for `plan`: a hub and one cluster spoke, edited per case ----
@@ -36,9 +37,7 @@ def hub(space: str = "10.0.0.0/22") -> dict[str, Any]:
     }
 
 
-def cluster(
-    name: str, space: str, service: str = "172.20.0.0/16", nodes: int = 4, max_pods: int = 30
-) -> dict[str, Any]:
+def cluster(name: str, space: str, service: str = "172.20.0.0/16", nodes: int = 4, pod_ips: int = 30) -> dict[str, Any]:
     return {
         f"{P}:kind": "cluster",
         **copy.deepcopy(_COMMON),
@@ -47,8 +46,8 @@ def cluster(
             "name": name,
             "hub_stack": "hub",
             "service_cidr": service,
-            "system_pool": {"vm_size": "Standard_D8ds_v5", "nodes": 2, "max_pods": 30},
-            "gpu_pools": {"h100": {"vm_size": "Standard_ND96isr_H100_v5", "nodes": nodes, "max_pods": max_pods}},
+            "system_pool": {"vm_size": "Standard_D8ds_v5", "nodes": 2, "pod_ips": 30},
+            "gpu_pools": {"h100": {"vm_size": "Standard_ND96isr_H100_v5", "nodes": nodes, "pod_ips": pod_ips}},
         },
     }
 
@@ -125,8 +124,8 @@ def test_size_text_output() -> None:
         "subnet            /11 (2,097,147 usable)\n"
         "IP configs / NIC  251\n"
         "warnings          \n"
-        "  [vnet-private-ip-limit] 1,255,000 private IPs exceed the 65,536 one VNet holds: split the cluster, "
-        "lower max pods, or raise the quota (limits.vnet-private-ips)\n"
+        "  [vnet-private-ip-limit] 1,255,000 private IPs exceed the 65,536 one VNet holds "
+        "(a hard Azure limit): lower max pods or split the workload across clusters (subnet-calc fit prints what fits)\n"
         "  [vmss-instance-limit] 5,000 nodes exceed the 1,000 VMs of one scale set: the pool needs 5 scale sets\n"
     )
 
@@ -159,32 +158,43 @@ def test_plan_formats_agree(stack: str) -> None:
         assert subnet["cidr"] in text and f"`{subnet['cidr']}`" in markdown
 
 
-def test_prod_plan_shows_its_raised_quotas() -> None:
+def test_prod_plan_fits_azures_hard_limits_without_overrides() -> None:
     doc = json.loads(calc("plan", "--stack", "prod-7500", "--format", "json").stdout)
-    assert {(r["name"], r["value"], r["default"]) for r in doc["limits"]} == {
-        ("vnet-private-ips", 262144, 65536),
-        ("peered-group-private-ips", 300000, 128000),
-    }
-    assert all(r["source"].startswith("https://learn.microsoft.com/") and r["reason"] for r in doc["limits"])
-    gpu = [s for s in doc["vnets"][0]["subnets"] if s["role"] == "gpu-pool"]
-    assert [(s["cidr"], s["ips_needed"]) for s in gpu] == [
-        ("10.64.0.0/16", 51138),
-        ("10.65.0.0/16", 51138),
-        ("10.66.0.0/16", 51138),
-        ("10.67.0.0/16", 51138),
-    ]
+    assert doc["limits"] == []  # no override of any limit, hard or not
+    (vnet,) = doc["vnets"]
+    assert vnet["ips_needed"] <= doc["vnet_ip_limit"]["value"] == 65_536
+    hub_group = next(g for g in doc["peered_groups"] if g["vnet"] == "hub")
+    assert sorted(hub_group["members"]) == ["dev", "hub", "prod-7500"]
+    assert hub_group["ips_needed"] <= hub_group["limit"]["value"] == 128_000
+    # The hub's group is the sum of every VNet in it, each planned by the same rules.
+    plans = {name: json.loads(calc("plan", "--stack", name, "--format", "json").stdout) for name in ("hub", "dev")}
+    assert hub_group["ips_needed"] == vnet["ips_needed"] + sum(p["vnets"][0]["ips_needed"] for p in plans.values())
+    # Each GPU pool subnet holds (nodes + surge) x (1 + pod IPs): 1,875 + 1% (19) at 1 + 7.
+    gpu = [s for s in vnet["subnets"] if s["role"] == "gpu-pool"]
+    assert [s["ips_needed"] for s in gpu] == [(1875 + 19) * (1 + 7)] * 4
+    assert vnet["utilization"] >= 0.90
     assert doc["warnings"] == []
     text = calc("plan", "--stack", "prod-7500").stdout
-    assert "limit override: vnet-private-ips = 262,144 (Azure default 65,536)" in text
+    assert f"VNet prod-7500: {vnet['ips_needed']:,} of 65,536 private IPs (vnet-private-ips)" in text
+    assert f"peered group of hub (hub + dev + prod-7500): {hub_group['ips_needed']:,} of 128,000" in text
 
 
-def test_plan_without_the_quota_says_the_vnet_cannot_hold_it(tmp_path: Path) -> None:
+def test_plan_with_more_pod_ips_says_the_vnet_cannot_hold_it(tmp_path: Path) -> None:
     source = (ROOT / "stacks" / "Pulumi.prod-7500.yaml").read_text()
-    (tmp_path / "Pulumi.prod-7500.yaml").write_text(source.replace("value: 262144", "value: 65536"))
+    (tmp_path / "Pulumi.prod-7500.yaml").write_text(
+        source.replace("10.64.0.0/16", "10.64.0.0/14")
+        .replace("10.65.0.0/22", "10.68.0.0/22")
+        .replace("pod_ips: 7", "pod_ips: 26")
+    )
     (tmp_path / "Pulumi.hub.yaml").write_text((ROOT / "stacks" / "Pulumi.hub.yaml").read_text())
     done = calc("plan", "--stack", "prod-7500", "--stacks-dir", str(tmp_path), "--format", "json")
     assert done.returncode == 0
-    assert [w["code"] for w in json.loads(done.stdout)["warnings"]] == ["vnet-private-ip-limit"]
+    # Its VNet, its own peered group (with the hub) and the hub's (with every spoke) all break.
+    assert [w["code"] for w in json.loads(done.stdout)["warnings"]] == [
+        "vnet-private-ip-limit",
+        "peered-group-ip-limit",
+        "peered-group-ip-limit",
+    ]
 
 
 # ---- bad input: exit 2, one line on stderr naming the value and the fix, nothing on stdout ----
@@ -261,13 +271,7 @@ def _set(get: Callable[[dict[str, dict[str, Any]]], dict[str, Any]], **values: A
 
 
 DEV = f"dev: {P}:"
-ALL_LIMITS = (
-    "aks-nodes-per-cluster, aks-nodes-per-pool, aks-pools, kubenet-nodes, lb-backend-pool, max-pods-max, "
-    "max-pods-min, nic-private-ips, overlay-max-pods, peered-group-private-ips, pod-subnet-dynamic-min-prefix, "
-    "pod-subnet-dynamic-pods, pod-subnet-static-min-prefix, route-table-routes, subnet-max-prefix, "
-    "subnet-min-prefix, subnets-per-vnet, vmss-instances-large, vmss-instances-large-custom-image, "
-    "vmss-instances-spg, vnet-peerings, vnet-private-ips"
-)
+QUOTAS = ", ".join(row.name for row in DEFAULTS if row.adjustable)
 
 PLAN_BAD: list[tuple[str, Edit, str]] = [
     (
@@ -346,23 +350,30 @@ PLAN_BAD: list[tuple[str, Edit, str]] = [
         "supernet too small",
         _set(_net("dev"), address_space=["10.16.0.0/26"]),
         f"{DEV}network.address_space: 10.16.0.0/26 (64 addresses) cannot hold the subnets (456 addresses in aligned "
-        "blocks; gpu-h100 /24 does not fit): use a larger or an extra address prefix, or lower node counts or max pods",
+        "blocks; gpu-h100 /24 does not fit): use a larger or an extra address prefix, or lower node counts or pod_ips",
     ),
     (
         "pool larger than any subnet",
-        _set(_pool, nodes=5_000_000, max_pods=250),
+        _set(_pool, nodes=5_000_000, pod_ips=250),
         f"{DEV}cluster.gpu_pools.h100: 1,255,000,251 addresses exceed the largest subnet (/2, 1,073,741,819 usable): "
-        "split the pool or lower max pods",
+        "split the pool or lower pod_ips",
     ),
     (
-        "max pods 5",
-        _set(_pool, max_pods=5),
-        f"{DEV}cluster.gpu_pools.h100.max_pods: 5 is outside Azure's 10-250: use 10 to 250",
+        "pod IPs 0",
+        _set(_pool, pod_ips=0),
+        f"{DEV}cluster.gpu_pools.h100.pod_ips: 0 is invalid: input should be greater than or equal to 1",
     ),
     (
-        "max pods 300",
-        _set(_pool, max_pods=300),
-        f"{DEV}cluster.gpu_pools.h100.max_pods: 300 is outside Azure's 10-250: use 10 to 250",
+        "pod IPs over a NIC",
+        _set(_pool, pod_ips=300),
+        f"{DEV}cluster.gpu_pools.h100.pod_ips: 1 + 300 IP configurations exceed the 256 a NIC holds (a hard Azure "
+        "limit): use pod_ips 255 or fewer",
+    ),
+    (
+        "max_pods from an older version",
+        _set(_pool, max_pods=30),
+        f"{DEV}cluster.gpu_pools.h100.max_pods: no longer set by hand: set pod_ips (the NIC's secondary IP "
+        "configurations); the kubelet's maxPods is pod_ips plus the host-network pods the cluster runs on the node",
     ),
     (
         "surge 150%",
@@ -387,12 +398,19 @@ PLAN_BAD: list[tuple[str, Edit, str]] = [
     (
         "unknown limit override",
         lambda s: s["dev"].update({f"{P}:limits": {"vnet-ips": {"value": 5, "reason": "ticket"}}}),
-        f"{DEV}limits.vnet-ips: unknown limit: use one of {ALL_LIMITS}",
+        f"{DEV}limits.vnet-ips: unknown limit: declare one of the adjustable quotas ({QUOTAS})",
     ),
     (
         "limit override of zero",
-        lambda s: s["dev"].update({f"{P}:limits": {"vnet-private-ips": {"value": 0, "reason": "ticket"}}}),
-        f"{DEV}limits.vnet-private-ips.value: 0 is invalid: input should be greater than 0",
+        lambda s: s["dev"].update({f"{P}:limits": {"vcpus-regional": {"value": 0, "reason": "ticket"}}}),
+        f"{DEV}limits.vcpus-regional.value: 0 is invalid: input should be greater than 0",
+    ),
+    (
+        "hard limit override",
+        lambda s: s["dev"].update({f"{P}:limits": {"vnet-private-ips": {"value": 262144, "reason": "ticket"}}}),
+        f"{DEV}limits.vnet-private-ips: private IP addresses per VNet (65,536) is a hard Azure limit that no "
+        "support request raises: remove the override and lower the pools' pod_ips (subnet-calc fit prints the most "
+        "that fit) or split the workload across clusters",
     ),
     (
         "pinned outside the space",

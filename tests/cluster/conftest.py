@@ -5,33 +5,27 @@ from pathlib import Path
 
 import pytest
 
-from infra.addresses import cluster_addresses, plan_stack
 from infra.config import load_stack
+from infra.prepare import prepare_cluster
 from modules.cluster.config import AddonsConfig
-from modules.cluster.spec import AddonsSpec, PoolFacts, addons_spec
-from modules.sizing.skus import gpus_per_vm
+from modules.cluster.spec import AddonsSpec
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 
 
 def spec_of(stack: str, *, version: str | None = None, addons: AddonsConfig | None = None) -> AddonsSpec:
-    """What the cluster stack program computes and exports, with a different version or addons section."""
+    """What the cluster stack program computes and exports (the program's own prepare step), with a
+    different version or addons section."""
     config = load_stack(STACKS, stack)
     cluster = config.cluster
     assert cluster is not None
-    pools = {
-        name: PoolFacts(name, p.vm_size, gpus_per_vm(p.vm_size), p.nodes, p.team)
-        for name, p in cluster.gpu_pools.items()
-    }
-    return addons_spec(
-        cluster.name,
-        version or cluster.kubernetes_version,
-        cluster.label_domain,
-        pools,
-        addons if addons is not None else config.addons,
-        dns_service_ip=str(cluster_addresses(plan_stack(STACKS, stack)).dns_service_ip),
-        system_nodes=cluster.system_pool.nodes,
-    )
+    update: dict[str, object] = {"addons": addons if addons is not None else config.addons}
+    if version is not None:
+        update["cluster"] = cluster.model_copy(update={"kubernetes_version": version})
+        # Patch .0 exists for every released minor; the version table may not list this one.
+        update["bootstrap"] = config.bootstrap.model_copy(update={"kubernetes_patch": 0})
+    changed = config.model_copy(update=update)
+    return prepare_cluster(stack, changed, STACKS).addons
 
 
 @pytest.fixture(scope="session")

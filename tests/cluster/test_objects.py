@@ -8,10 +8,13 @@ from typing import Any
 
 import pytest
 
+from infra.config import load_stack
+from infra.prepare import prepare_cluster
 from modules.cluster.manifests import render_manifests
 from modules.cluster.objects import health, preflight, remediation
 from modules.cluster.objects.common import exception_key
 from modules.cluster.spec import AddonsSpec
+from tests.cluster.conftest import STACKS
 
 
 def by_name(spec: AddonsSpec, kind: str, name: str) -> dict[str, Any]:
@@ -288,9 +291,10 @@ def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec
     }
     assert {"name": "http-metrics", "containerPort": 8080} in c["ports"]
     assert c["image"] == "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.14.0"
-    # Upstream's add-on rule: 140Mi + 2Mi and 100m + 1m per node (prod-7500: 7,510 nodes).
-    assert c["resources"]["requests"] == {"cpu": "7610m", "memory": "15160Mi"}
-    assert c["resources"]["limits"]["memory"] == "15160Mi"
+    # Upstream's add-on rule: 140Mi + 2Mi and 100m + 1m per node, for the most nodes the cluster holds.
+    nodes = prepare_cluster("prod-7500", load_stack(STACKS, "prod-7500"), STACKS).pools.peak_nodes
+    assert c["resources"]["requests"] == {"cpu": f"{100 + nodes}m", "memory": f"{140 + 2 * nodes}Mi"}
+    assert c["resources"]["limits"]["memory"] == f"{140 + 2 * nodes}Mi"
     assert template["spec"]["affinity"] == system_only(prod_spec)
     assert _hardened(c, template["spec"])
     collected = next(a for a in c["args"] if a.startswith("--resources=")).removeprefix("--resources=").split(",")
@@ -300,4 +304,6 @@ def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec
     assert granted == sorted(collected)  # it may read exactly what it reports on
     assert all(rule["verbs"] == ["list", "watch"] for rule in rules)
     small = by_name(dev_spec, "Deployment", "kube-state-metrics")["spec"]["template"]["spec"]["containers"][0]
-    assert small["resources"]["requests"]["memory"] == f"{140 + 2 * (3 + 8)}Mi"
+    dev_nodes = prepare_cluster("dev", load_stack(STACKS, "dev"), STACKS).pools.peak_nodes
+    assert dev_nodes == (3 + 1) + (4 + 1) + (4 + 1)  # every pool with its surge
+    assert small["resources"]["requests"]["memory"] == f"{140 + 2 * dev_nodes}Mi"

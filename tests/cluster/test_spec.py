@@ -17,7 +17,7 @@ POOLS = {
     "a100": PoolFacts("a100", "Standard_ND96asr_v4", 8, 4, "research"),
     "h100": PoolFacts("h100", "Standard_ND96isr_H100_v5", 8, 4, None),
 }
-CLUSTER: dict[str, Any] = {"dns_service_ip": "172.20.0.10", "system_nodes": 3}
+CLUSTER: dict[str, Any] = {"dns_service_ip": "172.20.0.10", "system_nodes": 3, "peak_nodes": 3 + 1 + 8 + 2}
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod-7500"])
@@ -231,7 +231,16 @@ def test_from_json_survives_the_engine(dev_spec: AddonsSpec) -> None:
 )
 def test_dns_replicas(system_nodes: int, gpu_nodes: int, replicas: int, required: bool) -> None:
     pools = {"h100": PoolFacts("h100", "Standard_ND96isr_H100_v5", 8, gpu_nodes, None)}
-    spec = addons_spec("d", "1.31", "a.b", pools, AddonsConfig(), dns_service_ip="10.0.0.10", system_nodes=system_nodes)
+    spec = addons_spec(
+        "d",
+        "1.31",
+        "a.b",
+        pools,
+        AddonsConfig(),
+        dns_service_ip="10.0.0.10",
+        system_nodes=system_nodes,
+        peak_nodes=system_nodes + gpu_nodes,
+    )
     assert (spec.dns.replicas, spec.dns.spread_required) == (replicas, required)
 
 
@@ -254,11 +263,11 @@ def test_dns_and_state_metrics_images_follow_the_version(version: str, coredns: 
     ("cluster", "message"),
     [
         (
-            {"dns_service_ip": "172.20.0.10", "system_nodes": 0},
+            {"dns_service_ip": "172.20.0.10", "system_nodes": 0, "peak_nodes": 8},
             "azure-gpu-k8s:cluster.system_pool.nodes: 0: cluster services need at least 1 system node",
         ),
         (
-            {"dns_service_ip": "172.20.0", "system_nodes": 3},
+            {"dns_service_ip": "172.20.0", "system_nodes": 3, "peak_nodes": 11},
             "azure-gpu-k8s:cluster.service_cidr: DNS service address '172.20.0' is not an IPv4 address: use an IPv4 "
             "service_cidr",
         ),

@@ -10,8 +10,8 @@ import yaml
 from cryptography import x509
 
 from agk.review import planned, review
-from infra.addresses import cluster_addresses, plan_stack
-from infra.bootstrap import bootstrap_context
+from infra.config import load_stack
+from infra.prepare import prepare_cluster
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
 from tests.bootstrap.certs import issue
 from tests.infra.conftest import STACKS, State
@@ -42,8 +42,7 @@ def test_cluster_exports_a_secret_admin_kubeconfig_for_the_vip(state: Callable[[
 
 
 def test_admin_certificate_is_a_cluster_admin_client() -> None:
-    plan = plan_stack(STACKS, "dev")
-    spec = pki_spec(bootstrap_context(plan.config, cluster_addresses(plan)))
+    spec = pki_spec(prepare_cluster("dev", load_stack(STACKS, "dev"), STACKS).bootstrap)
     cert = spec.cert(ADMIN)
     assert cert.ca == KUBERNETES_CA
     pem = issue(spec, only={ADMIN})[f"cert:{ADMIN}"]

@@ -103,14 +103,15 @@ CASES: list[tuple[str, Mutation, str]] = [
         "dev: azure-gpu-k8s:cluster.events_etcd.count: 2 etcd members is not supported: use 3 or 5 (an odd quorum)",
     ),
     (
-        "max pods 300",
-        _set("cluster.gpu_pools.h100.max_pods", 300),
-        "dev: azure-gpu-k8s:cluster.gpu_pools.h100.max_pods: 300 is outside Azure's 10-250: use 10 to 250",
+        "pod IPs over a NIC",
+        _set("cluster.gpu_pools.h100.pod_ips", 256),
+        "dev: azure-gpu-k8s:cluster.gpu_pools.h100.pod_ips: 1 + 256 IP configurations exceed the 256 a NIC holds "
+        "(a hard Azure limit): use pod_ips 255 or fewer",
     ),
     (
-        "max pods 5",
-        _set("cluster.system_pool.max_pods", 5),
-        "dev: azure-gpu-k8s:cluster.system_pool.max_pods: 5 is outside Azure's 10-250: use 10 to 250",
+        "pod IPs zero",
+        _set("cluster.system_pool.pod_ips", 0),
+        "dev: azure-gpu-k8s:cluster.system_pool.pod_ips: 0 is invalid: input should be greater than or equal to 1",
     ),
     (
         "missing ssh key",
@@ -185,7 +186,20 @@ CASES: list[tuple[str, Mutation, str]] = [
     (
         "unknown limit",
         _set("limits", {"vnet-ips": {"value": 1, "reason": "x"}}),
-        "dev: azure-gpu-k8s:limits.vnet-ips: unknown limit: use one of ...",
+        "dev: azure-gpu-k8s:limits.vnet-ips: unknown limit: declare one of the adjustable quotas (vcpus-regional, ...",
+    ),
+    (
+        "hard limit override",
+        _set("limits", {"vmss-instances-spg": {"value": 150, "reason": "ticket"}}),
+        "dev: azure-gpu-k8s:limits.vmss-instances-spg: VMs per scale set with singlePlacementGroup=true (InfiniBand) "
+        "(100) is a hard Azure limit that no support request raises: remove the override and split the pool into "
+        "more scale sets",
+    ),
+    (
+        "declared quota too small",
+        _set("limits", {"vcpus-standardNDSH100v5Family": {"value": 96, "reason": "ticket"}}),
+        "dev: azure-gpu-k8s:limits.vcpus-standardNDSH100v5Family: the plan needs 480 vCPUs at its peak but the "
+        "declared quota is 96: request 480 (quota request) or lower the node counts",
     ),
     (
         "public range",
@@ -268,13 +282,15 @@ def test_agk_plan_refuses_before_any_resource(tmp_path: Path, case: str) -> None
 
 
 def test_etcd_disk_too_small_for_the_guides_iops() -> None:
+    from infra.pools import plan_pools
     from infra.sizing import size_cluster
+    from modules.netplan.limits import Limits
 
     prod = load_stack(STACKS, "prod-7500").cluster
     assert prod is not None
     small = prod.model_copy(update={"etcd": prod.etcd.model_copy(update={"disk_gib": 16})})
     with pytest.raises(AgkError) as err:
-        size_cluster(small)
+        size_cluster(small, plan_pools(small, Limits.default()))
     assert str(err.value) == (
         "azure-gpu-k8s:cluster.etcd.disk_gib: 16 GiB allows at most 8,000 IOPS on Premium SSD v2 "
         "but 20,000 are planned: raise disk_gib to 40"

@@ -14,8 +14,8 @@ from modules.azure.control_plane import ControlPlane, ControlPlaneArgs, EtcdGrou
 from modules.azure.hosts import NatHost, NatHostArgs, PrometheusHosts, PrometheusHostsArgs
 from modules.azure.hub import HubNetwork, HubNetworkArgs
 from modules.azure.node_pool import NodePool, NodePoolArgs
-from modules.azure.spoke import HubRef, SpokeNetwork, SpokeNetworkArgs
-from modules.azure.storage import ClusterStorage, ClusterStorageArgs, account_name
+from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
+from modules.azure.storage import BLOB_ROLES, ClusterStorage, ClusterStorageArgs, Grant, account_name
 from modules.netplan.limits import Limits
 from modules.netplan.plan import SubnetRequest, VNetSpec, plan_vnet
 from modules.sizing.scale_sets import split_pool
@@ -29,7 +29,15 @@ class Recorder(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.created.append(args)
         name = args.inputs.get("name") or args.name
-        return f"/mock/{args.typ}/{args.name}", {**args.inputs, "name": name}
+        outputs = dict(args.inputs)
+        identity = outputs.get("identity")
+        if isinstance(identity, dict) and "userAssignedIdentities" in identity:
+            # Azure takes a list of identity ids and answers a map of id -> principal and client ids.
+            outputs["identity"] = {
+                **identity,
+                "userAssignedIdentities": {i: {} for i in identity["userAssignedIdentities"]},
+            }
+        return f"/mock/{args.typ}/{args.name}", {**outputs, "name": name}
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         return {}, None
@@ -52,6 +60,7 @@ CTX = DeployContext(
     tags={"owner": "o", "cost-center": "c", "cluster": "t"},
     admin_username="azureuser",
     ssh_public_keys=("ssh-ed25519 AAAA t",),
+    images={"general": ("Canonical", "ubuntu-24_04-lts", "server", "24.04.1"), "gpu": ("p", "o", "s", "22.04.1")},
 )
 
 
@@ -69,7 +78,17 @@ def test_hub_network(mocks: Recorder) -> None:
         plan = _vnet("hub", SubnetRequest("jump", "jump", 4), SubnetRequest("AzureBastionSubnet", "bastion", 59, 26))
         hub = HubNetwork(
             "hub",
-            HubNetworkArgs(CTX, plan, "", True, 1, "Standard_D2ds_v5", {"hub-jump-0": "Y2xvdWQ="}, "z.internal"),
+            HubNetworkArgs(
+                ctx=CTX,
+                plan=plan,
+                limits_tag="",
+                bastion=True,
+                jump_hosts=1,
+                jump_vm_size="Standard_D2ds_v5",
+                jump_custom_data={"hub-jump-0": "Y2xvdWQ="},
+                private_dns_zone="z.internal",
+                egress_public_ips=2,
+            ),
         )
         return _outputs(hub, "id", "subnet_ids")
 
@@ -83,6 +102,15 @@ def test_hub_network(mocks: Recorder) -> None:
                 assert res.name.startswith("hub-"), res.name
         zones = {z.inputs["privateZoneName"] for z in mocks.of_type("azure-native:privatedns:PrivateZone")}
         assert zones == {"z.internal", "privatelink.blob.core.windows.net"}
+        # The jump hosts reach the internet through a NAT gateway, not default outbound access.
+        (nat,) = mocks.of_type("azure-native:network:NatGateway")
+        subnets = {s.inputs["subnetName"]: s.inputs for s in mocks.of_type("azure-native:network:Subnet")}
+        assert subnets["jump"]["natGateway"]["id"].endswith("/hub-egress-jump")
+        assert "natGateway" not in subnets["AzureBastionSubnet"]
+        assert all(s["defaultOutboundAccess"] is False for s in subnets.values())
+        (prefix,) = mocks.of_type("azure-native:network:PublicIPPrefix")
+        assert prefix.inputs["prefixLength"] == 31
+        assert nat.inputs["publicIpPrefixes"] == [{"id": f"/mock/{prefix.typ}/{prefix.name}"}]
 
     check(settled(build()))
 
@@ -92,24 +120,42 @@ def test_spoke_network_peers_only_with_the_hub(mocks: Recorder) -> None:
 
     def build() -> Any:
         hub = HubRef("/hub/vnet", "hub-vnet", "hub-rg", "hub-routes", "z.internal", "/hub/blob-zone")
-        spoke = SpokeNetwork("c1", SpokeNetworkArgs(CTX, plan, "vnet-private-ips=100000", hub, False))
+        spoke = SpokeNetwork(
+            "c1",
+            SpokeNetworkArgs(
+                ctx=CTX,
+                plan=plan,
+                limits_tag="vcpus-regional=1000",
+                hub=hub,
+                allow_forwarded_traffic=False,
+                egress=[Egress("shared", ["etcd"], 2, None), Egress("a", ["gpu-a"], 4, "2")],
+            ),
+        )
         return _outputs(spoke, "subnet_ids", "peering_ids")
 
     def check(values: list[Any]) -> None:
         subnet_ids, peering_ids = values
         assert set(subnet_ids) == {"etcd", "gpu-a"}
         assert set(peering_ids) == {"to-hub", "from-hub"}
-        peerings = mocks.of_type("azure-native:network:VirtualNetworkPeering")
-        assert {p.inputs["remoteVirtualNetwork"]["id"] for p in peerings} == {
+        peerings = {p.name: p.inputs for p in mocks.of_type("azure-native:network:VirtualNetworkPeering")}
+        assert {p["remoteVirtualNetwork"]["id"] for p in peerings.values()} == {
             "/hub/vnet",
             "/mock/azure-native:network:VirtualNetwork/c1-vnet",
         }
-        assert all(p.inputs["allowForwardedTraffic"] is False for p in peerings)
+        # The hub accepts what the spoke's NAT host forwards; the spoke accepts nothing the hub forwards.
+        assert peerings["c1-from-hub"]["allowForwardedTraffic"] is True
+        assert peerings["c1-to-hub"]["allowForwardedTraffic"] is False
         (vnet,) = mocks.of_type("azure-native:network:VirtualNetwork")
-        assert vnet.inputs["tags"]["agk-limits"] == "vnet-private-ips=100000"
-        subnets = mocks.of_type("azure-native:network:Subnet")
-        assert {s.inputs["addressPrefix"] for s in subnets} == {str(s.cidr) for s in plan.subnets.values()}
-        assert all("natGateway" in s.inputs and "networkSecurityGroup" in s.inputs for s in subnets)
+        assert vnet.inputs["tags"]["agk-limits"] == "vcpus-regional=1000"
+        subnets = {s.inputs["subnetName"]: s.inputs for s in mocks.of_type("azure-native:network:Subnet")}
+        assert {s["addressPrefix"] for s in subnets.values()} == {str(s.cidr) for s in plan.subnets.values()}
+        assert all("networkSecurityGroup" in s for s in subnets.values())
+        assert subnets["etcd"]["natGateway"]["id"].endswith("/c1-egress-shared")
+        assert subnets["gpu-a"]["natGateway"]["id"].endswith("/c1-egress-a")
+        gateways = {g.name: g.inputs for g in mocks.of_type("azure-native:network:NatGateway")}
+        assert gateways["c1-egress-a"]["zones"] == ["2"] and "zones" not in gateways["c1-egress-shared"]
+        prefixes = {p.name: p.inputs["prefixLength"] for p in mocks.of_type("azure-native:network:PublicIPPrefix")}
+        assert prefixes == {"c1-egress-shared-ips": 31, "c1-egress-a-ips": 30}
 
     check(settled(build()))
 
@@ -130,7 +176,17 @@ def test_control_plane(mocks: Recorder) -> None:
     def build() -> Any:
         cp = ControlPlane(
             "c",
-            ControlPlaneArgs(CTX, 11, api, "10.1.0.4", "Standard_D4ds_v5", "/sub/cp", [etcd], ["1", "2", "3"], data),
+            ControlPlaneArgs(
+                ctx=CTX,
+                cluster_nodes=11,
+                apiservers=api,
+                apiserver_vip="10.1.0.4",
+                apiserver_vm_size="Standard_D4ds_v5",
+                control_plane_subnet_id="/sub/cp",
+                etcd=[etcd],
+                zones=["1", "2", "3"],
+                custom_data=data,
+            ),
         )
         return _outputs(cp, "apiserver_endpoint", "etcd_members")
 
@@ -153,34 +209,72 @@ def test_control_plane(mocks: Recorder) -> None:
 
 def test_node_pool_scale_sets_and_pod_ip_configs(mocks: Recorder) -> None:
     def build() -> Any:
-        sets = split_pool("gpu", 250, infiniband=True, cap_spg=100, cap_large=1000)
+        sets = split_pool("gpu", 250, infiniband=True, cap_spg=100, cap_large=1000, headroom=1)
         pool = NodePool(
             "gpu",
-            NodePoolArgs(CTX, "gpu", "gpu-node", "Standard_ND96isr_H100_v5", sets, "/sub/gpu", 26, 3, 1024, "Y2xvdWQ="),
+            NodePoolArgs(
+                ctx=CTX,
+                pool="gpu",
+                role="gpu-node",
+                vm_size="Standard_ND96isr_H100_v5",
+                scale_sets=sets,
+                subnet_id="/sub/gpu",
+                pod_ips=7,
+                surge=3,
+                os_disk_gib=1024,
+                custom_data="Y2xvdWQ=",
+            ),
         )
-        return _outputs(pool, "scale_sets", "capacity")
+        return _outputs(pool, "scale_sets", "capacity", "principal_id")
 
     def check(values: list[Any]) -> None:
-        scale_sets, capacity = values
+        scale_sets, capacity, _principal = values
         assert list(scale_sets) == ["gpu-00", "gpu-01", "gpu-02"]
         assert capacity == 250
         vmss = mocks.of_type("azure-native:compute:VirtualMachineScaleSet")
-        assert sorted(v.inputs["sku"]["capacity"] for v in vmss) == [50, 100, 100]
+        assert sorted(v.inputs["sku"]["capacity"] for v in vmss) == [83, 83, 84]
+        (identity,) = mocks.of_type("azure-native:managedidentity:UserAssignedIdentity")
         for v in vmss:
             (nic,) = v.inputs["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"]
-            assert len(nic["ipConfigurations"]) == 27
+            assert len(nic["ipConfigurations"]) == 1 + 7
             assert {c["subnet"]["id"] for c in nic["ipConfigurations"]} == {"/sub/gpu"}
+            assert v.inputs["identity"] == {
+                "type": "UserAssigned",
+                "userAssignedIdentities": [f"/mock/{identity.typ}/{identity.name}"],
+            }
+            assert v.inputs["tags"]["agk-pod-ips"] == "7"
+            ref = v.inputs["virtualMachineProfile"]["storageProfile"]["imageReference"]
+            assert (ref["offer"], ref["version"]) == ("o", "22.04.1")
 
     check(settled(build()))
 
 
 def test_split_pool_names_are_stable_when_a_pool_grows() -> None:
-    small = split_pool("p", 150, infiniband=True, cap_spg=100, cap_large=1000)
-    large = split_pool("p", 420, infiniband=True, cap_spg=100, cap_large=1000)
+    small = split_pool("p", 150, infiniband=True, cap_spg=100, cap_large=1000, headroom=1)
+    large = split_pool("p", 420, infiniband=True, cap_spg=100, cap_large=1000, headroom=1)
     assert [s.name for s in small] == [s.name for s in large][:2]
-    assert [s.capacity for s in large] == [100, 100, 100, 100, 20]
-    wide = split_pool("p", 2500, infiniband=False, cap_spg=100, cap_large=1000)
-    assert [(s.capacity, s.single_placement_group) for s in wide] == [(1000, False), (1000, False), (500, False)]
+    assert [s.capacity for s in large] == [84, 84, 84, 84, 84]
+    wide = split_pool("p", 2500, infiniband=False, cap_spg=100, cap_large=1000, headroom=1)
+    assert [(s.capacity, s.single_placement_group) for s in wide] == [(834, False), (833, False), (833, False)]
+
+
+@pytest.mark.parametrize(("nodes", "headroom"), [(1, 0), (99, 1), (100, 1), (1875, 1), (1875, 5), (7500, 2), (250, 0)])
+def test_every_scale_set_keeps_its_headroom_and_sizes_are_balanced(nodes: int, headroom: int) -> None:
+    sets = split_pool("p", nodes, infiniband=True, cap_spg=100, cap_large=1000, headroom=headroom)
+    capacities = [s.capacity for s in sets]
+    assert sum(capacities) == nodes
+    assert max(capacities) + headroom <= 100
+    assert max(capacities) - min(capacities) <= 1
+    # No fewer sets would do: one set less could not keep the headroom.
+    assert len(sets) == -(-nodes // (100 - headroom))
+
+
+def test_autoscaled_pool_gets_room_for_its_maximum() -> None:
+    sets = split_pool("p", 10, infiniband=False, cap_spg=100, cap_large=1000, headroom=1, max_nodes=300)
+    assert [(s.capacity, s.single_placement_group) for s in sets] == [(10, False)]
+    ib = split_pool("p", 10, infiniband=True, cap_spg=100, cap_large=1000, headroom=1, max_nodes=300)
+    # Four sets of at most 99 hold the maximum of 300; today's 10 nodes are spread over them.
+    assert [s.capacity for s in ib] == [3, 3, 2, 2]
 
 
 def test_prometheus_and_nat_hosts(mocks: Recorder) -> None:
@@ -188,27 +282,27 @@ def test_prometheus_and_nat_hosts(mocks: Recorder) -> None:
         prom = PrometheusHosts(
             "c-prom",
             PrometheusHostsArgs(
-                CTX,
-                {"c-prometheus-0": "10.1.2.4", "c-prometheus-1": "10.1.2.5"},
-                "/sub/mon",
-                "Standard_E32ds_v5",
-                2048,
-                ["1", "2"],
-                {"c-prometheus-0": "eA==", "c-prometheus-1": "eA=="},
+                ctx=CTX,
+                hosts={"c-prometheus-0": "10.1.2.4", "c-prometheus-1": "10.1.2.5"},
+                subnet_id="/sub/mon",
+                vm_size="Standard_E32ds_v5",
+                data_disk_gib=2048,
+                zones=["1", "2"],
+                custom_data={"c-prometheus-0": "eA==", "c-prometheus-1": "eA=="},
             ),
         )
         nat = NatHost(
             "c-nat",
             NatHostArgs(
-                CTX,
-                "c-nat-0",
-                "10.1.3.4",
-                "/sub/nat",
-                "Standard_D4ds_v5",
-                "eA==",
-                "172.20.0.0/16",
-                "hub-routes",
-                "hub-rg",
+                ctx=CTX,
+                host="c-nat-0",
+                address="10.1.3.4",
+                subnet_id="/sub/nat",
+                vm_size="Standard_D4ds_v5",
+                custom_data="eA==",
+                service_cidr="172.20.0.0/16",
+                hub_route_table_name="hub-routes",
+                hub_resource_group_name="hub-rg",
             ),
         )
         return pulumi.Output.all(prom.hosts, nat.address)
@@ -231,7 +325,20 @@ def test_storage_is_private(mocks: Recorder) -> None:
         store = ClusterStorage(
             "c-storage",
             ClusterStorageArgs(
-                CTX, account_name("c", "x"), ["datasets", "checkpoints"], "/sub/ep", "/vnet", "/hub/blob-zone", "hub-rg"
+                ctx=CTX,
+                account_name=account_name("c", "x"),
+                containers=["datasets", "checkpoints"],
+                endpoint_subnet_id="/sub/ep",
+                vnet_id="/vnet",
+                dns_zone_id="/hub/blob-zone",
+                dns_resource_group_name="hub-rg",
+                grants={
+                    "datasets": [
+                        Grant("h100", "principal-h100", "ServicePrincipal", "read"),
+                        Grant("group-x", "00000000-0000-0000-0000-000000000001", "Group", "read"),
+                    ],
+                    "checkpoints": [Grant("h100", "principal-h100", "ServicePrincipal", "read-write")],
+                },
             ),
         )
         return store.containers
@@ -253,6 +360,21 @@ def test_storage_is_private(mocks: Recorder) -> None:
         (link,) = mocks.of_type("azure-native:privatedns:VirtualNetworkLink")
         assert (link.inputs["resourceGroupName"], link.inputs["virtualNetwork"]["id"]) == ("hub-rg", "/vnet")
         assert not mocks.of_type("azure-native:privatedns:PrivateZone")  # the zone is the hub's
+        # Shared keys are off: data roles scoped to each container are the only access.
+        assignments = {
+            (a.inputs["scope"].rsplit("-", 1)[-1], a.inputs["principalId"], a.inputs["roleDefinitionId"][-36:])
+            for a in mocks.of_type("azure-native:authorization:RoleAssignment")
+        }
+        reader, contributor = BLOB_ROLES["read"][1], BLOB_ROLES["read-write"][1]
+        assert assignments == {
+            ("datasets", "principal-h100", reader),
+            ("datasets", "00000000-0000-0000-0000-000000000001", reader),
+            ("checkpoints", "principal-h100", contributor),
+        }
+        types = {a.inputs["principalType"] for a in mocks.of_type("azure-native:authorization:RoleAssignment")}
+        assert types == {"ServicePrincipal", "Group"}
+        for a in mocks.of_type("azure-native:authorization:RoleAssignment"):
+            assert a.inputs["roleDefinitionId"].startswith("/subscriptions/0/providers/Microsoft.Authorization/")
 
     check(settled(build()))
 

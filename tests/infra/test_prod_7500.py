@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 
 import pytest
+import yaml
 
 from tests.infra.conftest import REPO, State
 
@@ -53,14 +54,17 @@ def test_scale_sets_sum_to_7500_within_their_cap(prod: State) -> None:
     assert {s["inputs"]["vmScaleSetName"] for s in gpu} == {f"h100-{p}-{i:02d}" for p in "abcd" for i in range(19)}
 
 
-def test_every_gpu_nic_carries_one_plus_max_pods_ip_configs_in_its_pool_subnet(prod: State) -> None:
+def test_every_gpu_nic_carries_one_plus_its_pod_ips_in_its_pool_subnet(prod: State) -> None:
+    declared = yaml.safe_load((REPO / "stacks" / "Pulumi.prod-7500.yaml").read_text())["config"]
+    pools = declared["azure-gpu-k8s:cluster"]["gpu_pools"]
     for s in prod.role(VMSS, "gpu-node"):
-        max_pods = int(s["inputs"]["tags"]["agk-max-pods"])
         pool = s["inputs"]["tags"]["agk-pool"]
+        pod_ips = int(s["inputs"]["tags"]["agk-pod-ips"])
+        assert pod_ips == pools[pool]["pod_ips"]
         (nic,) = s["inputs"]["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"]
         assert nic["enableAcceleratedNetworking"] is True
         configs = nic["ipConfigurations"]
-        assert len(configs) == 1 + max_pods == 27
+        assert len(configs) == 1 + pod_ips
         assert [c["name"] for c in configs if c.get("primary")] == ["ipconfig1"]
         for c in configs:
             assert "publicIPAddressConfiguration" not in c
@@ -76,16 +80,20 @@ def test_exactly_the_two_hub_peerings(prod: State) -> None:
     remote = {p["inputs"]["virtualNetworkName"]: p["inputs"]["remoteVirtualNetwork"]["id"] for p in peerings}
     assert remote["prod-7500-vnet"].endswith("/virtualNetworks/hub-vnet")
     assert remote["hub-vnet"].endswith("/virtualNetworks/prod-7500-vnet")
-    assert all(p["inputs"]["allowForwardedTraffic"] is False for p in peerings)
+    forwarded = {p["inputs"]["virtualNetworkName"]: p["inputs"]["allowForwardedTraffic"] for p in peerings}
+    # The hub accepts the NAT host's forwarded replies; the spoke accepts nothing the hub forwards.
+    assert forwarded == {"hub-vnet": True, "prod-7500-vnet": False}
 
 
 def test_no_public_ip_on_any_vm_or_scale_set(prod: State) -> None:
     for nic in prod.of_type(NIC):
         for config in nic["inputs"]["ipConfigurations"]:
             assert "publicIPAddress" not in config, nic["urn"]
-    public = prod.of_type("azure-native:network:PublicIPAddress")
-    # The only public address is the NAT gateway's egress IP.
-    assert [p["urn"].rsplit("::", 1)[1] for p in public] == ["prod-7500-egress-ip"]
+    # The only public addresses are the NAT gateways' egress prefixes.
+    assert prod.of_type("azure-native:network:PublicIPAddress") == []
+    prefixes = prod.of_type("azure-native:network:PublicIPPrefix")
+    gateways = prod.of_type("azure-native:network:NatGateway")
+    assert {p["id"] for p in prefixes} == {g["inputs"]["publicIpPrefixes"][0]["id"] for g in gateways}
 
 
 def test_subnets_equal_subnet_calc_plan(prod: State) -> None:

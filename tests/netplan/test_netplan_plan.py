@@ -42,8 +42,24 @@ def test_every_limit_row_has_a_value_and_a_source() -> None:
     names = [row.name for row in DEFAULTS]
     assert len(names) == len(set(names))
     for row in DEFAULTS:
-        assert row.value > 0 and row.value == row.default and not row.overridden
         assert row.source.startswith("https://learn.microsoft.com/") and row.description
+        assert row.value == row.default and not row.overridden
+        if row.adjustable:
+            # Quotas are the subscription's own: unknown until the stack declares what it was granted.
+            assert row.name.startswith("vcpus-") and row.value is None
+        else:
+            assert isinstance(row.value, int) and row.value > 0
+
+
+def test_hard_limits_are_the_ones_microsoft_documents_as_not_adjustable() -> None:
+    adjustable = {row.name for row in DEFAULTS if row.adjustable}
+    hard = {row.name for row in DEFAULTS if not row.adjustable}
+    assert {"vnet-private-ips", "peered-group-private-ips", "nic-private-ips", "vmss-instances-spg"} <= hard
+    assert "vcpus-regional" in adjustable and "vcpus-standardNDSH100v5Family" in adjustable
+    # Every VM size this toolkit knows has its family's quota row.
+    from modules.sizing.skus import SKUS
+
+    assert {f"vcpus-{s.family.replace(' ', '')}" for s in SKUS.values()} <= adjustable
 
 
 def test_domain_limits_are_in_the_table() -> None:
@@ -74,29 +90,65 @@ def test_domain_limits_are_in_the_table() -> None:
 
 
 def test_override_keeps_default_and_reason() -> None:
-    limits = Limits.default().with_overrides({"vnet-private-ips": (262_144, "ticket 42")})
+    limits = Limits.default().with_overrides({"vcpus-standardNDSH100v5Family": (730_000, "ticket 42")})
     (row,) = limits.overridden()
     assert (row.name, row.value, row.default, row.reason, row.overridden) == (
-        "vnet-private-ips",
-        262_144,
-        65_536,
+        "vcpus-standardNDSH100v5Family",
+        730_000,
+        None,
         "ticket 42",
         True,
     )
     assert Limits.default().overridden() == []
 
 
+QUOTAS = ", ".join(row.name for row in DEFAULTS if row.adjustable)
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"vnet-ips": (5, "x")}, "azure-gpu-k8s:limits.vnet-ips: unknown limit: use one of "),
-        ({"vnet-private-ips": (0, "x")}, "azure-gpu-k8s:limits.vnet-private-ips: 0 is not positive: use a count > 0"),
+        (
+            {"vnet-ips": (5, "x")},
+            f"azure-gpu-k8s:limits.vnet-ips: unknown limit: declare one of the adjustable quotas ({QUOTAS})",
+        ),
+        (
+            {"vcpus-regional": (0, "x")},
+            "azure-gpu-k8s:limits.vcpus-regional: 0 is not positive: use the quota granted, a count > 0",
+        ),
+        (
+            {"vnet-private-ips": (262_144, "ticket")},
+            "azure-gpu-k8s:limits.vnet-private-ips: private IP addresses per VNet (65,536) is a hard Azure limit "
+            "that no support request raises: remove the override and lower the pools' pod_ips (subnet-calc fit "
+            "prints the most that fit) or split the workload across clusters",
+        ),
+        (
+            {"peered-group-private-ips": (300_000, "ticket")},
+            "azure-gpu-k8s:limits.peered-group-private-ips: private IP addresses in a VNet plus its directly peered "
+            "VNets (128,000) is a hard Azure limit that no support request raises: "
+            "remove the override and lower pod_ips in the hub's spokes or move a cluster to another hub (its own "
+            "peered group)",
+        ),
+        (
+            {"vmss-instances-spg": (150, "ticket")},
+            "azure-gpu-k8s:limits.vmss-instances-spg: VMs per scale set with singlePlacementGroup=true (InfiniBand) "
+            "(100) is a hard Azure limit that no support request raises: remove the override and split the pool "
+            "into more scale sets",
+        ),
     ],
 )
 def test_bad_overrides(overrides: dict[str, tuple[int, str]], message: str) -> None:
     with pytest.raises(ConfigError) as err:
         Limits.default().with_overrides(overrides)
-    assert str(err.value).startswith(message)
+    assert str(err.value) == message
+
+
+def test_limits_in_force_ignore_declared_hard_values() -> None:
+    declared = {"vnet-private-ips": 262_144, "vcpus-regional": 1_000}
+    in_force = Limits.in_force(declared)
+    assert (in_force["vnet-private-ips"], in_force["vcpus-regional"]) == (65_536, 1_000)
+    assert Limits.hard_overrides(declared) == ["vnet-private-ips"]
+    assert Limits.hard_overrides({"vnet-private-ips": 65_536}) == []
 
 
 def test_bastion_subnet_is_at_least_a_slash_26() -> None:
@@ -121,24 +173,26 @@ def test_vnet_and_peered_group_limits_are_counted() -> None:
     # a + hub = 70,006 stays under the group limit; the hub's group (hub, a, b) does not.
     assert codes == [("a", "vnet-private-ip-limit"), ("hub", "peered-group-ip-limit")]
     assert [f.message for f in plan_network(specs).warnings] == [
-        "a: 70,000 private IPs exceed the 65,536 one VNet holds: split the cluster, lower max pods, or raise the "
-        "quota (limits.vnet-private-ips)",
-        "hub and its peers (a, b) use 130,006 private IPs, over the 128,000 a peered group holds: raise the quota "
-        "(limits.peered-group-private-ips) or split",
+        "a: 70,000 private IPs exceed the 65,536 one VNet holds (a hard Azure limit): lower the pools' pod_ips "
+        "(subnet-calc fit prints the most that fit) or split the workload across clusters",
+        "hub and its peers (a, b) use 130,006 private IPs, over the 128,000 a peered group holds (a hard Azure "
+        "limit): lower pod_ips in the hub's spokes or move a cluster to another hub (its own peered group)",
     ]
-    raised = Limits.default().with_overrides(
-        {"vnet-private-ips": (100_000, "t"), "peered-group-private-ips": (200_000, "t")}
-    )
-    specs = [
-        hub("a", "b", limits=raised),
-        spoke("a", "10.64.0.0/14", 60_000, 10_000, limits=raised),
-        spoke("b", "10.128.0.0/14", 60_000, limits=raised),
-    ]
-    assert plan_network(specs).warnings == ()
+    # No message ever advises raising a hard limit.
+    assert not any("raise the quota" in f.message for f in plan_network(specs).warnings)
+    within = [hub("a", "b"), spoke("a", "10.64.0.0/14", 60_000, 5_000), spoke("b", "10.128.0.0/14", 60_000)]
+    assert [(f.vnet, f.code) for f in plan_network(within).warnings] == []
 
 
-def test_subnet_and_peering_counts_against_overridden_limits() -> None:
-    tight = Limits.default().with_overrides({"subnets-per-vnet": (2, "test"), "vnet-peerings": (1, "test")})
+def _tight(**values: int) -> Limits:
+    rows = dict(Limits.default().rows)
+    for name, value in values.items():
+        rows[name.replace("_", "-")] = rows[name.replace("_", "-")]._replace(value=value)
+    return Limits(rows)
+
+
+def test_subnet_and_peering_counts_against_the_limits_in_force() -> None:
+    tight = _tight(subnets_per_vnet=2, vnet_peerings=1)
     _, findings = plan_vnet(spoke("a", "10.16.0.0/20", 3, 3, 3, limits=tight))
     assert [f.message for f in findings] == ["a: 3 subnets exceed 2"]
     _, findings = plan_vnet(hub("a", "b", limits=tight))

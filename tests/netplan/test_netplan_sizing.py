@@ -35,15 +35,9 @@ def test_five_thousand_plus_one_surge() -> None:
 def test_vnet_limit_message_names_the_figures() -> None:
     warning = next(w for w in size("azure-cni", 4999, max_pods=250).warnings if w.code == "vnet-private-ip-limit")
     assert warning.message == (
-        "1,255,000 private IPs exceed the 65,536 one VNet holds: split the cluster, lower max pods, "
-        "or raise the quota (limits.vnet-private-ips)"
+        "1,255,000 private IPs exceed the 65,536 one VNet holds (a hard Azure limit): lower max pods or split the "
+        "workload across clusters (subnet-calc fit prints what fits)"
     )
-
-
-def test_raised_quota_removes_the_warning() -> None:
-    limits = Limits.default().with_overrides({"vnet-private-ips": (2_000_000, "ticket 1")})
-    result = size("azure-cni", 4999, max_pods=250, limits=limits)
-    assert "vnet-private-ip-limit" not in {w.code for w in result.warnings}
 
 
 @pytest.mark.parametrize(("needed", "prefix"), [(0, 29), (3, 29), (4, 28), (11, 28), (12, 27), (59, 26), (60, 25)])
@@ -123,7 +117,9 @@ def test_overlay_takes_only_node_addresses() -> None:
     result = size("azure-cni-overlay", 1000, surge=0)
     assert (result.vnet_ips_needed, result.max_pods, result.pod_cidr_prefix) == (1000, 250, 14)
     assert result.warnings == ()
-    lowered = Limits.default().with_overrides({"overlay-max-pods": (100, "test")})
+    rows = dict(Limits.default().rows)
+    rows["overlay-max-pods"] = rows["overlay-max-pods"]._replace(value=100)
+    lowered = Limits(rows)
     assert [w.code for w in size("azure-cni-overlay", 10, max_pods=200, limits=lowered).warnings] == [
         "overlay-max-pods"
     ]

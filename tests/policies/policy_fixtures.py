@@ -148,21 +148,21 @@ def vmss(
     pool: str,
     subnet: str,
     capacity: int,
-    max_pods: int,
+    pod_ips: int,
     size: str = "Standard_ND96isr_H100_v5",
     role: str = "gpu-node",
     surge: int = 1,
 ) -> dict[str, Any]:
     sid = subnet_id("vnet-dev", subnet)
     ipcs = [{"name": "ipconfig1", "primary": True, "subnet": {"id": sid}}]
-    ipcs += [{"name": f"ipconfig{i + 2}", "subnet": {"id": sid}} for i in range(max_pods)]
+    ipcs += [{"name": f"ipconfig{i + 2}", "subnet": {"id": sid}} for i in range(pod_ips)]
     return {
         "resourceGroupName": RG,
         "sku": {"name": size, "capacity": float(capacity), "tier": "Standard"},
         "singlePlacementGroup": True,
         "orchestrationMode": "Uniform",
         "upgradePolicy": {"mode": "Manual"},
-        "tags": tags(role, **{"agk-pool": pool, "agk-max-pods": str(max_pods), "agk-surge": str(surge)}),
+        "tags": tags(role, **{"agk-pool": pool, "agk-pod-ips": str(pod_ips), "agk-surge": str(surge)}),
         "virtualMachineProfile": {
             "securityProfile": {"encryptionAtHost": True},
             "osProfile": {

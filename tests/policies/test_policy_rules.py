@@ -40,8 +40,12 @@ def _full_pool(st: Stack) -> None:
 
 
 def _raised(st: Stack) -> None:
+    st.inputs("vnet-dev")["tags"]["agk-limits"] = "vnet-private-ips=70000,vcpus-regional=5000"
+
+
+def _raised_and_big(st: Stack) -> None:
+    _raised(st)
     _big_pool(st)
-    st.inputs("vnet-dev")["tags"]["agk-limits"] = "vnet-private-ips=70000"
 
 
 def _set(name: str, path: str, value: object) -> Callable[[Stack], None]:
@@ -131,25 +135,35 @@ CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
         _full_pool,
         [
             "subnet gpu-h100 (10.16.8.0/21) has 2048 addresses but needs 2216 (pool h100 2211, + 5 reserved; "
-            "pools count (instances + surge) x (1 + maxPods)): widen it to /20 or shorter"
+            "pools count (instances + surge) x (1 + pod IPs)): widen it to /20 or shorter"
         ],
     ),
     (
         "ip-configurations-within-limits",
         _big_pool,
         [
-            "VNet vnet-dev has 66018 IP configurations, over the vnet-private-ips limit of 65536 (Azure's default): "
-            "split the cluster across VNets, or raise the quota by support request and declare it under "
-            "azure-gpu-k8s:limits.vnet-private-ips"
+            "VNet vnet-dev has 66018 IP configurations, over the vnet-private-ips limit of 65536, a hard Azure limit "
+            "no support request raises: lower the pools' pod_ips (subnet-calc fit prints the most that fit) or split "
+            "the workload across clusters"
         ],
     ),
     (
-        "ip-configurations-need-raised-quota",
+        # A declared raise of a hard limit changes nothing: the VNet is still over it.
+        "ip-configurations-within-limits",
+        _raised_and_big,
+        [
+            "VNet vnet-dev has 66018 IP configurations, over the vnet-private-ips limit of 65536, a hard Azure limit "
+            "no support request raises: lower the pools' pod_ips (subnet-calc fit prints the most that fit) or split "
+            "the workload across clusters"
+        ],
+    ),
+    (
+        "no-hard-limit-override",
         _raised,
         [
-            "VNet vnet-dev has 66018 IP configurations, above Azure's default vnet-private-ips of 65536: deploying "
-            "depends on the raised quota of 70000 this stack declares; confirm the support request is granted "
-            "before `pulumi up`"
+            "VNet vnet-dev declares vnet-private-ips=70000, but private IP addresses per VNet (hard Azure limit) "
+            "cannot be raised: remove the override and lower the pools' pod_ips (subnet-calc fit prints the most "
+            "that fit) or split the workload across clusters"
         ],
     ),
     (
@@ -193,8 +207,8 @@ CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
         "nic-ip-configurations",
         _second_vmss_nic,
         [
-            "scale set gpu-h100-0 NIC nic has 5 IP configurations but its pool declares maxPods 10: "
-            "give it 1 + maxPods = 11 (the node, then one per pod)"
+            "scale set gpu-h100-0 NIC nic has 5 IP configurations but its pool declares 10 pod IPs: "
+            "give it 1 + pod IPs = 11 (the node, then one per pod)"
         ],
     ),
     (

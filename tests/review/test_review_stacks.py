@@ -32,13 +32,9 @@ def test_shipped_stacks_have_no_mandatory_violation(exports: dict[str, dict[str,
         assert len(data["deployment"]["resources"]) > 10, name
 
 
-def test_prod_7500_says_it_depends_on_raised_quotas(exports: dict[str, dict[str, Any]]) -> None:
+def test_prod_7500_fits_azures_hard_limits(exports: dict[str, dict[str, Any]]) -> None:
     report = review([parse(exports["prod-7500"], "prod-7500", "stacks/Pulumi.prod-7500.yaml")], None)
-    assert {(v.policy, v.enforcement) for v in report.violations} == {
-        ("ip-configurations-need-raised-quota", "advisory")
-    }
-    texts = sorted(v.message.split(" has ")[0] for v in report.violations)
-    assert texts == ["VNet prod-7500-vnet", "peered group prod-7500-vnet"]
+    assert report.violations == []
 
 
 def test_file_review_equals_stack_review(exports: dict[str, dict[str, Any]], tmp_path: Path) -> None:

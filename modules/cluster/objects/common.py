@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from modules import labels as labels_
 from modules.cluster.spec import AddonsSpec
 from modules.tags import JUSTIFICATION
 
@@ -167,17 +168,14 @@ def role_binding(name: str, ns: str, role_name: str, sa: str, *, app: str) -> Ob
     }
 
 
-ACCELERATOR = "nvidia"
-
-
 def gpu_nodes(spec: AddonsSpec) -> dict[str, str]:
     """nodeSelector of GPU nodes: the bootstrap labels them ``<domain>/accelerator=nvidia``."""
-    return {spec.accelerator_key: ACCELERATOR}
+    return {spec.accelerator_key: labels_.ACCELERATOR_NVIDIA}
 
 
 def gpu_node_selector(spec: AddonsSpec) -> str:
     """The same as a label selector (what the scripts list nodes with)."""
-    return f"{spec.accelerator_key}={ACCELERATOR}"
+    return f"{spec.accelerator_key}={labels_.ACCELERATOR_NVIDIA}"
 
 
 def system_nodes(spec: AddonsSpec) -> Obj:

@@ -1,0 +1,240 @@
+"""Every node pool's numbers, worked out once from the config before any resource exists.
+
+A ``PoolPlan`` is the one place a pool's counts live: nodes deployed, its autoscaling maximum, surge,
+the pod IPs each NIC carries, the kubelet's maxPods and the scale sets. Subnets, scale sets, tags,
+bootstrap, sizing and policies all read it; nothing re-parses ``surge`` or re-adds node counts.
+
+Pod IPs and kubelet maxPods differ on purpose: with Azure CNI every pod that is not host-network
+takes one secondary IP configuration of the node's NIC, but the kubelet's maxPods counts every pod,
+host-network ones included (static pods and node agents). So maxPods = pod IPs + the host-network
+pods the cluster itself puts on the node, derived from the add-ons and static pods, not typed twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from infra.config import PROJECT, ClusterConfig, GpuPoolConfig, PoolConfig
+from modules import labels
+from modules.bootstrap.context import Taint
+from modules.errors import ConfigError
+from modules.netplan.limits import Limits
+from modules.netplan.sizing import parse_surge
+from modules.sizing.scale_sets import ScaleSetPlan, split_pool
+from modules.sizing.skus import sku
+
+PoolRole = Literal["gpu-node", "system-node"]
+SYSTEM = "system"
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One pool, counted once."""
+
+    name: str
+    """``system`` or the GPU pool's key in the config."""
+    key: str
+    """Its config key (``cluster.system_pool``, ``cluster.gpu_pools.<name>``), for messages."""
+    role: PoolRole
+    vm_size: str
+    gpus_per_node: int
+    nodes: int
+    """VMs deployed: the scale sets' capacities add up to this."""
+    max_nodes: int
+    """Autoscaling maximum (``nodes`` when the pool does not autoscale)."""
+    surge: int
+    """Extra VMs that may exist at once (upgrades, replacements in flight); the subnet plans for them."""
+    pod_ips: int
+    """Secondary IP configurations on every node's NIC: one per pod that is not host-network."""
+    scale_sets: tuple[ScaleSetPlan, ...]
+    infiniband: bool
+    team: str | None
+    zone: str | None
+    os_disk_gib: int
+    labels: tuple[tuple[str, str], ...]
+    """Node labels the kubelet registers with (``--node-labels``)."""
+    taints: tuple[Taint, ...]
+    """Taints the kubelet registers with (``registerWithTaints``)."""
+    host_network_pods: tuple[str, ...] = ()
+    """Static pods and node agents on this pool's nodes that use the host network (no pod IP)."""
+    ip_daemons: tuple[str, ...] = ()
+    """Node agents on this pool's nodes that take a pod IP (not host-network)."""
+
+    @property
+    def peak_nodes(self) -> int:
+        """The most VMs of this pool that can exist at once: its maximum plus surge."""
+        return self.max_nodes + self.surge
+
+    @property
+    def ip_configurations_per_nic(self) -> int:
+        return 1 + self.pod_ips
+
+    @property
+    def subnet_ips(self) -> int:
+        """IP configurations the pool takes from its subnet: (max nodes + surge) x (1 + pod IPs)."""
+        return self.peak_nodes * self.ip_configurations_per_nic
+
+    @property
+    def kubelet_max_pods(self) -> int:
+        return self.pod_ips + len(self.host_network_pods)
+
+    @property
+    def workload_pod_ips(self) -> int:
+        """Pod IPs left for workloads once the node agents that take one have theirs."""
+        return self.pod_ips - len(self.ip_daemons)
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def subnet(self) -> str:
+        return SYSTEM if self.name == SYSTEM else f"gpu-{self.name}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "role": self.role,
+            "vm_size": self.vm_size,
+            "nodes": self.nodes,
+            "max_nodes": self.max_nodes,
+            "surge": self.surge,
+            "peak_nodes": self.peak_nodes,
+            "pod_ips": self.pod_ips,
+            "kubelet_max_pods": self.kubelet_max_pods,
+            "host_network_pods": list(self.host_network_pods),
+            "scale_sets": {s.name: s.capacity for s in self.scale_sets},
+            "subnet": self.subnet,
+            "subnet_ips": self.subnet_ips,
+            "gpus": self.gpus,
+        }
+
+
+@dataclass(frozen=True)
+class ClusterPools:
+    """Every pool of one cluster, keyed by name (``system`` first)."""
+
+    pools: Mapping[str, PoolPlan]
+
+    @property
+    def system(self) -> PoolPlan:
+        return self.pools[SYSTEM]
+
+    @property
+    def gpu(self) -> tuple[PoolPlan, ...]:
+        return tuple(p for p in self.pools.values() if p.role == "gpu-node")
+
+    @property
+    def deployed_nodes(self) -> int:
+        """VMs `pulumi up` creates (the scale sets' capacities)."""
+        return sum(p.nodes for p in self.pools.values())
+
+    @property
+    def peak_nodes(self) -> int:
+        """The most nodes the cluster can hold at once (every pool at its maximum plus surge): what the
+        control plane, Prometheus and the subnets are sized for."""
+        return sum(p.peak_nodes for p in self.pools.values())
+
+    def with_agents(
+        self, host_network: Mapping[str, tuple[str, ...]], ip_daemons: Mapping[str, tuple[str, ...]]
+    ) -> ClusterPools:
+        pools = {
+            name: replace(p, host_network_pods=host_network[name], ip_daemons=ip_daemons[name])
+            for name, p in self.pools.items()
+        }
+        for p in pools.values():
+            if p.workload_pod_ips < 1:
+                raise ConfigError(
+                    f"{PROJECT}:{p.key}.pod_ips: {p.pod_ips} pod IPs but {len(p.ip_daemons)} node agent(s) "
+                    f"({', '.join(p.ip_daemons)}) take one on every node: raise pod_ips to {len(p.ip_daemons) + 1} "
+                    "or more"
+                )
+        return ClusterPools(pools)
+
+
+def node_identity(
+    name: str, vm_size: str, team: str | None, domain: str
+) -> tuple[tuple[tuple[str, str], ...], tuple[Taint, ...]]:
+    """The labels and taints a pool's nodes register with."""
+    size = sku(vm_size)
+    out = [(labels.key(domain, labels.POOL), name)]
+    taints: list[Taint] = []
+    if size.gpus:
+        # GPU nodes join untested: the preflight DaemonSet (selected by the preflight label) runs
+        # dcgmi on them and lifts the taint. CPU nodes have nothing to diagnose and join ready.
+        out += [
+            (labels.key(domain, labels.ACCELERATOR), labels.ACCELERATOR_NVIDIA),
+            (labels.key(domain, labels.GPU_MODEL), size.gpu_model),
+            (labels.key(domain, labels.PREFLIGHT), "pending"),
+        ]
+        taints.append(Taint(labels.key(domain, labels.PREFLIGHT), "pending", "NoSchedule"))
+    if team:
+        out.append((labels.key(domain, labels.TEAM), team))
+        taints.append(Taint(labels.key(domain, labels.TEAM), team, "NoSchedule"))
+    return tuple(out), tuple(taints)
+
+
+def _surge(pool: PoolConfig, nodes: int, key: str) -> int:
+    try:
+        return parse_surge(pool.surge, nodes, where=f"{key}.surge")
+    except ValueError as err:
+        raise ConfigError(f"{PROJECT}:{err}") from None
+
+
+def plan_pool(name: str, key: str, pool: PoolConfig, limits: Limits, domain: str) -> PoolPlan:
+    try:
+        size = sku(pool.vm_size)
+    except ConfigError as err:
+        raise ConfigError(f"{PROJECT}:{key}.vm_size: {err}") from None
+    nic_cap = limits["nic-private-ips"]
+    if pool.pod_ips + 1 > nic_cap:
+        raise ConfigError(
+            f"{PROJECT}:{key}.pod_ips: 1 + {pool.pod_ips} IP configurations exceed the {nic_cap} a NIC holds "
+            f"(a hard Azure limit): use pod_ips {nic_cap - 1} or fewer"
+        )
+    gpu = isinstance(pool, GpuPoolConfig)
+    infiniband = isinstance(pool, GpuPoolConfig) and pool.infiniband
+    max_nodes = pool.max_nodes or pool.nodes
+    try:
+        sets = split_pool(
+            name,
+            pool.nodes,
+            infiniband=infiniband,
+            cap_spg=limits["vmss-instances-spg"],
+            cap_large=limits["vmss-instances-large"],
+            headroom=pool.scale_set_headroom,
+            max_nodes=max_nodes,
+        )
+    except ValueError as err:
+        raise ConfigError(f"{PROJECT}:{key}.scale_set_headroom: {err}") from None
+    team = pool.team if isinstance(pool, GpuPoolConfig) else None
+    node_labels, taints = node_identity(name, pool.vm_size, team, domain)
+    return PoolPlan(
+        name=name,
+        key=key,
+        role="gpu-node" if gpu else "system-node",
+        vm_size=pool.vm_size,
+        gpus_per_node=size.gpus,
+        nodes=pool.nodes,
+        max_nodes=max_nodes,
+        surge=_surge(pool, max_nodes, key),
+        pod_ips=pool.pod_ips,
+        scale_sets=tuple(sets),
+        infiniband=infiniband,
+        team=team,
+        zone=pool.zone if isinstance(pool, GpuPoolConfig) else None,
+        os_disk_gib=pool.os_disk_gib,
+        labels=node_labels,
+        taints=taints,
+    )
+
+
+def plan_pools(cluster: ClusterConfig, limits: Limits) -> ClusterPools:
+    """Every pool of ``cluster``; raises ConfigError naming the key for counts Azure cannot hold."""
+    domain = cluster.label_domain
+    pools = {SYSTEM: plan_pool(SYSTEM, "cluster.system_pool", cluster.system_pool, limits, domain)}
+    for name, pool in cluster.gpu_pools.items():
+        pools[name] = plan_pool(name, f"cluster.gpu_pools.{name}", pool, limits, domain)
+    return ClusterPools(pools)

@@ -1,0 +1,137 @@
+"""What a subscription needs before `pulumi up`: feature registrations and regional vCPU quotas.
+
+Quotas are the limits Azure does raise on request, so a stack may declare the quota it has been
+granted (``azure-gpu-k8s:limits.vcpus-<family>``). A declared quota below what the plan needs at its
+peak is an error: Azure would create scale sets until the quota runs out and fail the rest, after a
+part of the fleet is already billed. Undeclared quotas cannot be checked offline; the plan lists
+them for the operator to request.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from infra.addresses import limits_for
+from infra.config import PROJECT, StackConfig
+from infra.pools import ClusterPools
+from infra.sizing import SizeChoice
+from modules.errors import ConfigError
+from modules.netplan.limits import VCPU_QUOTA_PREFIX, Limits, quota_name
+from modules.sizing.skus import sku
+
+ENCRYPTION_AT_HOST = "https://learn.microsoft.com/azure/virtual-machines/linux/disks-enable-host-based-encryption-cli"
+
+
+@dataclass(frozen=True)
+class Feature:
+    namespace: str
+    name: str
+    why: str
+    command: str
+
+
+@dataclass(frozen=True)
+class Quota:
+    """The regional vCPUs one VM family needs when every pool is at its peak (maximum plus surge)."""
+
+    family: str
+    vcpus: int
+    vm_sizes: tuple[str, ...]
+    declared: int | None
+    """The quota the stack says it has been granted (``limits.vcpus-<family>``), if any."""
+
+    @property
+    def limit(self) -> str:
+        return quota_name(self.family)
+
+
+@dataclass(frozen=True)
+class Prerequisites:
+    features: tuple[Feature, ...]
+    quotas: tuple[Quota, ...]
+    regional_vcpus: int
+    regional_declared: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "features": [
+                {"namespace": f.namespace, "name": f.name, "why": f.why, "command": f.command} for f in self.features
+            ],
+            "quotas": [
+                {
+                    "family": q.family,
+                    "limit": q.limit,
+                    "vcpus": q.vcpus,
+                    "vm_sizes": list(q.vm_sizes),
+                    "declared": q.declared,
+                    "why": "regional vCPU quota at peak (every pool at its maximum plus surge): request it "
+                    "(quota request) and declare it under azure-gpu-k8s:limits." + q.limit,
+                }
+                for q in self.quotas
+            ],
+            "regional_vcpus": self.regional_vcpus,
+            "regional_declared": self.regional_declared,
+        }
+
+
+FEATURES = (
+    Feature(
+        "Microsoft.Compute",
+        "EncryptionAtHost",
+        "every VM and scale set encrypts its temp disk and caches at the host; Azure refuses such VMs "
+        "until the subscription has the feature",
+        "az feature register --namespace Microsoft.Compute --name EncryptionAtHost && "
+        "az provider register --namespace Microsoft.Compute",
+    ),
+)
+
+
+def vm_vcpus(counts: Iterable[tuple[str, int]], limits: Limits) -> Prerequisites:
+    """Prerequisites for VMs ``(vm_size, count)``; raises ConfigError when a declared quota is too small."""
+    per_family: dict[str, int] = defaultdict(int)
+    sizes: dict[str, set[str]] = defaultdict(set)
+    for vm_size, count in counts:
+        size = sku(vm_size)
+        per_family[size.family] += size.vcpus * count
+        sizes[size.family].add(vm_size)
+    quotas = tuple(
+        Quota(family, vcpus, tuple(sorted(sizes[family])), limits.get(quota_name(family)))
+        for family, vcpus in sorted(per_family.items())
+    )
+    total = sum(per_family.values())
+    regional = limits.get(f"{VCPU_QUOTA_PREFIX}regional")
+    checks: list[tuple[str, int, int | None]] = [(q.limit, q.vcpus, q.declared) for q in quotas]
+    checks.append((f"{VCPU_QUOTA_PREFIX}regional", total, regional))
+    for name, needed, declared in checks:
+        if declared is not None and declared < needed:
+            raise ConfigError(
+                f"{PROJECT}:limits.{name}: the plan needs {needed:,} vCPUs at its peak but the declared "
+                f"quota is {declared:,}: request {needed:,} (quota request) or lower the node counts"
+            )
+    return Prerequisites(FEATURES, quotas, total, regional)
+
+
+def cluster_prerequisites(config: StackConfig, pools: ClusterPools, sizes: Mapping[str, SizeChoice]) -> Prerequisites:
+    cluster = config.cluster
+    assert cluster is not None
+    hosts = [
+        (sizes["apiserver"].chosen, cluster.api_servers.count),
+        (sizes["etcd"].chosen, cluster.etcd.count),
+        (sizes["prometheus"].chosen, cluster.prometheus.count),
+        (cluster.nat.vm_size, 1),
+    ]
+    if cluster.events_etcd is not None:
+        hosts.append((sizes["events-etcd"].chosen, cluster.events_etcd.count))
+    counts = hosts + [(p.vm_size, p.peak_nodes) for p in pools.pools.values()]
+    return vm_vcpus(counts, limits_for(config))
+
+
+def hub_prerequisites(config: StackConfig) -> Prerequisites:
+    assert config.hub is not None
+    try:
+        return vm_vcpus([(config.hub.jump_vm_size, config.hub.jump_hosts)], limits_for(config))
+    except ConfigError as err:
+        raise ConfigError(str(err).replace("VM size", f"{PROJECT}:hub.jump_vm_size: VM size", 1)) from None

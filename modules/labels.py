@@ -1,0 +1,28 @@
+"""Node label and taint keys this toolkit sets (``<label_domain>/<name>``).
+
+The node bootstrap registers nodes with them and the add-ons select and tolerate by them: both read
+the names here, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+POOL = "pool"
+"""The pool a node belongs to (the config's pool name)."""
+TEAM = "team"
+"""Label and NoSchedule taint of a team's pool."""
+PREFLIGHT = "preflight"
+"""``pending`` until the preflight diagnostics pass (label and NoSchedule taint), ``failed`` after a failure."""
+ACCELERATOR = "accelerator"
+ACCELERATOR_NVIDIA = "nvidia"
+"""GPU nodes carry ``<domain>/accelerator=nvidia``; system (CPU) nodes lack the label."""
+GPU_MODEL = "gpu-model"
+IB_ISLAND = "ib-island"
+"""The scale set a GPU node belongs to: one placement group, so one InfiniBand fabric. Read at boot from
+the instance metadata service (``compute.vmScaleSetName``): a multi-node job that must talk over
+InfiniBand keeps all its pods on one value of this label."""
+FATAL_XID = "gpu-fatal-xid"
+"""NoExecute taint the remediation controller puts on a node with a fatal XID."""
+
+
+def key(domain: str, name: str) -> str:
+    return f"{domain}/{name}"
