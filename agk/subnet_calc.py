@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from modules.errors import AgkError
+from modules.netplan.fit import FIT_PLUGINS, Budget, Fit, most_nodes, most_pod_ips
+from modules.netplan.limits import Limits
 from modules.netplan.sizing import DEFAULT_MAX_PODS, PLUGINS, Sizing, parse_surge, size
 
 STACKS_DIR = Path("stacks")
@@ -40,6 +42,20 @@ def _parser() -> _Parser:
     s.add_argument("--infiniband", action="store_true", help="Scale sets capped at one placement group (100).")
     s.add_argument("--static-blocks", action="store_true", help="Pod subnet in static /28 block mode.")
     s.add_argument("--format", choices=("text", "json"), default="text", help="A readable table or one JSON object.")
+    f = sub.add_parser("fit", help="The most pod IPs per node (or nodes) that fit one VNet and its peered group.")
+    f.add_argument("--plugin", required=True, choices=FIT_PLUGINS, help="Network plugin.")
+    what = f.add_mutually_exclusive_group(required=True)
+    what.add_argument("--nodes", help="Nodes (autoscaled pools: the maximum): prints the most pod IPs per node.")
+    what.add_argument("--pod-ips", help="Pod IPs per node (azure-cni): prints the most nodes.")
+    f.add_argument("--surge", default="1", help="Surge nodes: a count or a percentage like 10%% (default 1).")
+    f.add_argument("--infiniband", action="store_true", help="Scale sets capped at one placement group (100).")
+    f.add_argument(
+        "--stack",
+        default=None,
+        help="Answer for this stack's GPU pools: its other subnets and the rest of its peered groups are taken.",
+    )
+    f.add_argument("--stacks-dir", type=Path, default=STACKS_DIR, help="Where the stack files are.")
+    f.add_argument("--format", choices=("text", "json"), default="text", help="A readable table or one JSON object.")
     p = sub.add_parser("plan", help="A stack's whole address plan, laid out.")
     p.add_argument("--stack", required=True, help="Stack name (stacks/Pulumi.<stack>.yaml).")
     p.add_argument("--stacks-dir", type=Path, default=STACKS_DIR, help="Where the stack files are.")
@@ -50,10 +66,11 @@ def _parser() -> _Parser:
 
 
 def _count(text: str, flag: str, fix: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise AgkError(f"{flag}: {text!r} is not a whole number: {fix}") from None
+    digits = text.strip()
+    # ASCII only: int() also reads '٣' and '1_000', which no user means as a count.
+    if not (digits.removeprefix("-").isascii() and digits.removeprefix("-").isdigit()):
+        raise AgkError(f"{flag}: {text!r} is not a whole number: {fix}")
+    value = int(digits)
     if value < 1:
         raise AgkError(f"{flag}: {value} is not a positive count: {fix}")
     return value
@@ -82,6 +99,59 @@ def size_text(result: Sizing) -> str:
     lines.append("warnings          " + ("none" if not result.warnings else ""))
     lines += [f"  [{w.code}] {w.message}" for w in result.warnings]
     return "\n".join(lines)
+
+
+def stack_budgets(stack: str, stacks_dir: Path) -> tuple[Budget, ...]:
+    """What ``stack``'s GPU pools may take: its VNet and every peered group it is in, less the rest."""
+    from infra.addresses import plan_stack
+
+    plan = plan_stack(stacks_dir, stack)
+    network, vnet = plan.network, plan.vnet
+    gpu = sum(s.ips_needed for s in vnet.subnets.values() if s.role == "gpu-pool")
+    budgets = [Budget("vnet-private-ips", plan.limits["vnet-private-ips"], vnet.ips_needed - gpu)]
+    for head in [stack, *vnet.peers]:
+        used = network.group_ips(head) - gpu
+        budgets.append(Budget("peered-group-private-ips", plan.limits["peered-group-private-ips"], used))
+    return tuple(budgets)
+
+
+def fit_text(result: Fit) -> str:
+    name, value = result.binding_limit
+    lines = [
+        f"plugin            {result.plugin}",
+        f"nodes             {result.nodes:,} + {result.surge_nodes:,} surge"
+        + (" (the most that fit)" if result.max_nodes is not None else ""),
+        f"pod IPs / node    {result.pod_ips_per_node}"
+        + ("" if result.max_nodes is not None else " (the most that fit)"),
+        f"VNet IPs needed   {result.vnet_ips_needed:,}",
+        f"binding limit     {name} = {value:,}",
+        f"scale sets        {result.scale_sets}",
+    ]
+    for budget in result.budgets:
+        lines.append(f"  {budget.name:<26} {budget.value:>9,} - {budget.used:>9,} used = {budget.left:>9,} left")
+    if result.pod_ips_per_node == 0 or (result.max_nodes == 0):
+        lines.append("warning           nothing fits: split the workload across clusters (each its own VNet and hub)")
+    return "\n".join(lines)
+
+
+def _fit(args: argparse.Namespace) -> Fit:
+    limits = Limits.default()
+    budgets = stack_budgets(args.stack, args.stacks_dir) if args.stack else None
+    if args.pod_ips is not None:
+        if args.plugin != "azure-cni":
+            raise AgkError(f"--pod-ips: answers for azure-cni only (not {args.plugin}): use --plugin azure-cni")
+        pod_ips = _count(args.pod_ips, "--pod-ips", "use pod IPs per node like 7")
+        parse_surge(args.surge, 1, where="--surge")
+        return most_nodes(pod_ips, args.surge, limits, infiniband=args.infiniband, budgets=budgets)
+    nodes = _count(args.nodes, "--nodes", "use a node count like 7500")
+    return most_pod_ips(
+        args.plugin,
+        nodes,
+        parse_surge(args.surge, nodes, where="--surge"),
+        limits,
+        infiniband=args.infiniband,
+        budgets=budgets,
+    )
 
 
 def plan_json(stack: str, stacks_dir: Path) -> dict[str, Any]:
@@ -193,6 +263,15 @@ def run(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(result.to_dict(), indent=2))
         else:
             print(size_text(result))
+        return 0
+    if args.command == "fit":
+        fit = _fit(args)
+        if args.format == "json":
+            import json
+
+            print(json.dumps(fit.to_dict(), indent=2))
+        else:
+            print(fit_text(fit))
         return 0
     doc = plan_json(args.stack, args.stacks_dir)
     if args.format == "json":

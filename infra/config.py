@@ -27,7 +27,7 @@ PROJECT = "azure-gpu-k8s"
 FOREIGN_NAMESPACES = frozenset({"azure-native", "kubernetes", "tls", "pulumi"})
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
-_SURGE = re.compile(r"^(\d+)%?$")
+_SURGE = re.compile(r"^([0-9]+)%?$")
 
 
 class _Model(BaseModel):

@@ -52,14 +52,16 @@ def parse_surge(surge: int | str, nodes: int, where: str = "surge") -> int:
             raise SizingError(f"{where}: {surge} is negative: use a count >= 0 or a percentage like 10%")
         return surge
     text = str(surge).strip()
-    if text.endswith("%") and text[:-1].isdigit():
-        pct = int(text[:-1])
+    # ASCII digits only: str.isdigit() also accepts '²' (which int() refuses) and int() accepts '٣'.
+    number = text[:-1] if text.endswith("%") else text
+    if not (number and number.isascii() and number.isdigit()):
+        raise SizingError(f"{where}: {surge!r} is not a count or a percentage: use e.g. 1 or 10%")
+    if text.endswith("%"):
+        pct = int(number)
         if pct > 100:
             raise SizingError(f"{where}: {text} is over 100%: use a percentage from 0% to 100%")
         return math.ceil(nodes * pct / 100)
-    if text.isdigit():
-        return int(text)
-    raise SizingError(f"{where}: {surge!r} is not a count or a percentage: use e.g. 1 or 10%")
+    return int(text)
 
 
 class PodSubnet(NamedTuple):

@@ -488,3 +488,100 @@ def test_plan_bad_format() -> None:
 def test_bad_input_table_is_large_enough() -> None:
     assert len(SIZE_BAD) + len(PLAN_BAD) + 4 >= 25
     assert len(PLAN_BAD) >= 25
+
+
+# ---- fit: the inverse question under the limits in force ----
+
+
+def _fit(*args: str) -> dict[str, Any]:
+    done = calc("fit", *args, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    doc: dict[str, Any] = json.loads(done.stdout)
+    return doc
+
+
+@pytest.mark.parametrize(("nodes", "surge"), [(7500, "1%"), (1875, "0"), (50, "1"), (8000, "10%"), (65535, "0")])
+def test_fit_prints_the_most_pod_ips_that_fit_one_vnet(nodes: int, surge: str) -> None:
+    doc = _fit("--plugin", "azure-cni", "--nodes", str(nodes), "--surge", surge)
+    assert set(doc) >= {"plugin", "nodes", "surge_nodes", "pod_ips_per_node", "vnet_ips_needed", "binding_limit"}
+    total = nodes + doc["surge_nodes"]
+    pods = doc["pod_ips_per_node"]
+    # The answer fits, one more does not (or the NIC's 255 binds).
+    assert total * (1 + pods) <= 65_536
+    assert pods == 255 or total * (2 + pods) > 65_536
+    assert doc["vnet_ips_needed"] == (total * (1 + pods) if pods else total)
+    binding = "nic-private-ips" if pods == 255 else "vnet-private-ips"
+    assert doc["binding_limit"]["name"] == binding
+
+
+def test_fit_for_the_prod_stack_is_what_the_stack_file_chose() -> None:
+    doc = _fit("--plugin", "azure-cni", "--nodes", "7500", "--surge", "1%", "--infiniband", "--stack", "prod-7500")
+    declared = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod-7500.yaml").read_text())["config"]
+    pools = declared[f"{P}:cluster"]["gpu_pools"]
+    assert {p["pod_ips"] for p in pools.values()} == {doc["pod_ips_per_node"]}
+    assert doc["binding_limit"] == {"name": "vnet-private-ips", "value": 65_536}
+    assert doc["scale_sets"] >= 75  # InfiniBand: one placement group (100 VMs) per set
+
+
+def test_fit_with_pod_ips_prints_the_most_nodes() -> None:
+    doc = _fit("--plugin", "azure-cni", "--pod-ips", "7", "--surge", "1%")
+    nodes = doc["max_nodes"]
+    assert doc["nodes"] == nodes and doc["pod_ips_per_node"] == 7
+    surge = -(-nodes // 100)
+    assert (nodes + surge) * 8 <= 65_536 < (nodes + 1 + -(-(nodes + 1) // 100)) * 8
+
+
+def test_fit_pod_subnet_counts_batches_of_16() -> None:
+    doc = _fit("--plugin", "azure-cni-pod-subnet", "--nodes", "1000", "--surge", "0")
+    pods = doc["pod_ips_per_node"]
+    assert pods % 16 == 0
+    assert 1000 + 1000 * pods <= 65_536 < 1000 + 1000 * (pods + 16)
+
+
+def test_fit_text_names_the_binding_limit() -> None:
+    done = calc("fit", "--plugin", "azure-cni", "--nodes", "100000")
+    assert done.returncode == 0
+    assert "binding limit     vnet-private-ips = 65,536" in done.stdout
+    assert "nothing fits" in done.stdout
+
+
+FIT_BAD = [
+    (["--plugin", "azure-cni", "--nodes", "abc"], "--nodes: 'abc' is not a whole number: use a node count like 7500"),
+    (["--plugin", "azure-cni", "--nodes", "0"], "--nodes: 0 is not a positive count: use a node count like 7500"),
+    (["--plugin", "azure-cni", "--nodes", "٣"], "--nodes: '٣' is not a whole number: use a node count like 7500"),
+    (
+        ["--plugin", "azure-cni", "--nodes", "5", "--surge", "²"],
+        "--surge: '²' is not a count or a percentage: use e.g. 1 or 10%",
+    ),
+    (
+        ["--plugin", "azure-cni", "--pod-ips", "300"],
+        "--pod-ips: 1 + 300 IP configurations exceed the 256 a NIC holds: use 255 or fewer",
+    ),
+    (
+        ["--plugin", "azure-cni-pod-subnet", "--pod-ips", "3"],
+        "--pod-ips: answers for azure-cni only (not azure-cni-pod-subnet): use --plugin azure-cni",
+    ),
+    (
+        ["--plugin", "azure-cni", "--nodes", "5", "--pod-ips", "3"],
+        "argument --pod-ips: not allowed with argument --nodes: see 'subnet-calc fit --help'",
+    ),
+    (
+        ["--plugin", "azure-cni"],
+        "one of the arguments --nodes --pod-ips is required: see 'subnet-calc fit --help'",
+    ),
+    (
+        ["--plugin", "kubenet", "--nodes", "5"],
+        "argument --plugin: invalid choice: 'kubenet' (choose from 'azure-cni', 'azure-cni-pod-subnet'): "
+        "see 'subnet-calc fit --help'",
+    ),
+    (
+        ["--plugin", "azure-cni", "--nodes", "5", "--stack", "nope"],
+        "nope: stacks/Pulumi.nope.yaml: no such stack file: use one of dev, dev-addons, hub, prod-7500, "
+        "prod-7500-addons",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), FIT_BAD, ids=[" ".join(a) for a, _ in FIT_BAD])
+def test_fit_bad_input(args: list[str], message: str) -> None:
+    _assert_one_line_error(calc("fit", *args), message)

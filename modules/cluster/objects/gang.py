@@ -25,6 +25,7 @@ from modules.cluster.objects.common import (
     resources,
     restricted,
     service_account,
+    system_nodes,
 )
 from modules.cluster.objects.teams import GPU
 from modules.cluster.spec import AddonsSpec, TeamSpec
@@ -213,6 +214,8 @@ def gang(spec: AddonsSpec) -> list[Obj]:
                 "spec": {
                     "serviceAccountName": name,
                     "priorityClassName": "system-cluster-critical",
+                    # A scheduler is a cluster service: never on a node bought for its GPUs.
+                    "affinity": system_nodes(spec),
                     "securityContext": pod_security(),
                     "containers": [
                         {

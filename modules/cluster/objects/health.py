@@ -45,6 +45,10 @@ NPD_WHY = (
     "privileged: reading the host kernel log (/dev/kmsg) needs the host's character device, which the "
     "device cgroup only lets a privileged container open"
 )
+HOST_NETWORK_WHY = (
+    "host network: a node agent needs no address of its own, and with Azure CNI every other pod takes one of "
+    "the node's few NIC IP configurations (pod_ips), which belong to workloads"
+)
 
 
 def _root(*, add: list[str] | None = None) -> Obj:
@@ -58,7 +62,14 @@ def _root(*, add: list[str] | None = None) -> Obj:
     }
 
 
+def host_network(pod: Obj) -> Obj:
+    """A node agent's pod on the host network, resolving cluster names still (ClusterFirstWithHostNet)."""
+    return {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet", **pod}
+
+
 def _daemonset(spec: AddonsSpec, name: str, why: str, pod: Obj, annotations: dict[str, str] | None = None) -> Obj:
+    if pod.get("hostNetwork"):
+        why = f"{why}; {HOST_NETWORK_WHY}"
     notes = {exception_key(spec): why}
     return {
         "apiVersion": "apps/v1",
@@ -83,22 +94,27 @@ def device_plugin(spec: AddonsSpec) -> Obj:
         spec,
         "nvidia-device-plugin",
         DEVICE_PLUGIN_WHY,
-        {
-            "nodeSelector": gpu_nodes(spec),
-            "containers": [
-                {
-                    "name": "nvidia-device-plugin",
-                    "image": images.DEVICE_PLUGIN,
-                    "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
-                    "resources": resources("50m", "128Mi", cpu_limit="200m"),
-                    "securityContext": _root(),  # exception: DEVICE_PLUGIN_WHY
-                    "volumeMounts": [{"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"}],
-                }
-            ],
-            "volumes": [
-                {"name": "device-plugins", "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"}}
-            ],
-        },
+        host_network(
+            {
+                "nodeSelector": gpu_nodes(spec),
+                "containers": [
+                    {
+                        "name": "nvidia-device-plugin",
+                        "image": images.DEVICE_PLUGIN,
+                        "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
+                        "resources": resources("50m", "128Mi", cpu_limit="200m"),
+                        "securityContext": _root(),  # exception: DEVICE_PLUGIN_WHY
+                        "volumeMounts": [{"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"}],
+                    }
+                ],
+                "volumes": [
+                    {
+                        "name": "device-plugins",
+                        "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"},
+                    }
+                ],
+            }
+        ),
     )
 
 
@@ -108,33 +124,38 @@ def dcgm_exporter(spec: AddonsSpec) -> Obj:
         spec,
         "dcgm-exporter",
         DCGM_WHY,
-        {
-            "nodeSelector": gpu_nodes(spec),
-            "containers": [
-                {
-                    "name": "dcgm-exporter",
-                    "image": images.DCGM_EXPORTER,
-                    "env": [
-                        {"name": "DCGM_EXPORTER_LISTEN", "value": f":{DCGM_PORT}"},
-                        {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
-                        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-                    ],
-                    "ports": [{"name": "metrics", "containerPort": DCGM_PORT}],
-                    "livenessProbe": {**probe, "initialDelaySeconds": 45},
-                    "readinessProbe": probe,
-                    "resources": resources("100m", "512Mi", cpu_limit="500m"),
-                    "securityContext": _root(add=["SYS_ADMIN"]),  # exception: DCGM_WHY
-                    "volumeMounts": [
-                        {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True},
-                        {"name": "tmp", "mountPath": "/tmp"},
-                    ],
-                }
-            ],
-            "volumes": [
-                {"name": "pod-resources", "hostPath": {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}},
-                {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
-            ],
-        },
+        host_network(
+            {
+                "nodeSelector": gpu_nodes(spec),
+                "containers": [
+                    {
+                        "name": "dcgm-exporter",
+                        "image": images.DCGM_EXPORTER,
+                        "env": [
+                            {"name": "DCGM_EXPORTER_LISTEN", "value": f":{DCGM_PORT}"},
+                            {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
+                            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                        ],
+                        "ports": [{"name": "metrics", "containerPort": DCGM_PORT}],
+                        "livenessProbe": {**probe, "initialDelaySeconds": 45},
+                        "readinessProbe": probe,
+                        "resources": resources("100m", "512Mi", cpu_limit="500m"),
+                        "securityContext": _root(add=["SYS_ADMIN"]),  # exception: DCGM_WHY
+                        "volumeMounts": [
+                            {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True},
+                            {"name": "tmp", "mountPath": "/tmp"},
+                        ],
+                    }
+                ],
+                "volumes": [
+                    {
+                        "name": "pod-resources",
+                        "hostPath": {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"},
+                    },
+                    {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+                ],
+            }
+        ),
         scrape_annotations(DCGM_PORT, honor_labels=True),
     )
 
@@ -144,26 +165,26 @@ def iptables_exporter(spec: AddonsSpec) -> Obj:
         spec,
         "iptables-exporter",
         IPTABLES_WHY,
-        {
-            "hostNetwork": True,
-            "dnsPolicy": "ClusterFirstWithHostNet",
-            "automountServiceAccountToken": False,
-            "containers": [
-                {
-                    "name": "iptables-exporter",
-                    "image": images.IPTABLES_EXPORTER,
-                    # Without --tables it reads only the filter table; the egress accounting rules
-                    # ("iptables-exporter <name>" comments) live in mangle.
-                    "command": ["iptables-exporter", "--port", str(IPTABLES_PORT), "--tables", "mangle"],
-                    "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
-                    "ports": [{"name": "metrics", "containerPort": IPTABLES_PORT, "hostPort": IPTABLES_PORT}],
-                    "resources": resources("20m", "64Mi", cpu_limit="200m"),
-                    "securityContext": _root(add=["NET_ADMIN"]),  # exception: IPTABLES_WHY
-                    "volumeMounts": [{"name": "run", "mountPath": "/run"}],
-                }
-            ],
-            "volumes": [{"name": "run", "emptyDir": {"sizeLimit": "1Mi"}}],
-        },
+        host_network(
+            {
+                "automountServiceAccountToken": False,
+                "containers": [
+                    {
+                        "name": "iptables-exporter",
+                        "image": images.IPTABLES_EXPORTER,
+                        # Without --tables it reads only the filter table; the egress accounting rules
+                        # ("iptables-exporter <name>" comments) live in mangle.
+                        "command": ["iptables-exporter", "--port", str(IPTABLES_PORT), "--tables", "mangle"],
+                        "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+                        "ports": [{"name": "metrics", "containerPort": IPTABLES_PORT, "hostPort": IPTABLES_PORT}],
+                        "resources": resources("20m", "64Mi", cpu_limit="200m"),
+                        "securityContext": _root(add=["NET_ADMIN"]),  # exception: IPTABLES_WHY
+                        "volumeMounts": [{"name": "run", "mountPath": "/run"}],
+                    }
+                ],
+                "volumes": [{"name": "run", "emptyDir": {"sizeLimit": "1Mi"}}],
+            }
+        ),
         scrape_annotations(IPTABLES_PORT),
     )
 
@@ -212,35 +233,37 @@ def node_problem_detector(spec: AddonsSpec) -> list[Obj]:
         spec,
         name,
         NPD_WHY,
-        {
-            "serviceAccountName": name,
-            "containers": [
-                {
-                    "name": name,
-                    "image": images.NODE_PROBLEM_DETECTOR,
-                    "command": [
-                        "/node-problem-detector",
-                        "--logtostderr",
-                        "--config.system-log-monitor=/config/kernel-monitor.json,/agk/gpu-xid-monitor.json",
-                        "--prometheus-address=0.0.0.0",
-                        f"--prometheus-port={NPD_PORT}",
-                    ],
-                    "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
-                    "ports": [{"name": "metrics", "containerPort": NPD_PORT}],
-                    "resources": resources("20m", "128Mi", cpu_limit="200m"),
-                    # Exception: NPD_WHY.
-                    "securityContext": {"privileged": True, "readOnlyRootFilesystem": True},
-                    "volumeMounts": [
-                        {"name": "kmsg", "mountPath": "/dev/kmsg", "readOnly": True},
-                        {"name": "gpu-config", "mountPath": "/agk", "readOnly": True},
-                    ],
-                }
-            ],
-            "volumes": [
-                {"name": "kmsg", "hostPath": {"path": "/dev/kmsg", "type": "CharDevice"}},
-                {"name": "gpu-config", "configMap": {"name": f"{name}-gpu"}},
-            ],
-        },
+        host_network(
+            {
+                "serviceAccountName": name,
+                "containers": [
+                    {
+                        "name": name,
+                        "image": images.NODE_PROBLEM_DETECTOR,
+                        "command": [
+                            "/node-problem-detector",
+                            "--logtostderr",
+                            "--config.system-log-monitor=/config/kernel-monitor.json,/agk/gpu-xid-monitor.json",
+                            "--prometheus-address=0.0.0.0",
+                            f"--prometheus-port={NPD_PORT}",
+                        ],
+                        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+                        "ports": [{"name": "metrics", "containerPort": NPD_PORT}],
+                        "resources": resources("20m", "128Mi", cpu_limit="200m"),
+                        # Exception: NPD_WHY.
+                        "securityContext": {"privileged": True, "readOnlyRootFilesystem": True},
+                        "volumeMounts": [
+                            {"name": "kmsg", "mountPath": "/dev/kmsg", "readOnly": True},
+                            {"name": "gpu-config", "mountPath": "/agk", "readOnly": True},
+                        ],
+                    }
+                ],
+                "volumes": [
+                    {"name": "kmsg", "hostPath": {"path": "/dev/kmsg", "type": "CharDevice"}},
+                    {"name": "gpu-config", "configMap": {"name": f"{name}-gpu"}},
+                ],
+            }
+        ),
         scrape_annotations(NPD_PORT),
     )
     return [

@@ -29,6 +29,7 @@ from modules.cluster.objects.common import (
     service_account,
     system_nodes,
 )
+from modules.cluster.objects.health import HOST_NETWORK_WHY, host_network
 from modules.cluster.spec import AddonsSpec
 
 APP = "gpu-preflight"
@@ -71,61 +72,64 @@ def tolerations(spec: AddonsSpec) -> list[Obj]:
 
 
 def daemonset(spec: AddonsSpec) -> Obj:
+    why = f"{DIAG_PRIVILEGE}; {HOST_NETWORK_WHY}"
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": meta(APP, HEALTH_NS, app=APP, annotations={exception_key(spec): DIAG_PRIVILEGE}),
+        "metadata": meta(APP, HEALTH_NS, app=APP, annotations={exception_key(spec): why}),
         "spec": {
             "selector": {"matchLabels": {"app.kubernetes.io/name": APP}},
             "template": {
                 "metadata": {
                     "labels": {"app.kubernetes.io/name": APP},
-                    "annotations": {exception_key(spec): DIAG_PRIVILEGE},
+                    "annotations": {exception_key(spec): why},
                 },
-                "spec": {
-                    "serviceAccountName": APP,
-                    "priorityClassName": "system-node-critical",
-                    "nodeSelector": {spec.preflight_key: "pending", **gpu_nodes(spec)},
-                    "tolerations": tolerations(spec),
-                    "initContainers": [
-                        {
-                            "name": "dcgm-diag",
-                            "image": images.DCGM,
-                            "command": ["/bin/bash", "-c", diag_script(spec)],
-                            "env": [
-                                {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-                                {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
-                            ],
-                            "resources": resources("2", "4Gi", cpu_limit="8"),
-                            # Exception (annotation above): the diagnostics need the whole GPU.
-                            "securityContext": {"privileged": True, "runAsUser": 0, "runAsNonRoot": False},
-                            "volumeMounts": [{"name": "results", "mountPath": "/results"}],
-                        }
-                    ],
-                    "containers": [
-                        {
-                            "name": "report",
-                            "image": images.PYTHON,
-                            "command": ["python3", "/scripts/preflight_report.py"],
-                            "env": [
-                                {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                                {"name": "PREFLIGHT_KEY", "value": spec.preflight_key},
-                                {"name": "RESULT_FILE", "value": "/results/status"},
-                                {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
-                            ],
-                            "resources": resources("10m", "64Mi", cpu_limit="100m"),
-                            "securityContext": {**restricted(), "runAsUser": 65532, "runAsGroup": 65532},
-                            "volumeMounts": [
-                                {"name": "results", "mountPath": "/results", "readOnly": True},
-                                {"name": "scripts", "mountPath": "/scripts", "readOnly": True},
-                            ],
-                        }
-                    ],
-                    "volumes": [
-                        {"name": "results", "emptyDir": {"sizeLimit": "16Mi"}},
-                        {"name": "scripts", "configMap": {"name": "gpu-preflight-scripts"}},
-                    ],
-                },
+                "spec": host_network(
+                    {
+                        "serviceAccountName": APP,
+                        "priorityClassName": "system-node-critical",
+                        "nodeSelector": {spec.preflight_key: "pending", **gpu_nodes(spec)},
+                        "tolerations": tolerations(spec),
+                        "initContainers": [
+                            {
+                                "name": "dcgm-diag",
+                                "image": images.DCGM,
+                                "command": ["/bin/bash", "-c", diag_script(spec)],
+                                "env": [
+                                    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                                    {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+                                ],
+                                "resources": resources("2", "4Gi", cpu_limit="8"),
+                                # Exception (annotation above): the diagnostics need the whole GPU.
+                                "securityContext": {"privileged": True, "runAsUser": 0, "runAsNonRoot": False},
+                                "volumeMounts": [{"name": "results", "mountPath": "/results"}],
+                            }
+                        ],
+                        "containers": [
+                            {
+                                "name": "report",
+                                "image": images.PYTHON,
+                                "command": ["python3", "/scripts/preflight_report.py"],
+                                "env": [
+                                    {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                                    {"name": "PREFLIGHT_KEY", "value": spec.preflight_key},
+                                    {"name": "RESULT_FILE", "value": "/results/status"},
+                                    {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+                                ],
+                                "resources": resources("10m", "64Mi", cpu_limit="100m"),
+                                "securityContext": {**restricted(), "runAsUser": 65532, "runAsGroup": 65532},
+                                "volumeMounts": [
+                                    {"name": "results", "mountPath": "/results", "readOnly": True},
+                                    {"name": "scripts", "mountPath": "/scripts", "readOnly": True},
+                                ],
+                            }
+                        ],
+                        "volumes": [
+                            {"name": "results", "emptyDir": {"sizeLimit": "16Mi"}},
+                            {"name": "scripts", "configMap": {"name": "gpu-preflight-scripts"}},
+                        ],
+                    }
+                ),
             },
         },
     }

@@ -1,0 +1,251 @@
+"""What Azure does with each stack on `pulumi up`, read from the real program's plan (mock runtime).
+
+Each test states an Azure behaviour (cited in the code it checks) and asserts the plan respects it:
+the NAT host's return path, blob access without shared keys, egress sized from the nodes, nothing
+created in a VNet while its subnets are still being written, pinned images, scale-set headroom.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.config import load_stack
+from infra.prepare import prepare_cluster
+from modules.azure.storage import BLOB_ROLES
+from modules.sizing.skus import sku
+from tests.infra.conftest import REPO, STACKS, State
+
+CLUSTERS = ["dev", "prod-7500"]
+AZURE_STACKS = ["hub", *CLUSTERS]
+SUBNET = "azure-native:network:Subnet"
+# Resources Azure refuses to create (AnotherOperationInProgress, ReferencedResourceNotProvisioned)
+# while subnets of the VNet they live in or reference are still being written.
+IN_VNET = {
+    "azure-native:network:NetworkInterface",
+    "azure-native:compute:VirtualMachineScaleSet",
+    "azure-native:network:LoadBalancer",
+    "azure-native:network:PrivateEndpoint",
+    "azure-native:network:VirtualNetworkPeering",
+    "azure-native:privatedns:VirtualNetworkLink",
+    "azure-native:network:BastionHost",
+}
+
+
+def config(stack: str) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    return doc
+
+
+def _closure(st: State) -> dict[str, set[str]]:
+    by_urn = {r["urn"]: r for r in st.resources}
+    memo: dict[str, set[str]] = {}
+
+    def deps(urn: str) -> set[str]:
+        if urn not in memo:
+            memo[urn] = set()
+            direct = set(by_urn[urn].get("dependencies", []))
+            for urns in by_urn[urn].get("propertyDependencies", {}).values():
+                direct.update(urns)
+            found = set(direct)
+            for d in direct:
+                if d in by_urn:
+                    found |= deps(d)
+            memo[urn] = found
+        return memo[urn]
+
+    return {urn: deps(urn) for urn in by_urn}
+
+
+def _vnets_named(res: dict[str, Any], st: State) -> set[str]:
+    """The VNets of this stack a resource lives in or points at (by ARM id anywhere in its inputs)."""
+    text = yaml.safe_dump(res.get("inputs", {}))
+    return {
+        v["inputs"]["virtualNetworkName"]
+        for v in st.of_type("azure-native:network:VirtualNetwork")
+        if v["id"] in text or f"virtualNetworks/{v['inputs']['virtualNetworkName']}/" in text
+    } | ({res["inputs"]["virtualNetworkName"]} if "virtualNetworkName" in res.get("inputs", {}) else set())
+
+
+@pytest.mark.parametrize("stack", AZURE_STACKS)
+def test_nothing_is_created_in_a_vnet_before_all_its_subnets(state: Callable[[str], State], stack: str) -> None:
+    st = state(stack)
+    closure = _closure(st)
+    subnets: dict[str, set[str]] = {}
+    for s in st.of_type(SUBNET):
+        subnets.setdefault(s["inputs"]["virtualNetworkName"], set()).add(s["urn"])
+    checked = 0
+    for res in st.resources:
+        if res["type"] not in IN_VNET:
+            continue
+        for vnet in _vnets_named(res, st) & set(subnets):
+            missing = subnets[vnet] - closure[res["urn"]]
+            assert not missing, f"{res['urn']} may start while {sorted(missing)[0]} is still being written"
+            checked += 1
+    assert checked >= 3
+
+
+@pytest.mark.parametrize("stack", CLUSTERS)
+def test_nat_host_replies_reach_the_hub_without_opening_transit(state: Callable[[str], State], stack: str) -> None:
+    st = state(stack)
+    peerings = {
+        p["inputs"]["virtualNetworkName"]: p["inputs"] for p in st.of_type("azure-native:network:VirtualNetworkPeering")
+    }
+    # On a peering in VNet X, allowForwardedTraffic decides whether X accepts traffic an appliance in the
+    # remote VNet forwarded: the hub takes the NAT host's replies (sourced from service IPs); the spoke
+    # takes nothing the hub forwards, so no spoke can reach another through the hub.
+    assert peerings["hub-vnet"]["allowForwardedTraffic"] is True
+    assert peerings[f"{stack}-vnet"]["allowForwardedTraffic"] is False
+    service = config(stack)["azure-gpu-k8s:cluster"]["service_cidr"]
+    hub_space = config("hub")["azure-gpu-k8s:network"]["address_space"]
+    nsgs = {
+        n["inputs"]["networkSecurityGroupName"]: n["inputs"]
+        for n in st.of_type("azure-native:network:NetworkSecurityGroup")
+    }
+    allows = [
+        r
+        for name, nsg in nsgs.items()
+        for r in nsg["securityRules"]
+        if r["access"] == "Allow" and r["direction"] == "Inbound" and r.get("destinationAddressPrefix") == service
+    ]
+    assert {r["sourceAddressPrefix"] for r in allows} == set(hub_space)
+    nat_rules = nsgs[f"{stack}-nat-nsg"]["securityRules"]
+    deny = next(r for r in nat_rules if r["access"] == "Deny")
+    assert all(r["priority"] < deny["priority"] for r in allows)
+    assert len(allows) == sum(1 for r in nat_rules if r in allows)  # only the nat subnet admits it
+
+
+@pytest.mark.parametrize("stack", CLUSTERS)
+def test_blob_access_is_granted_per_container_to_the_gpu_pools(state: Callable[[str], State], stack: str) -> None:
+    st = state(stack)
+    prep = prepare_cluster(stack, load_stack(STACKS, stack), STACKS)
+    cluster = prep.config.cluster
+    assert cluster is not None
+    account = st.of_type("azure-native:storage:StorageAccount")[0]["inputs"]
+    assert account["allowSharedKeyAccess"] is False  # so roles are the only way in
+    identities = {
+        i["inputs"]["tags"]["agk-pool"]: i["outputs"]["principalId"]
+        for i in st.of_type("azure-native:managedidentity:UserAssignedIdentity")
+    }
+    containers = {c["inputs"]["containerName"]: c["id"] for c in st.of_type("azure-native:storage:BlobContainer")}
+    got = {
+        (a["inputs"]["scope"], a["inputs"]["principalId"], a["inputs"]["roleDefinitionId"].rsplit("/", 1)[1])
+        for a in st.of_type("azure-native:authorization:RoleAssignment")
+    }
+    expected = {
+        (containers[name], identities[pool.name], BLOB_ROLES[access.gpu_nodes][1])
+        for name, access in cluster.storage.containers.items()
+        for pool in prep.pools.gpu
+        if access.gpu_nodes != "none"
+    }
+    assert got == expected
+    assert identities.keys() == {p.name for p in prep.pools.pools.values()}
+    assert all(
+        a["inputs"]["principalType"] == "ServicePrincipal"
+        for a in st.of_type("azure-native:authorization:RoleAssignment")
+    )
+    # Every scale set runs as its pool's identity, so the grant holds for every VM of the pool.
+    ids = {
+        i["inputs"]["tags"]["agk-pool"]: i["id"]
+        for i in st.of_type("azure-native:managedidentity:UserAssignedIdentity")
+    }
+    for vmss in st.of_type("azure-native:compute:VirtualMachineScaleSet"):
+        assert vmss["inputs"]["identity"]["userAssignedIdentities"] == [ids[vmss["inputs"]["tags"]["agk-pool"]]]
+
+
+@pytest.mark.parametrize("stack", CLUSTERS)
+def test_egress_is_sized_from_the_nodes_behind_each_nat_gateway(state: Callable[[str], State], stack: str) -> None:
+    st = state(stack)
+    prep = prepare_cluster(stack, load_stack(STACKS, stack), STACKS)
+    per_node = prep.config.network.egress.connections_per_node if prep.config.network else 0
+    gateways = {g["id"]: g["inputs"] for g in st.of_type("azure-native:network:NatGateway")}
+    prefixes = {p["id"]: p["inputs"] for p in st.of_type("azure-native:network:PublicIPPrefix")}
+    subnets = {s["inputs"]["subnetName"]: s["inputs"] for s in st.of_type(SUBNET)}
+    # A subnet takes one NAT gateway; every GPU pool gets its own, in its zone, sized for its peak nodes.
+    for pool in prep.pools.gpu:
+        gateway = gateways[subnets[pool.subnet]["natGateway"]["id"]]
+        prefix = prefixes[gateway["publicIpPrefixes"][0]["id"]]
+        wanted = max(2, math.ceil(pool.peak_nodes * per_node / 50_000))
+        assert 2 ** (32 - prefix["prefixLength"]) >= wanted
+        assert 2 ** (32 - prefix["prefixLength"]) <= 16
+        assert gateway.get("zones") == ([pool.zone] if pool.zone else None)
+    users = [s for s in subnets.values() if "natGateway" in s]
+    assert {s["subnetName"] for s in subnets.values()} - {s["subnetName"] for s in users} == {"endpoints"}
+    assert all(s["defaultOutboundAccess"] is False for s in subnets.values())
+
+
+def test_hub_jump_hosts_egress_through_a_nat_gateway(state: Callable[[str], State]) -> None:
+    st = state("hub")
+    subnets = {s["inputs"]["subnetName"]: s["inputs"] for s in st.of_type(SUBNET)}
+    (gateway,) = st.of_type("azure-native:network:NatGateway")
+    assert subnets["jump"]["natGateway"]["id"] == gateway["id"]
+    assert all(s["defaultOutboundAccess"] is False for s in subnets.values())
+
+
+@pytest.mark.parametrize("stack", AZURE_STACKS)
+def test_every_image_is_pinned_to_the_configured_version(state: Callable[[str], State], stack: str) -> None:
+    st = state(stack)
+    prep_images = load_stack(STACKS, stack).images
+    pinned = {(i.publisher, i.offer, i.sku, i.version) for _, i in prep_images}
+    refs = [v["inputs"]["storageProfile"]["imageReference"] for v in st.of_type("azure-native:compute:VirtualMachine")]
+    refs += [
+        s["inputs"]["virtualMachineProfile"]["storageProfile"]["imageReference"]
+        for s in st.of_type("azure-native:compute:VirtualMachineScaleSet")
+    ]
+    assert refs
+    for ref in refs:
+        assert (ref["publisher"], ref["offer"], ref["sku"], ref["version"]) in pinned
+        assert ref["version"] != "latest"
+
+
+@pytest.mark.parametrize("stack", CLUSTERS)
+def test_every_scale_set_has_room_to_replace_a_vm(state: Callable[[str], State], stack: str) -> None:
+    st = state(stack)
+    pools = prepare_cluster(stack, load_stack(STACKS, stack), STACKS).pools
+    for vmss in st.of_type("azure-native:compute:VirtualMachineScaleSet"):
+        pool = pools.pools[vmss["inputs"]["tags"]["agk-pool"]]
+        headroom = config(stack)["azure-gpu-k8s:cluster"]["gpu_pools"].get(pool.name, {}).get("scale_set_headroom", 1)
+        cap = 100 if vmss["inputs"]["singlePlacementGroup"] else 1000
+        assert vmss["inputs"]["sku"]["capacity"] + headroom <= cap, vmss["urn"]
+
+
+def test_prod_7500_lists_its_prerequisites(state: Callable[[str], State]) -> None:
+    prereq = state("prod-7500").outputs["prerequisites"]
+    assert [(f["namespace"], f["name"]) for f in prereq["features"]] == [("Microsoft.Compute", "EncryptionAtHost")]
+    quotas = {q["family"]: q["vcpus"] for q in prereq["quotas"]}
+    cluster = config("prod-7500")["azure-gpu-k8s:cluster"]
+    h100 = sku("Standard_ND96isr_H100_v5")
+    peak = sum(p["nodes"] + math.ceil(p["nodes"] / 100) for p in cluster["gpu_pools"].values())  # 1% surge
+    assert quotas[h100.family] == peak * h100.vcpus
+    assert quotas[h100.family] >= 720_000  # DOMAIN.md: about 720,000 ND H100 v5 vCPUs
+    assert prereq["regional_vcpus"] == sum(quotas.values())
+    assert all(q["declared"] is None for q in prereq["quotas"])
+
+
+def _ip_configurations(st: State) -> int:
+    """IP configurations a stack's VMs and scale sets take at their deployed capacity."""
+    count = 0
+    for s in st.of_type("azure-native:compute:VirtualMachineScaleSet"):
+        (nic,) = s["inputs"]["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"]
+        count += len(nic["ipConfigurations"]) * s["inputs"]["sku"]["capacity"]
+    return count + sum(
+        len(n["inputs"]["ipConfigurations"]) for n in st.of_type("azure-native:network:NetworkInterface")
+    )
+
+
+def test_pod_ips_fit_the_vnet_and_the_hubs_peered_group(state: Callable[[str], State]) -> None:
+    """Hard limits (no support request raises them): 65,536 per VNet, 128,000 for the hub and its spokes,
+    counted from what the plan creates, independently of the planner's own sums."""
+    configs = {name: _ip_configurations(state(name)) for name in AZURE_STACKS}
+    assert configs["prod-7500"] > 7_500 * 2  # every GPU node carries pod IPs
+    assert all(count <= 65_536 for count in configs.values())
+    assert sum(configs.values()) <= 128_000
+    # The planner's figures (which add surge) bound what is created.
+    for name in CLUSTERS:
+        plan = state(name).outputs["address_plan"]
+        assert configs[name] <= plan["ips_needed"] <= 65_536
+    assert state("prod-7500").outputs["address_plan"]["utilization"] >= 0.90
