@@ -146,6 +146,7 @@ def test_containers_are_restricted_or_the_exception_is_justified(prod_spec: Addo
         "iptables-exporter",
         "node-problem-detector",
         "nvidia-device-plugin",
+        "report",  # the preflight reporter: restricted, but its pod is host-network (pod IPs go to workloads)
     ]
 
 
@@ -307,3 +308,16 @@ def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec
     dev_nodes = prepare_cluster("dev", load_stack(STACKS, "dev"), STACKS).pools.peak_nodes
     assert dev_nodes == (3 + 1) + (4 + 1) + (4 + 1)  # every pool with its surge
     assert small["resources"]["requests"]["memory"] == f"{140 + 2 * dev_nodes}Mi"
+
+
+def test_gang_example_stays_inside_one_infiniband_island(dev_spec: AddonsSpec) -> None:
+    from modules import labels
+    from modules.cluster.objects import gang
+
+    statefulset = gang.example(dev_spec, dev_spec.teams[0])[1]
+    pod = statefulset["spec"]["template"]
+    (term,) = pod["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    # The node label the bootstrap sets from IMDS (vmScaleSetName): one scale set, one placement group, one fabric.
+    assert term["topologyKey"] == labels.key(dev_spec.label_domain, labels.IB_ISLAND)
+    # The term selects the job's own members, so the first one decides the island for the rest.
+    assert term["labelSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()

@@ -283,6 +283,18 @@ def example(spec: AddonsSpec, team: TeamSpec, *, name: str = "pretrain", nodes: 
                 "spec": {
                     "schedulerName": spec.gang.scheduler_name,
                     "priorityClassName": "training",
+                    # One InfiniBand island: every member on nodes of the same scale set (one placement
+                    # group, one IB fabric). The first member may go anywhere; the rest follow it.
+                    "affinity": {
+                        "podAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "labelSelector": {"matchLabels": {POD_GROUP_LABEL: name}},
+                                    "topologyKey": spec.ib_island_key,
+                                }
+                            ]
+                        }
+                    },
                     "tolerations": [
                         {"key": spec.team_key, "operator": "Equal", "value": team.name, "effect": "NoSchedule"}
                     ],
