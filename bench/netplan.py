@@ -88,6 +88,7 @@ def plan_seconds(spokes: int = 1000, subnets: int = 10, runs: int = 5) -> float:
 def prod_utilization() -> tuple[str, str]:
     """prod-7500's address span: the planner's largest-first layout vs in-order `cidrsubnets`."""
     from infra.addresses import cluster_subnets, plan_stack  # pydantic and the stack model: only here
+    from infra.pools import plan_pools
 
     plan = plan_stack(ROOT / "stacks", "prod-7500")
     vnet = plan.vnet
@@ -95,7 +96,7 @@ def prod_utilization() -> tuple[str, str]:
     space = sum(n.num_addresses for n in vnet.address_space)
     # The same prefixes in the order the stack declares the subnets (control plane first, GPU
     # pools last), placed the `cidrsubnets` way: each at the next aligned address.
-    order = [s.name for s in cluster_subnets(plan.config.cluster, vnet.limits)]
+    order = [s.name for s in cluster_subnets(plan.config.cluster, plan_pools(plan.config.cluster, vnet.limits))]
     naive = naive_in_order(vnet.address_space[0], [vnet.subnets[n].cidr.prefixlen for n in order])
     naive_span = int(naive[-1].broadcast_address) - int(naive[0].network_address) + 1
     fits = all(any(n.subnet_of(s) for s in vnet.address_space) for n in naive)
@@ -111,10 +112,33 @@ def prod_utilization() -> tuple[str, str]:
     return planned, naive_text
 
 
+PREVIOUS_UTILIZATION = 0.77
+"""prod-7500 before pod IPs became a budget: 204,967 IP configurations in 266,240 addresses."""
+
+
+def prod_limits() -> list[tuple[str, str]]:
+    """prod-7500 against Azure's hard limits, from the same plan `subnet-calc plan` prints."""
+    from agk.subnet_calc import plan_json
+
+    doc = plan_json("prod-7500", ROOT / "stacks")
+    (vnet,) = doc["vnets"]
+    hub = next(g for g in doc["peered_groups"] if g["vnet"] == "hub")
+    limit = doc["vnet_ip_limit"]["value"]
+    return [
+        ("prod-7500 IP configurations in its VNet", f"{vnet['ips_needed']:,} of {limit:,} (hard limit; was 204,967)"),
+        (
+            "hub peered group (hub + every spoke)",
+            f"{hub['ips_needed']:,} of {hub['limit']['value']:,} (hard limit; prod-7500 + hub was 205,030)",
+        ),
+        ("prod-7500 address utilization", f"{vnet['utilization']:.3f} (target >= 0.90; was {PREVIOUS_UTILIZATION})"),
+    ]
+
+
 def rows() -> list[tuple[str, str]]:
     size, base, ratio = startup_ratio()
     planned, naive = prod_utilization()
     return [
+        *prod_limits(),
         (
             "subnet-calc size start-up / python -c 'import ipaddress'",
             f"{ratio:.2f}x ({size * 1000:.1f} ms / {base * 1000:.1f} ms, median of {RUNS}; target <= 2.0)",

@@ -585,3 +585,19 @@ FIT_BAD = [
 @pytest.mark.parametrize(("args", "message"), FIT_BAD, ids=[" ".join(a) for a, _ in FIT_BAD])
 def test_fit_bad_input(args: list[str], message: str) -> None:
     _assert_one_line_error(calc("fit", *args), message)
+
+
+def test_the_scale_note_quotes_the_tools() -> None:
+    """docs/scale.md's figures are what the planner prints today (a changed stack must update the note)."""
+    note = (ROOT / "docs" / "scale.md").read_text()
+    for pods in (7, 3, 1):
+        doc = _fit("--plugin", "azure-cni", "--pod-ips", str(pods), "--surge", "1%", "--stack", "prod-7500")
+        assert f"| {pods} | {doc['max_nodes']:,} |" in note
+    for nodes, pods in ((7500, 7), (15000, 3)):
+        doc = _fit("--plugin", "azure-cni", "--nodes", str(nodes), "--surge", "1%", "--stack", "prod-7500")
+        assert doc["pod_ips_per_node"] == pods
+    plan = json.loads(calc("plan", "--stack", "prod-7500", "--format", "json").stdout)
+    hub = next(g for g in plan["peered_groups"] if g["vnet"] == "hub")
+    assert f"| {plan['vnets'][0]['ips_needed']:,} | 65,536 |" in note
+    assert f"| {hub['ips_needed']:,} | 128,000 |" in note
+    assert f"| {plan['vnets'][0]['utilization']:.1%} |" in note
