@@ -108,10 +108,11 @@ def stack_budgets(stack: str, stacks_dir: Path) -> tuple[Budget, ...]:
     plan = plan_stack(stacks_dir, stack)
     network, vnet = plan.network, plan.vnet
     gpu = sum(s.ips_needed for s in vnet.subnets.values() if s.role == "gpu-pool")
-    budgets = [Budget("vnet-private-ips", plan.limits["vnet-private-ips"], vnet.ips_needed - gpu)]
+    budgets = [Budget("vnet-private-ips", plan.limits["vnet-private-ips"], vnet.ips_needed - gpu, f"VNet {stack}")]
     for head in [stack, *vnet.peers]:
         used = network.group_ips(head) - gpu
-        budgets.append(Budget("peered-group-private-ips", plan.limits["peered-group-private-ips"], used))
+        limit = plan.limits["peered-group-private-ips"]
+        budgets.append(Budget("peered-group-private-ips", limit, used, f"peered group of {head}"))
     return tuple(budgets)
 
 
@@ -128,7 +129,9 @@ def fit_text(result: Fit) -> str:
         f"scale sets        {result.scale_sets}",
     ]
     for budget in result.budgets:
-        lines.append(f"  {budget.name:<26} {budget.value:>9,} - {budget.used:>9,} used = {budget.left:>9,} left")
+        lines.append(
+            f"  {budget.scope:<27} {budget.name:<25} {budget.value:>8,} - {budget.used:>7,} used = {budget.left:>8,} left"
+        )
     if result.pod_ips_per_node == 0 or (result.max_nodes == 0):
         lines.append("warning           nothing fits: split the workload across clusters (each its own VNet and hub)")
     return "\n".join(lines)

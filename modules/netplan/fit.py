@@ -26,6 +26,8 @@ class Budget(NamedTuple):
     """Its value in force."""
     used: int
     """What the rest of the network already takes under it."""
+    scope: str = "one VNet"
+    """What the limit counts (``VNet prod-7500``, ``peered group of hub``)."""
 
     @property
     def left(self) -> int:
@@ -52,7 +54,10 @@ class Fit(NamedTuple):
             "vnet_ips_needed": self.vnet_ips_needed,
             "binding_limit": {"name": self.binding_limit[0], "value": self.binding_limit[1]},
             "scale_sets": self.scale_sets,
-            "budgets": [{"name": b.name, "value": b.value, "used": b.used, "left": b.left} for b in self.budgets],
+            "budgets": [
+                {"name": b.name, "scope": b.scope, "value": b.value, "used": b.used, "left": b.left}
+                for b in self.budgets
+            ],
         }
         if self.max_nodes is not None:
             out["max_nodes"] = self.max_nodes
@@ -130,7 +135,9 @@ def most_nodes(
     """The most Azure CNI nodes (surge included in the count) that fit with ``pod_ips`` each."""
     nic = limits["nic-private-ips"]
     if pod_ips + 1 > nic:
-        raise AgkError(f"--pod-ips: 1 + {pod_ips} IP configurations exceed the {nic} a NIC holds: use {nic - 1} or fewer")
+        raise AgkError(
+            f"--pod-ips: 1 + {pod_ips} IP configurations exceed the {nic} a NIC holds: use {nic - 1} or fewer"
+        )
     chosen = budgets or default_budgets(limits)
     tightest = min(chosen, key=lambda b: b.left // (1 + pod_ips))
     total = tightest.left // (1 + pod_ips)
