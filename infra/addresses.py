@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network
 from pathlib import Path
 
-from infra.config import PROJECT, ClusterConfig, StackConfig, load_stack, stack_names
+from infra.config import PROJECT, ClusterConfig, StackConfig, load_stack, read_stack_file, stack_file, stack_names
 from infra.pools import ClusterPools, plan_pools
 from modules.errors import ConfigError
 from modules.netplan.addressing import parse_cidr
@@ -152,10 +152,48 @@ def network_of(stacks_dir: Path, stack: str, config: StackConfig | None = None) 
     for name in stack_names(stacks_dir):
         if name in configs:
             continue
-        other = config if name == stack else load_stack(stacks_dir, name)
-        if other.cluster is not None and hub_stack_name(other.cluster) == hub:
-            configs[name] = other
+        if name == stack:
+            configs[name] = config
+        elif _spoke_of(stacks_dir, name, hub, stack):
+            try:
+                configs[name] = load_stack(stacks_dir, name)
+            except ConfigError as err:
+                raise ConfigError(
+                    f"{stack}: sibling spoke {name} of hub {hub!r} is invalid, and {stack}'s address plan checks "
+                    f"every spoke of its hub: fix {stack_file(stacks_dir, name)} ({err})"
+                ) from None
+    _refuse_shared_cluster_names(configs)
     return hub, configs
+
+
+def _spoke_of(stacks_dir: Path, name: str, hub: str, stack: str) -> bool:
+    """Whether stack ``name`` is a cluster on ``hub``, read without validating the rest of its file (a
+    broken addons stack or a spoke of another hub must not block this one)."""
+    try:
+        raw = read_stack_file(stack_file(stacks_dir, name))
+    except ConfigError as err:
+        raise ConfigError(
+            f"{stack}: cannot tell whether stack {name} is a spoke of hub {hub!r} ({err}): fix that file"
+        ) from None
+    cluster = raw.get(f"{PROJECT}:cluster")
+    if raw.get(f"{PROJECT}:kind") != "cluster" or not isinstance(cluster, dict):
+        return False
+    return str(cluster.get("hub_stack", "hub")).rsplit("/", 1)[-1] == hub
+
+
+def _refuse_shared_cluster_names(configs: dict[str, StackConfig]) -> None:
+    """Hub-side peerings, service routes and DNS links are named after the cluster: two spokes of one hub
+    with the same cluster.name would overwrite each other's on the second `pulumi up`."""
+    owner: dict[str, str] = {}
+    for name, other in configs.items():
+        if other.cluster is None:
+            continue
+        first = owner.setdefault(other.cluster.name, name)
+        if first != name:
+            raise ConfigError(
+                f"{name}: {PROJECT}:cluster.name: {other.cluster.name!r} is already the cluster of stack {first!r} on "
+                f"the same hub (its peering, route and DNS link names would collide): give each cluster its own name"
+            )
 
 
 def _load_hub(stacks_dir: Path, hub: str, stack: str) -> StackConfig:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from modules.bootstrap.config import BootstrapConfig
 from modules.cluster.config import AddonsConfig
 from modules.errors import ConfigError
+from modules.regions import REGIONS, closest
 
 PROJECT = "azure-gpu-k8s"
 # Other namespaces a stack file may carry: provider settings Pulumi itself reads.
@@ -395,6 +396,16 @@ class StackConfig(_Model):
         description="hub: the shared network; cluster: a spoke; addons: a cluster's Kubernetes objects."
     )
     location: str | None = Field(default=None, description="Azure region, e.g. eastus2 (hub, cluster).")
+
+    @field_validator("location")
+    @classmethod
+    def _location(cls, v: str | None) -> str | None:
+        if v is not None and v not in REGIONS:
+            guess = closest(v)
+            hint = f"did you mean {guess!r}?" if guess else "use the name `az account list-locations` prints"
+            raise ValueError(f"{v!r} is not an Azure region: {hint} (e.g. eastus2)")
+        return v
+
     tags: TagsConfig | None = Field(default=None, description="Required for hub and cluster stacks.")
     admin: AdminConfig | None = Field(default=None, description="Required for hub and cluster stacks.")
     limits: dict[str, LimitOverride] = Field(
@@ -500,22 +511,72 @@ def stack_file(stacks_dir: Path, stack: str) -> Path:
     return stacks_dir / f"Pulumi.{stack}.yaml"
 
 
+# Top-level keys Pulumi itself writes into a stack file (`pulumi stack init` with the passphrase or a
+# cloud secrets provider, `pulumi config env add`): see Pulumi's "Project and stack settings" and
+# pulumi.automation's ProjectStack (config, secretsprovider, encryptedkey, encryptionsalt, environment).
+PULUMI_STACK_KEYS = frozenset({"config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment"})
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (YAML says keys are unique; PyYAML keeps
+    the last silently, so a second `a100:` would replace the first pool without a word)."""
+
+
+def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first on line {seen[key] + 1})", key_node.start_mark
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """One YAML document with unique keys; errors name the line and the fix."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
+    except yaml.constructor.ConstructorError as err:
+        mark = err.problem_mark
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{where}{line}: {err.problem}: give each key once") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{where}{line}: not valid YAML: fix the syntax") from None
+
+
+def read_text(path: Path) -> str:
+    """A stack file's text; unreadable or non-UTF-8 files are one line, not a traceback."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 (byte {err.start}): save the stack file as UTF-8") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot be read ({err.strerror}): check its permissions") from None
+
+
 def read_stack_file(path: Path) -> dict[str, Any]:
     """The raw ``config:`` map of a stack file."""
     if not path.is_file():
         stacks = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in path.parent.glob("Pulumi.*.yaml"))
         raise ConfigError(f"{path}: no such stack file: use one of {', '.join(stacks) or '(none)'}")
-    try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{where}: not valid YAML: fix the syntax") from None
+    doc = parse_yaml(read_text(path), str(path))
+    if doc is None:
+        raise ConfigError(f"{path}: empty: a stack file starts with 'config:'")
     if not isinstance(doc, dict):
-        raise ConfigError(f"{path}: not a mapping: a stack file starts with 'config:'")
-    extra = set(doc) - {"config", "secretsprovider", "encryptedkey", "environment"}
+        raise ConfigError(f"{path}: a {type(doc).__name__}, not a mapping: a stack file starts with 'config:'")
+    extra = set(doc) - PULUMI_STACK_KEYS
     if extra:
-        raise ConfigError(f"{path}: unknown top-level key {sorted(extra)[0]!r}: put settings under 'config:'")
+        raise ConfigError(
+            f"{path}: unknown top-level key {sorted(map(str, extra))[0]!r}: put settings under 'config:' "
+            f"(Pulumi writes only {', '.join(sorted(PULUMI_STACK_KEYS))})"
+        )
     config = doc.get("config") or {}
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: 'config' is not a mapping: fix the stack file")

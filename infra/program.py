@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-from pulumi_azure_native import resources
+from pulumi_azure_native import authorization, resources
 
 from infra.addresses import StackPlan, hub_stack_name, limits_for, plan_stack
 from infra.config import PROJECT, StackConfig, parse_config
@@ -270,11 +270,14 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             ),
         )
     if cluster.storage.enabled:
+        location = config.location or ""
         ClusterStorage(
             f"{cluster.name}-storage",
             ClusterStorageArgs(
                 ctx=ctx,
-                account_name=account_name(cluster.name, f"{config.location}/{stack}"),
+                account_name=authorization.get_client_config_output().subscription_id.apply(
+                    lambda sub: account_name(cluster.name, sub, location, stack)
+                ),
                 containers=list(cluster.storage.containers),
                 grants=_grants(prep, node_pools),
                 endpoint_subnet_id=subnet["endpoints"],

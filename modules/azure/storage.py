@@ -42,14 +42,24 @@ def role_definition_id(resource_group_id: pulumi.Input[str], role_guid: str) -> 
     )
 
 
+def _assignment_name(scope: pulumi.Input[str], principal: pulumi.Input[str], role: str) -> pulumi.Output[str]:
+    return pulumi.Output.all(scope, principal).apply(lambda ids: assignment_name(str(ids[0]), str(ids[1]), role))
+
+
 def assignment_name(*parts: str) -> str:
-    """Role assignment names are GUIDs; derive them from stable names so a re-plan never renames one."""
+    """Role assignment names are GUIDs, unique per tenant: derive them from the scope, principal and role,
+    so a re-plan never renames one and two stacks never pick the same."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(parts)))
 
 
-def account_name(cluster: str, salt: str) -> str:
-    """A storage account name: 3-24 lowercase letters and digits, globally unique per cluster."""
-    digest = hashlib.sha256(f"{cluster}/{salt}".encode()).hexdigest()[:8]
+def account_name(cluster: str, subscription_id: str, location: str, stack: str) -> str:
+    """A storage account name: 3-24 lowercase letters and digits.
+
+    Account names are unique across all of Azure, so the name must come from something the deploying
+    organisation owns: the subscription. The same repository deployed unchanged by two organisations
+    gets two names; one stack keeps its name across `pulumi up`s.
+    """
+    digest = hashlib.sha256(f"{subscription_id}/{location}/{stack}/{cluster}".encode()).hexdigest()[:8]
     return ("agk" + "".join(c for c in cluster if c.isalnum()))[:16] + digest
 
 
@@ -57,8 +67,8 @@ def account_name(cluster: str, salt: str) -> str:
 class ClusterStorageArgs:
     ctx: DeployContext
     """Resource group, region, tags."""
-    account_name: str
-    """Storage account name (modules.azure.storage.account_name)."""
+    account_name: pulumi.Input[str]
+    """Storage account name (``account_name``: from the subscription, so unique across Azure)."""
     containers: Sequence[str]
     """Blob containers to create."""
 
@@ -116,7 +126,7 @@ class ClusterStorage(pulumi.ComponentResource):
                 role, guid = BLOB_ROLES[grant.access]
                 authorization.RoleAssignment(
                     f"{name}-{container}-{grant.key}-{grant.access}",
-                    role_assignment_name=assignment_name(args.account_name, container, grant.key, guid),
+                    role_assignment_name=_assignment_name(containers[container].id, grant.principal_id, guid),
                     principal_id=grant.principal_id,
                     principal_type=grant.principal_type,
                     role_definition_id=role_definition_id(ctx.resource_group_id, guid),

@@ -282,4 +282,33 @@ def plan_network(vnets: Sequence[VNetSpec]) -> NetworkPlan:
                     vnet.name,
                 )
             )
+    _refuse_routed_overlaps(vnets, plans)
     return NetworkPlan(plans, tuple(findings))
+
+
+def _refuse_routed_overlaps(vnets: Sequence[VNetSpec], plans: Mapping[str, VNetPlan]) -> None:
+    """A spoke's service CIDR is routed from the hub to that spoke's NAT host: overlapping any other VNet
+    of the network (or another spoke's service CIDR) would send that VNet's traffic to the wrong cluster,
+    and two equal routes in the hub's route table conflict."""
+    routed = [
+        (vnet, label, parse_cidr(text, f"{vnet.key_prefix}{label}"))
+        for vnet in vnets
+        for label, text in vnet.other_ranges
+    ]
+    for vnet, label, net in routed:
+        for other in plans.values():
+            if other.name == vnet.name:
+                continue
+            for space in other.address_space:
+                if net.overlaps(space):
+                    raise AddressError(
+                        f"{vnet.key_prefix}{label}: {net} overlaps VNet {other.name}'s {space}: the hub would route "
+                        f"{other.name}'s traffic to {vnet.name}; use a range outside every VNet of the network"
+                    )
+    for i, (vnet, label, net) in enumerate(routed):
+        for later, later_label, later_net in routed[i + 1 :]:
+            if later.name != vnet.name and net.overlaps(later_net):
+                raise AddressError(
+                    f"{later.key_prefix}{later_label}: {later_net} overlaps {vnet.name}'s {label} {net}: the hub "
+                    "routes each cluster's service CIDR to its own NAT host; give every cluster its own range"
+                )

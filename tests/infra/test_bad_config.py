@@ -295,3 +295,116 @@ def test_etcd_disk_too_small_for_the_guides_iops() -> None:
         "azure-gpu-k8s:cluster.etcd.disk_gib: 16 GiB allows at most 8,000 IOPS on Premium SSD v2 "
         "but 20,000 are planned: raise disk_gib to 40"
     )
+
+
+# ---- stack files as Pulumi writes them, and mistakes that a single stack does not show ----
+
+
+def test_stack_files_pulumi_writes_are_accepted(tmp_path: Path) -> None:
+    """`pulumi stack init` with the passphrase provider adds `encryptionsalt:` (pulumi.automation's
+    StackSettings is the SDK's own model of the file); cloud providers add `secretsprovider` and
+    `encryptedkey`; `pulumi config env add` adds `environment`."""
+    from pulumi.automation import StackSettings
+
+    for name in ("hub", "dev"):
+        doc = yaml.safe_load((STACKS / f"Pulumi.{name}.yaml").read_text())
+        settings = StackSettings(
+            secrets_provider="passphrase",
+            encryption_salt="v1:Yu6+9u9ZqDQ=:v1:3Qp6Xcd6Pv5f2wzv:dSxkYw==",
+            config=doc["config"],
+        )
+        written = {**settings._serialize(), "environment": ["org/gpu-defaults"], "encryptedkey": "ZXhhbXBsZQ=="}
+        (tmp_path / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(written))
+    assert set(written) == {"secretsprovider", "encryptionsalt", "config", "environment", "encryptedkey"}
+    prep = prepare_cluster("dev", load_stack(tmp_path, "dev"), tmp_path)
+    assert prep.config.cluster is not None and prep.config.cluster.name == "dev"
+
+
+def _write_raw(tmp: Path, dev_text: str) -> Path:
+    (tmp / "Pulumi.hub.yaml").write_text((STACKS / "Pulumi.hub.yaml").read_text())
+    (tmp / "Pulumi.dev.yaml").write_text(dev_text)
+    return tmp
+
+
+RAW_CASES = [
+    (
+        "duplicate pool",
+        lambda text: text.replace("      h100:\n", "      a100:\n"),
+        "dev: {path} line {second}: duplicate key 'a100' (first on line {first}): give each key once",
+    ),
+    (
+        "unknown top-level key",
+        lambda text: text + "backend: file://\n",
+        "dev: {path}: unknown top-level key 'backend': put settings under 'config:' (Pulumi writes only config, "
+        "encryptedkey, encryptionsalt, environment, secretsprovider)",
+    ),
+    ("empty file", lambda text: "", "dev: {path}: empty: a stack file starts with 'config:'"),
+    ("a list", lambda text: "- config\n", "dev: {path}: a list, not a mapping: a stack file starts with 'config:'"),
+]
+
+
+@pytest.mark.parametrize(("case", "edit", "message"), RAW_CASES, ids=[c[0] for c in RAW_CASES])
+def test_bad_stack_files_are_one_line(tmp_path: Path, case: str, edit: Callable[[str], str], message: str) -> None:
+    text = edit((STACKS / "Pulumi.dev.yaml").read_text())
+    stacks = _write_raw(tmp_path, text)
+    with pytest.raises(AgkError) as err:
+        load_stack(stacks, "dev")
+    lines = [n for n, line in enumerate(text.splitlines(), 1) if line == "      a100:"]
+    first, second = (lines + [0, 0])[:2]
+    assert str(err.value) == message.format(path=stacks / "Pulumi.dev.yaml", first=first, second=second)
+
+
+def test_non_utf8_and_unreadable_files_are_one_line(tmp_path: Path) -> None:
+    stacks = _write_raw(tmp_path, "")
+    (stacks / "Pulumi.dev.yaml").write_bytes(b"config:\n  \xff\xfe: 1\n")
+    with pytest.raises(AgkError) as err:
+        load_stack(stacks, "dev")
+    assert str(err.value) == f"dev: {stacks / 'Pulumi.dev.yaml'}: not UTF-8 (byte 10): save the stack file as UTF-8"
+
+
+NETWORK_CASES: list[tuple[str, Mutation, str]] = [
+    (
+        "service CIDR over another spoke",
+        _set("cluster.service_cidr", "10.64.0.0/16"),
+        "dev: azure-gpu-k8s:cluster.service_cidr: 10.64.0.0/16 overlaps VNet prod-7500's 10.64.0.0/16: the hub would "
+        "route prod-7500's traffic to dev; use a range outside every VNet of the network",
+    ),
+    (
+        "service CIDR equal to another spoke's",
+        _set("cluster.service_cidr", "172.21.0.0/16"),
+        "prod-7500: azure-gpu-k8s:cluster.service_cidr: 172.21.0.0/16 overlaps dev's cluster.service_cidr "
+        "172.21.0.0/16: the hub routes each cluster's service CIDR to its own NAT host; give every cluster its own range",
+    ),
+    (
+        "two clusters with one name",
+        _set("cluster.name", "prod-7500"),
+        "prod-7500: azure-gpu-k8s:cluster.name: 'prod-7500' is already the cluster of stack 'dev' on the same hub "
+        "(its peering, route and DNS link names would collide): give each cluster its own name",
+    ),
+    (
+        "unknown location",
+        _set("location", "eastus3"),
+        "dev: azure-gpu-k8s:location: 'eastus3' is not an Azure region: did you mean 'eastus'? (e.g. eastus2)",
+    ),
+    (
+        "bad container name",
+        _set("cluster.storage.containers", {"Check_Points": {}}),
+        "dev: azure-gpu-k8s:cluster.storage.containers: 'Check_Points' is not a blob container name Azure accepts: "
+        "use 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "mutate", "expected"), NETWORK_CASES, ids=[c[0] for c in NETWORK_CASES])
+def test_mistakes_only_the_whole_network_shows(tmp_path: Path, case: str, mutate: Mutation, expected: str) -> None:
+    stacks = write_stacks(tmp_path, mutate)
+    (stacks / "Pulumi.prod-7500.yaml").write_text((STACKS / "Pulumi.prod-7500.yaml").read_text())
+    with pytest.raises(AgkError) as err:
+        prepare_cluster("dev", load_stack(stacks, "dev"), stacks)
+    assert str(err.value) == expected
+
+
+def test_a_broken_unrelated_stack_does_not_block(tmp_path: Path) -> None:
+    stacks = write_stacks(tmp_path, lambda c: None)
+    (stacks / "Pulumi.junk-addons.yaml").write_text("config:\n  azure-gpu-k8s:kind: addons\n  azure-gpu-k8s:x: 1\n")
+    assert prepare_cluster("dev", load_stack(stacks, "dev"), stacks).config.cluster is not None

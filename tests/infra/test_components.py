@@ -326,7 +326,7 @@ def test_storage_is_private(mocks: Recorder) -> None:
             "c-storage",
             ClusterStorageArgs(
                 ctx=CTX,
-                account_name=account_name("c", "x"),
+                account_name=account_name("c", "00000000-0000-0000-0000-000000000001", "eastus2", "c"),
                 containers=["datasets", "checkpoints"],
                 endpoint_subnet_id="/sub/ep",
                 vnet_id="/vnet",
@@ -379,10 +379,14 @@ def test_storage_is_private(mocks: Recorder) -> None:
     check(settled(build()))
 
 
-def test_account_names_are_valid() -> None:
+def test_account_names_are_valid_and_differ_per_subscription() -> None:
     for cluster in ("dev", "prod-7500", "a-very-long-cluster-name-indeed"):
-        name = account_name(cluster, "eastus2/x")
+        name = account_name(cluster, "00000000-0000-0000-0000-000000000001", "eastus2", "x")
         assert 3 <= len(name) <= 24 and name.isalnum() and name.islower()
+    # Globally unique names: two organisations deploying the same stack file get different accounts.
+    one = account_name("dev", "11111111-1111-1111-1111-111111111111", "eastus2", "dev")
+    two = account_name("dev", "22222222-2222-2222-2222-222222222222", "eastus2", "dev")
+    assert one != two
 
 
 def test_plan_layout_is_inside_the_space() -> None:
