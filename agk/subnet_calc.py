@@ -27,8 +27,19 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked (start-up budget)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        from importlib.metadata import version
+
+        print(f"{parser.prog} {version('azure-gpu-k8s')}")
+        raise SystemExit(0)
+
+
 def _parser() -> _Parser:
     parser = _Parser(prog="subnet-calc", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--version", nargs=0, action=_Version, help="Print the version and exit.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     s = sub.add_parser("size", help="Address needs of one pool for a network plugin.")
     s.add_argument("--plugin", required=True, choices=PLUGINS, help="Network plugin.")
@@ -139,6 +150,10 @@ def fit_text(result: Fit) -> str:
 
 def _fit(args: argparse.Namespace) -> Fit:
     limits = Limits.default()
+    if args.stack and not args.stacks_dir.is_dir():
+        raise AgkError(
+            f"--stacks-dir {args.stacks_dir}: no such directory: pass the folder with the Pulumi.<stack>.yaml files"
+        )
     budgets = stack_budgets(args.stack, args.stacks_dir) if args.stack else None
     if args.pod_ips is not None:
         if args.plugin != "azure-cni":
@@ -276,6 +291,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         else:
             print(fit_text(fit))
         return 0
+    if not args.stacks_dir.is_dir():
+        raise AgkError(
+            f"--stacks-dir {args.stacks_dir}: no such directory: pass the folder with the Pulumi.<stack>.yaml files"
+        )
     doc = plan_json(args.stack, args.stacks_dir)
     if args.format == "json":
         import json

@@ -466,7 +466,7 @@ def _one_line(err: ValidationError) -> str:
     first = err.errors(include_url=False)[0]
     # Unions report every branch; the error of the branch that matched the input type is first.
     where, kind, msg = _loc(tuple(first["loc"])), first["type"], first["msg"]
-    value = first.get("input")
+    value, ctx = first.get("input"), first.get("ctx") or {}
     if not first["loc"]:
         return str(msg).removeprefix("Value error, ")
     if kind == "extra_forbidden":
@@ -480,7 +480,36 @@ def _one_line(err: ValidationError) -> str:
         return f"{where}: {msg.removeprefix('Value error, ')}"
     if kind == "literal_error":
         return f"{where}: {value!r} is not allowed: {msg.lower()}"
-    return f"{where}: {value!r} is invalid: {msg.lower()}"
+    return f"{where}: {_plain(kind, value, ctx, msg)}"
+
+
+def _plain(kind: str, value: Any, ctx: Mapping[str, Any], msg: str) -> str:
+    """Pydantic's error kinds said the way a stack file's author fixes them."""
+    if kind == "greater_than_equal":
+        return f"{value!r} is too small: use {ctx['ge']} or more"
+    if kind == "greater_than":
+        return f"{value!r} is too small: use more than {ctx['gt']}"
+    if kind == "less_than_equal":
+        return f"{value!r} is too large: use {ctx['le']} or less"
+    if kind == "less_than":
+        return f"{value!r} is too large: use less than {ctx['lt']}"
+    if kind == "too_short":
+        return f"empty: give at least {ctx.get('min_length', 1)}"
+    if kind == "string_too_short":
+        return f"{value!r} is too short: give at least {ctx.get('min_length', 1)} character(s)"
+    if kind == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value!r} is a number, not text: quote it in the stack file (YAML reads 1.30 as the number 1.3)"
+    if kind == "string_type":
+        return f"{value!r} is not text: write a string"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"{value!r} is not a whole number: write one like 3"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"{value!r} is not true or false: write true or false"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return f"{value!r} is not a mapping: write it as 'key: value' lines"
+    if kind in ("list_type", "tuple_type"):
+        return f"{value!r} is not a list: write it as '- item' lines"
+    return f"{value!r} is invalid: {msg.lower()}"
 
 
 def parse_config(raw: Mapping[str, Any]) -> StackConfig:

@@ -361,7 +361,7 @@ PLAN_BAD: list[tuple[str, Edit, str]] = [
     (
         "pod IPs 0",
         _set(_pool, pod_ips=0),
-        f"{DEV}cluster.gpu_pools.h100.pod_ips: 0 is invalid: input should be greater than or equal to 1",
+        f"{DEV}cluster.gpu_pools.h100.pod_ips: 0 is too small: use 1 or more",
     ),
     (
         "pod IPs over a NIC",
@@ -388,7 +388,7 @@ PLAN_BAD: list[tuple[str, Edit, str]] = [
     (
         "zero nodes",
         _set(_pool, nodes=0),
-        f"{DEV}cluster.gpu_pools.h100.nodes: 0 is invalid: input should be greater than or equal to 1",
+        f"{DEV}cluster.gpu_pools.h100.nodes: 0 is too small: use 1 or more",
     ),
     (
         "unknown config key",
@@ -403,7 +403,7 @@ PLAN_BAD: list[tuple[str, Edit, str]] = [
     (
         "limit override of zero",
         lambda s: s["dev"].update({f"{P}:limits": {"vcpus-regional": {"value": 0, "reason": "ticket"}}}),
-        f"{DEV}limits.vcpus-regional.value: 0 is invalid: input should be greater than 0",
+        f"{DEV}limits.vcpus-regional.value: 0 is too small: use more than 0",
     ),
     (
         "hard limit override",
@@ -601,3 +601,12 @@ def test_the_scale_note_quotes_the_tools() -> None:
     assert f"| {plan['vnets'][0]['ips_needed']:,} | 65,536 |" in note
     assert f"| {hub['ips_needed']:,} | 128,000 |" in note
     assert f"| {plan['vnets'][0]['utilization']:.1%} |" in note
+
+
+def test_version_and_missing_stacks_dir() -> None:
+    done = calc("--version")
+    assert (done.returncode, done.stdout.split()[0]) == (0, "subnet-calc")
+    _assert_one_line_error(
+        calc("plan", "--stack", "dev", "--stacks-dir", "/nonexistent"),
+        "--stacks-dir /nonexistent: no such directory: pass the folder with the Pulumi.<stack>.yaml files",
+    )

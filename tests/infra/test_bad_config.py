@@ -111,7 +111,7 @@ CASES: list[tuple[str, Mutation, str]] = [
     (
         "pod IPs zero",
         _set("cluster.system_pool.pod_ips", 0),
-        "dev: azure-gpu-k8s:cluster.system_pool.pod_ips: 0 is invalid: input should be greater than or equal to 1",
+        "dev: azure-gpu-k8s:cluster.system_pool.pod_ips: 0 is too small: use 1 or more",
     ),
     (
         "missing ssh key",
@@ -131,7 +131,7 @@ CASES: list[tuple[str, Mutation, str]] = [
     (
         "zero nodes",
         _set("cluster.gpu_pools.h100.nodes", 0),
-        "dev: azure-gpu-k8s:cluster.gpu_pools.h100.nodes: 0 is invalid: input should be greater than or equal to 1",
+        "dev: azure-gpu-k8s:cluster.gpu_pools.h100.nodes: 0 is too small: use 1 or more",
     ),
     (
         "surge abc",
