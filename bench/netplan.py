@@ -74,7 +74,8 @@ def hub_and_spokes(spokes: int, subnets: int) -> list[VNetSpec]:
                 tuple(SubnetRequest(f"s{j}", "gpu-pool", n) for j, n in enumerate(needs)),
                 limits,
                 peers=("hub",),
-                other_ranges=(("cluster.service_cidr", f"172.{16 + i % 8}.0.0/16"),),
+                # Each cluster its own service range: 1,024 /20s of the shared address space 100.64.0.0/10.
+                other_ranges=(("cluster.service_cidr", f"100.{64 + i * 16 // 256}.{i * 16 % 256}.0/20"),),
             )
         )
     return out

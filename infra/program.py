@@ -6,6 +6,7 @@ resource is constructed, so bad input never leaves a half-built graph.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +27,7 @@ from modules.azure.context import DeployContext
 from modules.azure.control_plane import APISERVER_PORT, ControlPlane, ControlPlaneArgs, EtcdGroup
 from modules.azure.hosts import NatHost, NatHostArgs, PrometheusHosts, PrometheusHostsArgs
 from modules.azure.hub import HubNetwork, HubNetworkArgs
+from modules.azure.keyvault import ClusterVault, ClusterVaultArgs, VaultSecret, vault_name
 from modules.azure.node_pool import NodePool, NodePoolArgs
 from modules.azure.nsg import Rule
 from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
@@ -34,7 +36,7 @@ from modules.bootstrap.customdata import custom_data
 from modules.bootstrap.kubeconfig import admin_kubeconfig
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
-from modules.bootstrap.roles import Role
+from modules.bootstrap.roles import Role, bundle, names
 from modules.sizing.recommend import etcd_iops
 
 # The other stacks of the network (hub, sibling spokes) are read from their files: Pulumi's
@@ -113,6 +115,7 @@ def build_hub(stack: str, config: StackConfig, plan: StackPlan) -> dict[str, Any
         "route_table_name": hub.route_table_name,
         "private_dns_zone_name": hub.private_dns_zone_name,
         "blob_dns_zone_id": hub.blob_dns_zone_id,
+        "vault_dns_zone_id": hub.vault_dns_zone_id,
         "subnet_ids": hub.subnet_ids,
         "address_space": [str(n) for n in plan.vnet.address_space],
         "address_plan": plan.vnet.to_dict(),
@@ -151,6 +154,32 @@ def _grants(prep: ClusterPrep, pools: Mapping[str, NodePool]) -> dict[str, list[
     return grants
 
 
+def _pki_json(prep: ClusterPrep, pki: ClusterPki, role: Role, name: str) -> pulumi.Output[str]:
+    """The PKI material host (or pool) ``name`` boots with, as one JSON object (secret name to PEM)."""
+    needed = {s.secret: pki.secrets[s.secret] for s in bundle(prep.bootstrap, role, name).secrets}
+    return pulumi.Output.all(**needed).apply(lambda pems: json.dumps(pems, sort_keys=True))
+
+
+def host_secrets(prep: ClusterPrep, pki: ClusterPki, principals: Mapping[str, pulumi.Input[str]]) -> list[VaultSecret]:
+    """One secret per fixed host, readable only by that host's identity."""
+    fixed: tuple[Role, ...] = ("apiserver", "etcd", "events-etcd", "prometheus", "nat")
+    roles = {host: role for role in fixed for host in names(prep.bootstrap, role)}
+    return [
+        VaultSecret(f"{host}-pki", _pki_json(prep, pki, roles[host], host), {host: principal})
+        for host, principal in principals.items()
+    ]
+
+
+def pool_secrets(prep: ClusterPrep, pki: ClusterPki, principals: Mapping[str, pulumi.Input[str]]) -> list[VaultSecret]:
+    """One secret per pool, readable by the pool's identity (every node of the pool boots the same)."""
+    return [
+        VaultSecret(
+            f"pool-{pool.name}-pki", _pki_json(prep, pki, pool.role, pool.name), {pool.name: principals[pool.name]}
+        )
+        for pool in prep.pools.pools.values()
+    ]
+
+
 def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
     stack, config, plan = prep.stack, prep.config, prep.plan
     cluster = config.cluster
@@ -165,6 +194,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         route_table_name=hub_ref.require_output("route_table_name").apply(str),
         private_dns_zone_name=hub_ref.require_output("private_dns_zone_name").apply(str),
         blob_dns_zone_id=hub_ref.require_output("blob_dns_zone_id").apply(str),
+        vault_dns_zone_id=hub_ref.require_output("vault_dns_zone_id").apply(str),
     )
     spoke = SpokeNetwork(
         cluster.name,
@@ -232,7 +262,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         ),
     )
     nat_host = f"{cluster.name}-nat-0"
-    NatHost(
+    nat = NatHost(
         f"{cluster.name}-nat",
         NatHostArgs(
             ctx=ctx,
@@ -269,15 +299,29 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
                 depends_on=ready,
             ),
         )
+    client = authorization.get_client_config_output()
+    location = config.location or ""
+    keys = ClusterVault(
+        f"{cluster.name}-keys",
+        ClusterVaultArgs(
+            ctx=ctx,
+            vault_name=client.subscription_id.apply(lambda sub: vault_name(cluster.name, sub, location, stack)),
+            tenant_id=client.tenant_id,
+            endpoint_subnet_id=subnet["endpoints"],
+            vnet_id=spoke.id,
+            dns_zone_id=hub.vault_dns_zone_id,
+            dns_resource_group_name=hub.resource_group_name,
+            secrets=host_secrets(prep, pki, {**control.identities, **prometheus.identities, nat_host: nat.principal_id})
+            + pool_secrets(prep, pki, {name: p.principal_id for name, p in node_pools.items()}),
+            depends_on=ready,
+        ),
+    )
     if cluster.storage.enabled:
-        location = config.location or ""
         ClusterStorage(
             f"{cluster.name}-storage",
             ClusterStorageArgs(
                 ctx=ctx,
-                account_name=authorization.get_client_config_output().subscription_id.apply(
-                    lambda sub: account_name(cluster.name, sub, location, stack)
-                ),
+                account_name=client.subscription_id.apply(lambda sub: account_name(cluster.name, sub, location, stack)),
                 containers=list(cluster.storage.containers),
                 grants=_grants(prep, node_pools),
                 endpoint_subnet_id=subnet["endpoints"],
@@ -300,6 +344,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         "pools": {name: pool.to_dict() for name, pool in prep.pools.pools.items()},
         "egress": [e.to_dict() for e in prep.egress],
         "prerequisites": prep.prerequisites.to_json(),
+        "key_vault": {"name": keys.name, "uri": keys.uri},
         "sizing": {role: choice.to_dict() for role, choice in sizes.items()},
         "address_plan": plan.vnet.to_dict(),
         "hub": hub_stack_name(cluster),

@@ -67,6 +67,8 @@ class ControlPlane(pulumi.ComponentResource):
     apiserver_endpoint: pulumi.Output[str]
     apiservers: pulumi.Output[dict[str, str]]
     etcd_members: pulumi.Output[dict[str, str]]
+    principals: pulumi.Output[dict[str, str]]
+    """Host name (API servers and etcd members) to its identity's principal id."""
 
     def __init__(self, name: str, args: ControlPlaneArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("agk:compute:ControlPlane", name, None, opts)
@@ -122,8 +124,10 @@ class ControlPlane(pulumi.ComponentResource):
         )
         pool_id = pulumi.Output.concat(lb_id, "/backendAddressPools/apiservers")
         zones = list(args.zones)
+        self.identities: dict[str, pulumi.Output[str]] = {}
+        """Host name to its principal id, for grants inside this program."""
         for i, (host, address) in enumerate(args.apiservers.items()):
-            linux_vm(
+            made = linux_vm(
                 VmSpec(
                     name=host,
                     role="apiserver",
@@ -138,6 +142,7 @@ class ControlPlane(pulumi.ComponentResource):
                 self,
                 depends_on=[lb, *args.depends_on],
             )
+            self.identities[host] = made.identity.principal_id
         members: dict[str, str] = {}
         for group in args.etcd:
             for i, (host, address) in enumerate(group.members.items()):
@@ -160,7 +165,7 @@ class ControlPlane(pulumi.ComponentResource):
                         opts=pulumi.ResourceOptions(parent=self),
                     )
                     disks = (disk.id,)
-                linux_vm(
+                made = linux_vm(
                     VmSpec(
                         name=host,
                         role=group.role,
@@ -175,6 +180,7 @@ class ControlPlane(pulumi.ComponentResource):
                     self,
                     depends_on=args.depends_on,
                 )
+                self.identities[host] = made.identity.principal_id
                 members[host] = address
 
         self.id = lb.id
@@ -182,6 +188,7 @@ class ControlPlane(pulumi.ComponentResource):
         self.apiserver_endpoint = pulumi.Output.from_input(f"https://{args.apiserver_vip}:{APISERVER_PORT}")
         self.apiservers = pulumi.Output.from_input(dict(args.apiservers))
         self.etcd_members = pulumi.Output.from_input(members)
+        self.principals = pulumi.Output.all(**self.identities).apply(dict)
         self.register_outputs(
             {
                 "id": self.id,
@@ -189,6 +196,7 @@ class ControlPlane(pulumi.ComponentResource):
                 "apiserver_endpoint": self.apiserver_endpoint,
                 "apiservers": self.apiservers,
                 "etcd_members": self.etcd_members,
+                "principals": self.principals,
             }
         )
 

@@ -36,12 +36,16 @@ class PrometheusHosts(pulumi.ComponentResource):
     id: pulumi.Output[str]
     name: pulumi.Output[str]
     hosts: pulumi.Output[dict[str, str]]
+    principals: pulumi.Output[dict[str, str]]
+    """Host name to its identity's principal id."""
 
     def __init__(self, name: str, args: PrometheusHostsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("agk:compute:PrometheusHosts", name, None, opts)
         zones = list(args.zones)
+        self.identities: dict[str, pulumi.Output[str]] = {}
+        """Host name to its principal id, for grants inside this program."""
         for i, (host, address) in enumerate(args.hosts.items()):
-            linux_vm(
+            made = linux_vm(
                 VmSpec(
                     name=host,
                     role="prometheus",
@@ -56,10 +60,12 @@ class PrometheusHosts(pulumi.ComponentResource):
                 self,
                 depends_on=args.depends_on,
             )
+            self.identities[host] = made.identity.principal_id
         self.id = pulumi.Output.from_input(name)
         self.name = pulumi.Output.from_input(name)
         self.hosts = pulumi.Output.from_input(dict(args.hosts))
-        self.register_outputs({"id": self.id, "name": self.name, "hosts": self.hosts})
+        self.principals = pulumi.Output.all(**self.identities).apply(dict)
+        self.register_outputs({"id": self.id, "name": self.name, "hosts": self.hosts, "principals": self.principals})
 
 
 @dataclass(frozen=True)
@@ -92,10 +98,11 @@ class NatHost(pulumi.ComponentResource):
     id: pulumi.Output[str]
     name: pulumi.Output[str]
     address: pulumi.Output[str]
+    principal_id: pulumi.Output[str]
 
     def __init__(self, name: str, args: NatHostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("agk:compute:NatHost", name, None, opts)
-        _, vm = linux_vm(
+        made = linux_vm(
             VmSpec(
                 name=args.host,
                 role="nat",
@@ -117,9 +124,12 @@ class NatHost(pulumi.ComponentResource):
             address_prefix=args.service_cidr,
             next_hop_type=network.RouteNextHopType.VIRTUAL_APPLIANCE,
             next_hop_ip_address=args.address,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[vm]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[made.vm]),
         )
-        self.id = vm.id
+        self.id = made.vm.id
         self.name = pulumi.Output.from_input(args.host)
         self.address = pulumi.Output.from_input(args.address)
-        self.register_outputs({"id": self.id, "name": self.name, "address": self.address})
+        self.principal_id = made.identity.principal_id
+        self.register_outputs(
+            {"id": self.id, "name": self.name, "address": self.address, "principal_id": self.principal_id}
+        )

@@ -15,6 +15,7 @@ from pulumi_azure_native import network
 
 from modules.azure.context import DeployContext
 from modules.azure.dns import private_zone
+from modules.azure.keyvault import VAULT_ZONE
 from modules.azure.nsg import BASTION_RULES, DENY_INTERNET_INBOUND, Rule
 from modules.azure.storage import BLOB_ZONE
 from modules.azure.vm import VmSpec, first_private_ip, linux_vm
@@ -52,6 +53,7 @@ class HubNetwork(pulumi.ComponentResource):
     route_table_name: pulumi.Output[str]
     private_dns_zone_name: pulumi.Output[str]
     blob_dns_zone_id: pulumi.Output[str]
+    vault_dns_zone_id: pulumi.Output[str]
     jump_hosts: pulumi.Output[dict[str, str]]
 
     def __init__(self, name: str, args: HubNetworkArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -88,6 +90,7 @@ class HubNetwork(pulumi.ComponentResource):
         # One privatelink zone for every cluster's storage endpoint: a VNet cannot link two zones
         # of the same name, and researchers in the hub must resolve each spoke's private endpoint.
         blob_zone = private_zone(f"{name}-blob-dns", BLOB_ZONE, ctx, vnet.id, self, ready)
+        vault_zone = private_zone(f"{name}-vault-dns", VAULT_ZONE, ctx, vnet.id, self, ready)
         if args.bastion:
             pip = static_public_ip(f"{name}-bastion-ip", ctx, "bastion", self)
             network.BastionHost(
@@ -108,7 +111,7 @@ class HubNetwork(pulumi.ComponentResource):
         jump: dict[str, pulumi.Output[str]] = {}
         for i in range(args.jump_hosts):
             host = f"{name}-jump-{i}"
-            nic, _ = linux_vm(
+            made = linux_vm(
                 VmSpec(
                     name=host,
                     role="jump",
@@ -121,7 +124,7 @@ class HubNetwork(pulumi.ComponentResource):
                 self,
                 depends_on=ready,
             )
-            jump[host] = nic.ip_configurations.apply(first_private_ip)
+            jump[host] = made.nic.ip_configurations.apply(first_private_ip)
 
         self.id = vnet.id
         self.name = vnet.name
@@ -130,6 +133,7 @@ class HubNetwork(pulumi.ComponentResource):
         self.route_table_name = route_table.name
         self.private_dns_zone_name = zone.name
         self.blob_dns_zone_id = blob_zone.id
+        self.vault_dns_zone_id = vault_zone.id
         self.jump_hosts = pulumi.Output.all(**jump).apply(dict)
         self.register_outputs(
             {
@@ -140,6 +144,7 @@ class HubNetwork(pulumi.ComponentResource):
                 "route_table_name": self.route_table_name,
                 "private_dns_zone_name": self.private_dns_zone_name,
                 "blob_dns_zone_id": self.blob_dns_zone_id,
+                "vault_dns_zone_id": self.vault_dns_zone_id,
                 "jump_hosts": self.jump_hosts,
             }
         )

@@ -51,6 +51,8 @@ class HubRef:
     """Private DNS zone this spoke links to."""
     blob_dns_zone_id: pulumi.Input[str]
     """The hub's privatelink.blob.core.windows.net zone, where storage endpoints register."""
+    vault_dns_zone_id: pulumi.Input[str]
+    """The hub's privatelink.vaultcore.azure.net zone, where the cluster's Key Vault endpoint registers."""
 
 
 @dataclass(frozen=True)

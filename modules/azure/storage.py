@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
-from pulumi_azure_native import authorization, network, storage
+from pulumi_azure_native import network, storage
 
 from modules.azure.context import DeployContext
 from modules.azure.dns import link_vnet
+from modules.azure.rbac import grant
 
 BLOB_ZONE = "privatelink.blob.core.windows.net"
 # Built-in data-plane roles (azure/role-based-access-control/built-in-roles#storage). Shared keys are
@@ -33,23 +33,6 @@ class Grant:
     """ServicePrincipal (managed identities: Azure skips the directory lookup that races a new identity) or Group."""
     access: str
     """read or read-write (BLOB_ROLES)."""
-
-
-def role_definition_id(resource_group_id: pulumi.Input[str], role_guid: str) -> pulumi.Output[str]:
-    """``/subscriptions/<sub>/providers/Microsoft.Authorization/roleDefinitions/<guid>`` from the RG's id."""
-    return pulumi.Output.from_input(resource_group_id).apply(
-        lambda rg: rg.split("/resourceGroups/")[0] + f"/providers/Microsoft.Authorization/roleDefinitions/{role_guid}"
-    )
-
-
-def _assignment_name(scope: pulumi.Input[str], principal: pulumi.Input[str], role: str) -> pulumi.Output[str]:
-    return pulumi.Output.all(scope, principal).apply(lambda ids: assignment_name(str(ids[0]), str(ids[1]), role))
-
-
-def assignment_name(*parts: str) -> str:
-    """Role assignment names are GUIDs, unique per tenant: derive them from the scope, principal and role,
-    so a re-plan never renames one and two stacks never pick the same."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(parts)))
 
 
 def account_name(cluster: str, subscription_id: str, location: str, stack: str) -> str:
@@ -122,17 +105,15 @@ class ClusterStorage(pulumi.ComponentResource):
             for c in args.containers
         }
         for container, grants in args.grants.items():
-            for grant in grants:
-                role, guid = BLOB_ROLES[grant.access]
-                authorization.RoleAssignment(
-                    f"{name}-{container}-{grant.key}-{grant.access}",
-                    role_assignment_name=_assignment_name(containers[container].id, grant.principal_id, guid),
-                    principal_id=grant.principal_id,
-                    principal_type=grant.principal_type,
-                    role_definition_id=role_definition_id(ctx.resource_group_id, guid),
+            for g in grants:
+                grant(
+                    f"{name}-{container}-{g.key}-{g.access}",
                     scope=containers[container].id,
-                    description=f"{role} on {container} for {grant.key}",
-                    opts=pulumi.ResourceOptions(parent=self),
+                    principal_id=g.principal_id,
+                    principal_type=g.principal_type,
+                    role=BLOB_ROLES[g.access],
+                    resource_group_id=ctx.resource_group_id,
+                    parent=self,
                 )
         endpoint = network.PrivateEndpoint(
             f"{name}-blob-endpoint",

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pulumi
-from pulumi_azure_native import compute, network
+from pulumi_azure_native import compute, managedidentity, network
 
 from modules.azure.context import DeployContext
 
@@ -56,11 +56,28 @@ def ssh_only(ctx: DeployContext) -> compute.LinuxConfigurationArgs:
     )
 
 
+@dataclass(frozen=True)
+class HostVm:
+    nic: network.NetworkInterface
+    vm: compute.VirtualMachine
+    identity: managedidentity.UserAssignedIdentity
+    """The host's own identity (its only one, so IMDS tokens need no client id): what it may read, such as
+    its secret in the cluster's Key Vault, is granted to this principal before the VM first boots."""
+
+
 def linux_vm(
     spec: VmSpec, ctx: DeployContext, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()
-) -> tuple[network.NetworkInterface, compute.VirtualMachine]:
-    """The VM and its NIC; ``depends_on`` (the VNet's last subnet, a load balancer) gates both."""
+) -> HostVm:
+    """The VM, its NIC and identity; ``depends_on`` (the VNet's last subnet, a load balancer) gates the NIC."""
     tags = ctx.tags_for(spec.role)
+    identity = managedidentity.UserAssignedIdentity(
+        f"{spec.name}-identity",
+        resource_name_=f"{spec.name}-identity",
+        resource_group_name=ctx.resource_group_name,
+        location=ctx.location,
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
     nic = network.NetworkInterface(
         f"{spec.name}-nic",
         resource_group_name=ctx.resource_group_name,
@@ -112,7 +129,9 @@ def linux_vm(
         vm_name=spec.name,
         zones=[spec.zone] if spec.zone else None,
         hardware_profile=compute.HardwareProfileArgs(vm_size=spec.vm_size),
-        identity=compute.VirtualMachineIdentityArgs(type=compute.ResourceIdentityType.SYSTEM_ASSIGNED),
+        identity=compute.VirtualMachineIdentityArgs(
+            type=compute.ResourceIdentityType.USER_ASSIGNED, user_assigned_identities=[identity.id]
+        ),
         security_profile=compute.SecurityProfileArgs(encryption_at_host=True),
         os_profile=compute.OSProfileArgs(
             computer_name=spec.name,
@@ -135,7 +154,7 @@ def linux_vm(
         tags=tags,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
     )
-    return nic, vm
+    return HostVm(nic, vm, identity)
 
 
 def first_private_ip(configs: Sequence[network.outputs.NetworkInterfaceIPConfigurationResponse] | None) -> str:

@@ -289,26 +289,38 @@ def plan_network(vnets: Sequence[VNetSpec]) -> NetworkPlan:
 def _refuse_routed_overlaps(vnets: Sequence[VNetSpec], plans: Mapping[str, VNetPlan]) -> None:
     """A spoke's service CIDR is routed from the hub to that spoke's NAT host: overlapping any other VNet
     of the network (or another spoke's service CIDR) would send that VNet's traffic to the wrong cluster,
-    and two equal routes in the hub's route table conflict."""
-    routed = [
-        (vnet, label, parse_cidr(text, f"{vnet.key_prefix}{label}"))
-        for vnet in vnets
-        for label, text in vnet.other_ranges
-    ]
-    for vnet, label, net in routed:
-        for other in plans.values():
-            if other.name == vnet.name:
-                continue
-            for space in other.address_space:
-                if net.overlaps(space):
-                    raise AddressError(
-                        f"{vnet.key_prefix}{label}: {net} overlaps VNet {other.name}'s {space}: the hub would route "
-                        f"{other.name}'s traffic to {vnet.name}; use a range outside every VNet of the network"
-                    )
-    for i, (vnet, label, net) in enumerate(routed):
-        for later, later_label, later_net in routed[i + 1 :]:
-            if later.name != vnet.name and net.overlaps(later_net):
+    and two equal routes in the hub's route table conflict.
+
+    One sweep over every range sorted by start (as ``_refuse_overlap``): VNet spaces are already known to
+    be disjoint and each service CIDR to avoid its own VNet, so any overlap left is one of these.
+    """
+    items: list[tuple[int, int, str, VNetSpec | None, str, IPv4Network]] = []
+    for vnet in vnets:
+        for label, text in vnet.other_ranges:
+            net = parse_cidr(text, f"{vnet.key_prefix}{label}")
+            items.append((int(net.network_address), int(net.broadcast_address), vnet.name, vnet, label, net))
+    if not items:
+        return
+    for plan in plans.values():
+        for space in plan.address_space:
+            items.append((int(space.network_address), int(space.broadcast_address), plan.name, None, "", space))
+    items.sort(key=lambda i: (i[0], i[1]))
+    reach = items[0]
+    for item in items[1:]:
+        if item[0] <= reach[1] and item[2] != reach[2]:
+            routed, other = (item, reach) if item[3] is not None else (reach, item)
+            owner, label, net = routed[3], routed[4], routed[5]
+            assert owner is not None
+            if other[3] is None:
                 raise AddressError(
-                    f"{later.key_prefix}{later_label}: {later_net} overlaps {vnet.name}'s {label} {net}: the hub "
-                    "routes each cluster's service CIDR to its own NAT host; give every cluster its own range"
+                    f"{owner.key_prefix}{label}: {net} overlaps VNet {other[2]}'s {other[5]}: the hub would route "
+                    f"{other[2]}'s traffic to {owner.name}; use a range outside every VNet of the network"
                 )
+            later, first = (item, reach) if item[2] > reach[2] else (reach, item)
+            assert later[3] is not None
+            raise AddressError(
+                f"{later[3].key_prefix}{later[4]}: {later[5]} overlaps {first[2]}'s {first[4]} {first[5]}: the hub "
+                "routes each cluster's service CIDR to its own NAT host; give every cluster its own range"
+            )
+        if item[1] > reach[1]:
+            reach = item

@@ -38,7 +38,7 @@ CASES = [
     ),
     (
         {"cluster.prometheus.retention_days": -1},
-        f"{P}:cluster.prometheus.retention_days: -1 is invalid: input should be greater than or equal to 1",
+        f"{P}:cluster.prometheus.retention_days: -1 is too small: use 1 or more",
     ),
     (
         {"bootstrap.etcd.quota_backend_gib": 16},

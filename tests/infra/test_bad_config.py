@@ -350,7 +350,7 @@ def test_bad_stack_files_are_one_line(tmp_path: Path, case: str, edit: Callable[
     with pytest.raises(AgkError) as err:
         load_stack(stacks, "dev")
     lines = [n for n, line in enumerate(text.splitlines(), 1) if line == "      a100:"]
-    first, second = (lines + [0, 0])[:2]
+    first, second = [*lines, 0, 0][:2]
     assert str(err.value) == message.format(path=stacks / "Pulumi.dev.yaml", first=first, second=second)
 
 

@@ -101,7 +101,7 @@ def test_hub_network(mocks: Recorder) -> None:
             if res.typ.startswith("azure-native:"):
                 assert res.name.startswith("hub-"), res.name
         zones = {z.inputs["privateZoneName"] for z in mocks.of_type("azure-native:privatedns:PrivateZone")}
-        assert zones == {"z.internal", "privatelink.blob.core.windows.net"}
+        assert zones == {"z.internal", "privatelink.blob.core.windows.net", "privatelink.vaultcore.azure.net"}
         # The jump hosts reach the internet through a NAT gateway, not default outbound access.
         (nat,) = mocks.of_type("azure-native:network:NatGateway")
         subnets = {s.inputs["subnetName"]: s.inputs for s in mocks.of_type("azure-native:network:Subnet")}
@@ -119,7 +119,15 @@ def test_spoke_network_peers_only_with_the_hub(mocks: Recorder) -> None:
     plan = _vnet("spoke", SubnetRequest("etcd", "etcd", 6), SubnetRequest("gpu-a", "gpu-pool", 300))
 
     def build() -> Any:
-        hub = HubRef("/hub/vnet", "hub-vnet", "hub-rg", "hub-routes", "z.internal", "/hub/blob-zone")
+        hub = HubRef(
+            vnet_id="/hub/vnet",
+            vnet_name="hub-vnet",
+            resource_group_name="hub-rg",
+            route_table_name="hub-routes",
+            private_dns_zone_name="z.internal",
+            blob_dns_zone_id="/hub/blob-zone",
+            vault_dns_zone_id="/hub/vault-zone",
+        )
         spoke = SpokeNetwork(
             "c1",
             SpokeNetworkArgs(

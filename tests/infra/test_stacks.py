@@ -57,7 +57,10 @@ def test_vms_are_ssh_only_encrypted_at_host_without_public_ips(state: Callable[[
         assert linux["disablePasswordAuthentication"] is True
         assert linux["ssh"]["publicKeys"]
         assert inputs["securityProfile"]["encryptionAtHost"] is True
-        assert inputs["identity"]["type"] == "SystemAssigned"
+        # One identity per host, its own (so IMDS needs no client id and grants name exactly this host).
+        assert inputs["identity"]["type"] == "UserAssigned"
+        (identity,) = inputs["identity"]["userAssignedIdentities"]
+        assert identity.endswith(f"/{inputs['vmName']}-identity")
         assert inputs["osProfile"]["customData"], "never an empty boot"
         for ref in inputs["networkProfile"]["networkInterfaces"]:
             nic = st.by_id[ref["id"]]

@@ -1,0 +1,52 @@
+"""Azure RBAC role assignments: one helper, so every grant is named, scoped and typed the same way."""
+
+from __future__ import annotations
+
+import uuid
+
+import pulumi
+from pulumi_azure_native import authorization
+
+
+def role_definition_id(resource_group_id: pulumi.Input[str], role_guid: str) -> pulumi.Output[str]:
+    """``/subscriptions/<sub>/providers/Microsoft.Authorization/roleDefinitions/<guid>`` from the RG's id."""
+    return pulumi.Output.from_input(resource_group_id).apply(
+        lambda rg: rg.split("/resourceGroups/")[0] + f"/providers/Microsoft.Authorization/roleDefinitions/{role_guid}"
+    )
+
+
+def assignment_name(*parts: str) -> str:
+    """Role assignment names are GUIDs, unique per tenant: derive them from the scope, principal and role,
+    so a re-plan never renames one and two stacks never pick the same."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(parts)))
+
+
+def grant(
+    name: str,
+    *,
+    scope: pulumi.Input[str],
+    principal_id: pulumi.Input[str],
+    principal_type: str,
+    role: tuple[str, str],
+    resource_group_id: pulumi.Input[str],
+    parent: pulumi.Resource,
+) -> authorization.RoleAssignment:
+    """Give ``principal_id`` the built-in ``role`` (display name, GUID) on ``scope``.
+
+    ``principal_type`` is set explicitly (ServicePrincipal for managed identities): Azure then skips the
+    directory lookup that fails while a just-created identity replicates (role-based-access-control/
+    troubleshooting); the SDK's default would be User.
+    """
+    display, guid = role
+    return authorization.RoleAssignment(
+        name,
+        role_assignment_name=pulumi.Output.all(scope, principal_id).apply(
+            lambda ids: assignment_name(str(ids[0]), str(ids[1]), guid)
+        ),
+        principal_id=principal_id,
+        principal_type=principal_type,
+        role_definition_id=role_definition_id(resource_group_id, guid),
+        scope=scope,
+        description=display,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
