@@ -217,6 +217,18 @@ class ApiServersConfig(_Model):
         return v
 
 
+class EtcdBackupConfig(_Model):
+    """Scheduled `etcdctl snapshot save` uploads to the cluster's blob storage (container etcd-backups)."""
+
+    enabled: bool = Field(default=True, description="Take and upload snapshots.")
+    every_minutes: int = Field(
+        default=60, ge=5, le=1440, description="Minutes between snapshots (each member offsets its own)."
+    )
+    retention_days: int = Field(
+        default=14, ge=1, le=365, description="Snapshots older than this are deleted (blob lifecycle policy)."
+    )
+
+
 class EtcdConfig(_Model):
     """An etcd cluster on dedicated VMs with low-latency storage."""
 
@@ -232,6 +244,11 @@ class EtcdConfig(_Model):
         ge=3000,
         le=80000,
         description="Provisioned IOPS (premium-ssd-v2); default: the etcd hardware guide's figure for the node count.",
+    )
+    backup: EtcdBackupConfig = Field(
+        default_factory=EtcdBackupConfig,
+        description="Snapshots of the main etcd (the events etcd holds only events, which expire within an hour "
+        "and which nothing needs after a restore, so it is not backed up).",
     )
 
     @model_validator(mode="after")
@@ -268,6 +285,10 @@ class NatConfig(_Model):
 
 _CONTAINER = re.compile(r"^(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]$")
 _OBJECT_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+BACKUP_CONTAINER = "etcd-backups"
+"""The container etcd snapshots go to (written only by the etcd members' identities)."""
 
 
 class ContainerConfig(_Model):
@@ -307,6 +328,8 @@ class StorageConfig(_Model):
     @field_validator("containers")
     @classmethod
     def _names(cls, containers: dict[str, ContainerConfig]) -> dict[str, ContainerConfig]:
+        if BACKUP_CONTAINER in containers:
+            raise ValueError(f"{BACKUP_CONTAINER!r} holds the etcd snapshots: name your container differently")
         for name in containers:
             if not _CONTAINER.match(name):
                 raise ValueError(
@@ -349,6 +372,15 @@ class ClusterConfig(_Model):
     @classmethod
     def _cluster_name(cls, v: str) -> str:
         return _name("cluster", v)
+
+    @model_validator(mode="after")
+    def _backups_need_storage(self) -> ClusterConfig:
+        if self.etcd.backup.enabled and not self.storage.enabled:
+            raise ValueError(
+                "etcd.backup.enabled: snapshots go to the cluster's storage account, which storage.enabled "
+                "turns off: enable storage or set etcd.backup.enabled: false"
+            )
+        return self
 
     @model_validator(mode="after")
     def _zonal_disks(self) -> ClusterConfig:

@@ -16,7 +16,7 @@ import pulumi
 from pulumi_azure_native import authorization, resources
 
 from infra.addresses import StackPlan, hub_stack_name, limits_for, plan_stack
-from infra.config import PROJECT, StackConfig, parse_config
+from infra.config import BACKUP_CONTAINER, PROJECT, StackConfig, parse_config
 from infra.egress import public_ips_for
 from infra.pools import SYSTEM
 from infra.prepare import ClusterPrep, prepare_cluster
@@ -316,14 +316,22 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             depends_on=ready,
         ),
     )
+    backup = cluster.etcd.backup
+    # Each etcd member writes its own snapshots; nothing else can (Contributor on this container only).
+    backup_grants = {
+        BACKUP_CONTAINER: [
+            Grant(host, control.identities[host], "ServicePrincipal", "read-write") for host in addresses.etcd
+        ]
+    }
     if cluster.storage.enabled:
         ClusterStorage(
             f"{cluster.name}-storage",
             ClusterStorageArgs(
                 ctx=ctx,
                 account_name=client.subscription_id.apply(lambda sub: account_name(cluster.name, sub, location, stack)),
-                containers=list(cluster.storage.containers),
-                grants=_grants(prep, node_pools),
+                containers=[*cluster.storage.containers, *([BACKUP_CONTAINER] if backup.enabled else [])],
+                grants={**_grants(prep, node_pools), **backup_grants},
+                retention_days={BACKUP_CONTAINER: backup.retention_days} if backup.enabled else {},
                 endpoint_subnet_id=subnet["endpoints"],
                 vnet_id=spoke.id,
                 dns_zone_id=hub.blob_dns_zone_id,

@@ -65,6 +65,8 @@ class ClusterStorageArgs:
     """The hub's resource group (the zone and its links live there)."""
     grants: Mapping[str, Sequence[Grant]] = field(default_factory=dict)
     """Container name to who may use it (data roles scoped to that container only: least privilege)."""
+    retention_days: Mapping[str, int] = field(default_factory=dict)
+    """Container name to the days after which its blobs are deleted (a lifecycle management rule)."""
     depends_on: Sequence[pulumi.Resource] = ()
     """Wait for these (the VNet's last subnet) before creating the private endpoint and DNS link."""
 
@@ -115,6 +117,38 @@ class ClusterStorage(pulumi.ComponentResource):
                     resource_group_id=ctx.resource_group_id,
                     parent=self,
                 )
+        if args.retention_days:
+            # Lifecycle management (storage/blobs/lifecycle-management-overview): prefixes start with the
+            # container's name; the service applies the rules once a day.
+            storage.ManagementPolicy(
+                f"{name}-retention",
+                account_name=account.name,
+                resource_group_name=ctx.resource_group_name,
+                management_policy_name="default",
+                policy=storage.ManagementPolicySchemaArgs(
+                    rules=[
+                        storage.ManagementPolicyRuleArgs(
+                            name=f"expire-{container}",
+                            type="Lifecycle",
+                            enabled=True,
+                            definition=storage.ManagementPolicyDefinitionArgs(
+                                filters=storage.ManagementPolicyFilterArgs(
+                                    blob_types=["blockBlob"], prefix_match=[f"{container}/"]
+                                ),
+                                actions=storage.ManagementPolicyActionArgs(
+                                    base_blob=storage.ManagementPolicyBaseBlobArgs(
+                                        delete=storage.DateAfterModificationArgs(
+                                            days_after_modification_greater_than=float(days)
+                                        )
+                                    )
+                                ),
+                            ),
+                        )
+                        for container, days in sorted(args.retention_days.items())
+                    ]
+                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(containers.values())),
+            )
         endpoint = network.PrivateEndpoint(
             f"{name}-blob-endpoint",
             private_endpoint_name=f"{name}-blob",

@@ -247,3 +247,29 @@ def test_pod_ips_fit_the_vnet_and_the_hubs_peered_group(state: Callable[[str], S
         plan = state(name).outputs["address_plan"]
         assert configs[name] <= plan["ips_needed"] <= 65_536
     assert state("prod-7500").outputs["address_plan"]["utilization"] >= 0.90
+
+
+@pytest.mark.parametrize("stack", CLUSTERS)
+def test_etcd_members_alone_write_their_snapshots_which_expire(state: Callable[[str], State], stack: str) -> None:
+    st = state(stack)
+    backup = load_stack(STACKS, stack).cluster.etcd.backup  # type: ignore[union-attr]
+    containers = {c["inputs"]["containerName"]: c["id"] for c in st.of_type("azure-native:storage:BlobContainer")}
+    etcd = {
+        v["inputs"]["vmName"]: v["inputs"]["identity"]["userAssignedIdentities"][0]
+        for v in st.of_type("azure-native:compute:VirtualMachine")
+        if v["inputs"]["tags"]["agk-role"] == "etcd"
+    }
+    principals = {
+        i["id"]: i["outputs"]["principalId"] for i in st.of_type("azure-native:managedidentity:UserAssignedIdentity")
+    }
+    writers = {
+        a["inputs"]["principalId"]
+        for a in st.of_type("azure-native:authorization:RoleAssignment")
+        if a["inputs"]["scope"] == containers["etcd-backups"]
+    }
+    assert writers == {principals[i] for i in etcd.values()}
+    (policy,) = st.of_type("azure-native:storage:ManagementPolicy")
+    (rule,) = policy["inputs"]["policy"]["rules"]
+    assert rule["definition"]["filters"]["prefixMatch"] == ["etcd-backups/"]
+    days = rule["definition"]["actions"]["baseBlob"]["delete"]["daysAfterModificationGreaterThan"]
+    assert days == backup.retention_days
