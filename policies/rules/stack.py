@@ -16,6 +16,7 @@ NOT_TAGGABLE = frozenset(
         "azure-native:network:PrivateDnsZoneGroup",
         "azure-native:storage:BlobContainer",
         "azure-native:storage:BlobServiceProperties",
+        "azure-native:storage:ManagementPolicy",
         "azure-native:privatedns:PrivateRecordSet",
         "azure-native:authorization:RoleAssignment",
         "azure-native:compute:VirtualMachineScaleSetExtension",
