@@ -19,6 +19,12 @@ STACKS_DIR = Path("stacks")
 
 _stack = click.option("--stack", default=None, help="One stack from stacks/.")
 _all = click.option("--all", "all_stacks", is_flag=True, help="Every stack in stacks/ (hub first).")
+_base = click.option(
+    "--base",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Compare with a base: a folder written by `agk plan --out` or one stack's `pulumi stack export`.",
+)
 _stacks_dir = click.option(
     "--stacks-dir",
     type=click.Path(path_type=Path),
@@ -38,12 +44,14 @@ def app() -> None:
 @_all
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write state.json, plan.md, addresses.json.")
+@_base
 @_stacks_dir
-def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, stacks_dir: Path) -> None:
-    """Run the real infra/ program under Pulumi's mock runtime: what `pulumi up` would create."""
+def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, base: Path | None, stacks_dir: Path) -> None:
+    """Run the real infra/ program under Pulumi's mock runtime: what `pulumi up` would create
+    (with --base: what it would change, and what goes with it)."""
     from agk.plan import run
 
-    _exit(lambda: run(stack=stack, all_stacks=all_stacks, fmt=fmt, out=out, stacks_dir=stacks_dir))
+    _exit(lambda: run(stack=stack, all_stacks=all_stacks, fmt=fmt, out=out, stacks_dir=stacks_dir, base=base))
 
 
 @app.command()
@@ -57,6 +65,7 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, stacks
     default=None,
     help="Policy config in the format of `pulumi preview --policy-pack-config`.",
 )
+@_base
 @_stacks_dir
 def review(
     stack: str | None,
@@ -64,6 +73,7 @@ def review(
     file: Path | None,
     fmt: str,
     policy_config: Path | None,
+    base: Path | None,
     stacks_dir: Path,
 ) -> None:
     """Evaluate the policy pack offline. Exit 0: clean, 1: a mandatory violation, 2: bad input."""
@@ -77,6 +87,7 @@ def review(
             fmt=fmt,
             policy_config=policy_config,
             stacks_dir=stacks_dir,
+            base=base,
         )
     )
 

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -241,8 +241,15 @@ def _export_order(resources: dict[str, Captured]) -> list[Captured]:
 class Planner:
     """Plans stacks of one project; remembers each plan so references are planned once."""
 
-    def __init__(self, stacks_dir: Path, project_root: Path = REPO_ROOT) -> None:
+    def __init__(
+        self,
+        stacks_dir: Path,
+        project_root: Path = REPO_ROOT,
+        on_planned: Callable[[StackPlan], None] | None = None,
+    ) -> None:
         self.stacks_dir = stacks_dir
+        self.on_planned = on_planned
+        """Called once per stack as its plan completes (progress lines)."""
         self.project_root = project_root
         self.project, self.main = project_name(project_root)
         self._plans: dict[str, StackPlan] = {}
@@ -267,6 +274,8 @@ class Planner:
                 self._active.remove(stack)
         with self._lock:
             self._plans[stack] = result
+        if self.on_planned is not None:
+            self.on_planned(result)
         return result
 
     def plan_all(self) -> list[StackPlan]:
