@@ -71,7 +71,8 @@ class SubnetMove:
     """Empty when the subnet goes (replaced or deleted)."""
     ip_configurations: int
     """IP configurations in it today (nodes, pods, hosts, endpoints)."""
-    nodes: int
+    machines: int
+    """Scale set instances and VMs with an address in it today."""
 
 
 @dataclass
@@ -107,7 +108,7 @@ class BlastRadius:
                 "from": s.before,
                 "to": s.after,
                 "ip_configurations": s.ip_configurations,
-                "nodes": s.nodes,
+                "machines": s.machines,
             }
 
         return {

@@ -31,7 +31,7 @@ def counts_line(diff: StackDiff) -> str:
 def _subnets(moves: Sequence[SubnetMove]) -> str:
     return "; ".join(
         f"{m.subnet} {', '.join(m.before)} -> {', '.join(m.after) or 'gone'}"
-        f" ({_plural(m.ip_configurations, 'IP configuration')}, {_plural(m.nodes, 'machine')})"
+        f" ({_plural(m.ip_configurations, 'IP configuration')}, {_plural(m.machines, 'machine')})"
         for m in moves
     )
 

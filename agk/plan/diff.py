@@ -73,6 +73,8 @@ class StackDiff:
     warnings: list[str] = field(default_factory=list)
     base_resources: list[State] = field(default_factory=list)
     head_resources: list[State] = field(default_factory=list)
+    root: str = ""
+    """The stack resource's URN (stack-wide findings point at it)."""
 
     def counts(self) -> dict[str, int]:
         return {action: sum(c.action == action for c in self.changes) for action in ACTIONS}
@@ -265,8 +267,10 @@ def diff_states(
     new_stack: bool = False,
 ) -> StackDiff:
     """Every create, update, replace and delete from ``base`` to ``head`` (the same is not listed)."""
-    base_list = [r for r in base if r.get("type") not in _SKIPPED]
-    head_list = [r for r in head if r.get("type") not in _SKIPPED]
+    base_all, head_all = list(base), list(head)
+    root = next((str(r["urn"]) for r in [*head_all, *base_all] if r.get("type") == _SKIPPED[0]), "")
+    base_list = [r for r in base_all if r.get("type") not in _SKIPPED]
+    head_list = [r for r in head_all if r.get("type") not in _SKIPPED]
     olds = {str(r["urn"]): r for r in base_list}
     matched: set[str] = set()
     changes: list[Change] = []
@@ -316,7 +320,7 @@ def diff_states(
         )
     order = {action: i for i, action in enumerate(("replace", "delete", "update", "create"))}
     changes.sort(key=lambda c: (order[c.action], c.type, c.urn))
-    return StackDiff(stack, base_source, changes, new_stack, warnings, base_list, head_list)
+    return StackDiff(stack, base_source, changes, new_stack, warnings, base_list, head_list, root)
 
 
 def diff_against(stack: str, head_state: Mapping[str, Any], base: Base, all_stacks: bool) -> StackDiff:

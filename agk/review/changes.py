@@ -43,7 +43,15 @@ def change_args(diff: StackDiff, allowances: Sequence[Allowance]) -> ChangeArgs:
         for c in diff.changes
     ]
     subnets = [
-        SubnetChange(s.urn, s.subnet, tuple(s.before), tuple(s.after), s.ip_configurations) for s in subnet_changes(diff)
+        SubnetChange(
+            s.urn,
+            s.urn.rsplit("::", 1)[-1] if s.urn.split("::")[2].endswith(wire.SUBNET) else s.subnet,
+            s.subnet,
+            tuple(s.before),
+            tuple(s.after),
+            s.ip_configurations,
+        )
+        for s in subnet_changes(diff)
     ]
     running, planned = _pools(diff.base_resources), _pools(diff.head_resources)
     pools = [PoolChange(name, count, planned.get(name, 0)) for name, count in sorted(running.items())]
@@ -58,7 +66,7 @@ def evaluate_changes(
     source: str,
 ) -> Report:
     types = {str(r["urn"]): str(r["type"]) for r in [*diff.base_resources, *diff.head_resources]}
-    root = next((str(r["urn"]) for r in diff.head_resources if r.get("type") == STACK_TYPE), "")
+    root = diff.root
     violations: list[Violation] = []
     running = [p for p in policies if settings[p.name].level != EnforcementLevel.DISABLED]
     for policy in running:

@@ -40,6 +40,9 @@ class SubnetChange:
     urn: str
     """The Subnet resource, or the VNet that declares the subnet inline."""
     name: str
+    """The subnet's resource name (an inline subnet: its name in the VNet): what an allowance names."""
+    subnet: str
+    """Its name in the VNet."""
     before: tuple[str, ...]
     after: tuple[str, ...]
     """Empty when the subnet goes."""
@@ -113,7 +116,8 @@ def no_stateful_replacement(args: ChangeArgs, report_violation: Report) -> None:
             continue
         what = _what(change)
         if what is None and change.type == wire.SUBNET and change.urn in in_use:
-            what = f"subnet in use ({in_use[change.urn].ip_configurations:,} IP configurations in it today)"
+            count = in_use[change.urn].ip_configurations
+            what = f"subnet in use ({count:,} IP configuration{'s' if count != 1 else ''} in it today)"
         if what is None or args.allowed(change.urn, change.name, change.action):
             continue
         forced = f" because {', '.join(change.keys)} changes" if change.keys else ""
@@ -127,9 +131,10 @@ def no_subnet_move(args: ChangeArgs, report_violation: Report) -> None:
     for subnet in args.subnets:
         if not subnet.after or args.allowed(subnet.urn, subnet.name, "move"):
             continue
-        used = f"; {subnet.ip_configurations:,} IP configurations are in it today" if subnet.ip_configurations else ""
+        count = subnet.ip_configurations
+        used = f"; {count:,} IP configuration{'s are' if count != 1 else ' is'} in it today" if count else ""
         report_violation(
-            f"subnet {subnet.name} moves from {', '.join(subnet.before)} to {', '.join(subnet.after)}{used}:"
+            f"subnet {subnet.subnet} moves from {', '.join(subnet.before)} to {', '.join(subnet.after)}{used}:"
             f" pin it (network.pinned) to keep its addresses; {args.how_to_allow(subnet.name, 'move')}",
             subnet.urn,
         )
