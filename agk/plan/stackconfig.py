@@ -18,11 +18,6 @@ from modules.errors import ConfigError
 
 SECRET_PLACEHOLDER = "[secret]"
 
-REVIEW_ONLY = frozenset({"azure-gpu-k8s:changes"})
-"""Keys `agk review --base` reads from the stack file itself (agk/review/allowances.py) and the
-program never uses. Until infra/config.py declares them, the program would refuse them as unknown,
-so the plan does not hand them to it; the reader refuses unknown keys inside them instead."""
-
 
 def stack_names(stacks_dir: Path) -> list[str]:
     return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stacks_dir.glob("Pulumi.*.yaml"))
@@ -94,8 +89,6 @@ def runtime_config(stacks_dir: Path, stack: str, project: str) -> tuple[dict[str
     secrets: list[str] = []
     for key, value in raw.items():
         full = str(key) if ":" in str(key) else f"{project}:{key}"
-        if full in REVIEW_ONLY:
-            continue
         config[full], secret = _runtime_value(value)
         if secret:
             secrets.append(full)
