@@ -203,8 +203,21 @@ def _value_at(props: Any, path: str) -> Any:
     return value
 
 
+def _open(value: Any) -> Any:
+    """Values as the program meant them (:func:`wire.plain`), encrypted secrets kept as they are."""
+    if _is_ciphertext(value):
+        return value
+    if isinstance(value, dict):
+        if value.get(wire.SIG) is not None:
+            return wire.plain(value)
+        return {k: _open(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_open(v) for v in value]
+    return value
+
+
 def _plain_inputs(res: State) -> dict[str, Any]:
-    value = wire.plain(res.get("inputs") or {})
+    value = _open(res.get("inputs") or {})
     return value if isinstance(value, dict) else {}
 
 

@@ -36,7 +36,9 @@ def parse(raw: Any, where: str) -> list[Allowance]:
     extra = sorted(set(raw) - {"allow"})
     if extra:
         raise ConfigError(f"{key}.{extra[0]}: unknown key: the only key is 'allow'")
-    items = raw.get("allow") or []
+    items = raw.get("allow")
+    if items is None:
+        items = []
     if not isinstance(items, list):
         raise ConfigError(f"{key}.allow: not a list: give a list of {{name, action, reason}}")
     out = []
