@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agk.plan import wire
-from agk.plan.diff import Change, State, StackDiff
+from agk.plan.diff import Change, StackDiff, State
 from modules import tags as tagnames
 from modules.sizing.skus import SKUS
 from policies.rules import wire as props_wire
@@ -27,7 +27,7 @@ ETCD_ROLES = frozenset({"etcd", "events-etcd"})
 GONE = frozenset({"replace", "delete"})
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Res:
     """A state resource in the shape the policy graph reads (``Resource`` protocol)."""
 
@@ -119,7 +119,14 @@ class BlastRadius:
             "subnets_removed": [subnet(s) for s in self.subnets_removed],
             "api_endpoint": self.api_endpoint,
             "scale_sets": [
-                {"name": s.name, "pool": s.pool, "vm_size": s.vm_size, "action": s.action, "nodes": s.nodes, "gpus": s.gpus}
+                {
+                    "name": s.name,
+                    "pool": s.pool,
+                    "vm_size": s.vm_size,
+                    "action": s.action,
+                    "nodes": s.nodes,
+                    "gpus": s.gpus,
+                }
                 for s in self.scale_sets
             ],
             "etcd_member_names": self.etcd_members,
@@ -182,7 +189,9 @@ def blast_radius(diff: StackDiff) -> BlastRadius:
 def _etcd_members(base: list[State], gone: Mapping[str, Change]) -> list[str]:
     members: set[str] = set()
     disks_gone = {
-        props_wire.arm_key(str(props_of(r).get("id", ""))): r for r in base if r.get("type") == DISK and r["urn"] in gone
+        props_wire.arm_key(str(props_of(r).get("id", ""))): r
+        for r in base
+        if r.get("type") == DISK and r["urn"] in gone
     }
     for res in base:
         if res.get("type") != VM or _role(res) not in ETCD_ROLES:

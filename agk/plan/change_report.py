@@ -48,7 +48,9 @@ def radius_lines(radius: BlastRadius) -> list[str]:
         + (f": {_subnets(radius.subnets_moved)}" if radius.subnets_moved else ""),
     ]
     if radius.subnets_removed:
-        lines.append(f"{_plural(len(radius.subnets_removed), 'subnet')} in use removed: {_subnets(radius.subnets_removed)}")
+        lines.append(
+            f"{_plural(len(radius.subnets_removed), 'subnet')} in use removed: {_subnets(radius.subnets_removed)}"
+        )
     lines.append("API endpoint: " + ("; ".join(radius.api_endpoint) if radius.api_endpoint else "unaffected"))
     return lines
 
@@ -154,7 +156,9 @@ def prerequisites_markdown(needed: dict[str, list[dict[str, Any]]]) -> list[str]
     out = ["#### Before `pulumi up`", ""]
     for item in needed["features"]:
         feature, command = _feature(item)
-        out.append(f"- register the feature `{feature}`: `{command}`" + (f" ({item['why']})" if item.get("why") else ""))
+        out.append(
+            f"- register the feature `{feature}`: `{command}`" + (f" ({item['why']})" if item.get("why") else "")
+        )
     for item in needed["quotas"]:
         out.append(f"- regional vCPU quota {_quota(item)}" + (f" ({item['why']})" if item.get("why") else ""))
     if len(out) == 2:

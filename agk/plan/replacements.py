@@ -42,8 +42,7 @@ class Rule:
 _DIFF_GO = "pulumi-azure-native provider/pkg/provider/diff.go"
 _REPLACEMENT_GO = "pulumi-azure-native provider/pkg/gen/replacement.go (forceNewMap)"
 _VMSS_DOC = (
-    "learn.microsoft.com virtual-machine-scale-sets-upgrade-scale-set "
-    "('Properties with restrictions on modification')"
+    "learn.microsoft.com virtual-machine-scale-sets-upgrade-scale-set ('Properties with restrictions on modification')"
 )
 
 RULES: tuple[Rule, ...] = (

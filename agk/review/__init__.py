@@ -63,9 +63,7 @@ def planned(stack: str, stacks_dir: Path, planner: Planner | None = None) -> Dep
     return parse(_state(stack, stacks_dir, planner), f"stack {stack}", str(stacks_dir / f"Pulumi.{stack}.yaml"))
 
 
-def review(
-    deployments: list[Deployment], policy_config: Path | None, changes: Sequence[ChangeSet] = ()
-) -> Report:
+def review(deployments: list[Deployment], policy_config: Path | None, changes: Sequence[ChangeSet] = ()) -> Report:
     from agk.review.changes import change_args, evaluate_changes
 
     settings = policy_config_file.settings(ALL_POLICIES, ENFORCEMENT, policy_config_file.read(policy_config))

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from pulumi_policy import EnforcementLevel
 
 from agk.plan.blast import VMSS, props_of, subnet_changes
-from agk.plan.diff import State, StackDiff
+from agk.plan.diff import StackDiff, State
 from agk.review.config import Settings
 from agk.review.evaluate import Report, Violation
 from modules import tags as tagnames
@@ -73,7 +73,9 @@ def evaluate_changes(
         level = settings[policy.name].level
         shown = EnforcementLevel.MANDATORY if level == EnforcementLevel.REMEDIATE else level
 
-        def report(message: str, urn: str | None, policy: ChangePolicy = policy, shown: EnforcementLevel = shown) -> None:
+        def report(
+            message: str, urn: str | None, policy: ChangePolicy = policy, shown: EnforcementLevel = shown
+        ) -> None:
             target = urn or root
             violations.append(
                 Violation(

@@ -140,7 +140,9 @@ def evaluate(
     # the same read-only proxies: per policy, the conversion cost more than the rules themselves.
     resource_args: list[tuple[Exported, Any, PolicyProviderResource | None, PolicyResourceOptions]] = []
     if any(isinstance(p, ResourceValidationPolicy) for p in running):
-        resource_args = [(res, wire_props(res.inputs), _provider(res, providers), _options(res)) for res in dep.resources]
+        resource_args = [
+            (res, wire_props(res.inputs), _provider(res, providers), _options(res)) for res in dep.resources
+        ]
     stack_resources = (
         _stack_resources(dep, providers) if any(isinstance(p, StackValidationPolicy) for p in running) else []
     )

@@ -50,7 +50,9 @@ def _vm(**changes: Any) -> dict[str, Any]:
         ),
     ],
 )
-def test_virtual_machine_rows(changes: dict[str, Any], action: str, keys: tuple[str, ...], refused: tuple[str, ...]) -> None:
+def test_virtual_machine_rows(
+    changes: dict[str, Any], action: str, keys: tuple[str, ...], refused: tuple[str, ...]
+) -> None:
     found = classify(VM, _vm(), _vm(**changes))
     assert found is not None
     assert (found.action, found.keys, found.refused) == (action, keys, refused)
@@ -102,7 +104,7 @@ def test_other_providers_never_replace_by_table() -> None:
 def test_every_row_has_a_source_and_a_full_type_token() -> None:
     for rule in RULES:
         assert rule.source
-        assert rule.type == "*" or rule.type.count(":") == 2 and rule.type.startswith("azure-native:")
+        assert rule.type == "*" or (rule.type.count(":") == 2 and rule.type.startswith("azure-native:"))
         assert isinstance(rule.effect, Effect)
 
 
@@ -120,7 +122,10 @@ def _res(urn: str, type_: str = VM, **extra: Any) -> dict[str, Any]:
 
 
 def test_an_alias_matches_a_renamed_resource() -> None:
-    old_urn, new_urn = "urn:pulumi:s::p::azure-native:compute:VirtualMachine::old", "urn:pulumi:s::p::azure-native:compute:VirtualMachine::new"
+    old_urn, new_urn = (
+        "urn:pulumi:s::p::azure-native:compute:VirtualMachine::old",
+        "urn:pulumi:s::p::azure-native:compute:VirtualMachine::new",
+    )
     found = diff_states("s", [_res(old_urn)], [_res(new_urn, aliases=[old_urn])], "base")
     assert [(c.action, c.urn, c.renamed_from) for c in found.changes] == [("update", new_urn, old_urn)]
     without = diff_states("s", [_res(old_urn)], [_res(new_urn)], "base")
@@ -147,7 +152,12 @@ def test_plaintext_secrets_compare_by_value() -> None:
 
 
 def test_reads_and_the_stack_are_never_changes() -> None:
-    ref = {"urn": "urn:pulumi:s::p::pulumi:pulumi:StackReference::hub", "type": "pulumi:pulumi:StackReference", "custom": True, "external": True}
+    ref = {
+        "urn": "urn:pulumi:s::p::pulumi:pulumi:StackReference::hub",
+        "type": "pulumi:pulumi:StackReference",
+        "custom": True,
+        "external": True,
+    }
     stack = {"urn": "urn:pulumi:s::p::pulumi:pulumi:Stack::p-s", "type": "pulumi:pulumi:Stack", "outputs": {"a": 1}}
     found = diff_states("s", [], [ref, stack], "b")
     assert found.changes == [] and found.root == stack["urn"]

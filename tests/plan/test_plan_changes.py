@@ -201,7 +201,10 @@ def test_a_declared_allowance_lets_the_rename_pass(tmp_path: Path, base: dict[st
     stack_folder(case.folder, edit=both(_rename, allow))
     assert case.lines == RENAMED
     verdicts, violations = case.verdicts()
-    assert verdicts == {("pool-shrink-below-running", "advisory", "azure-gpu-k8s-dev"), ("change-allowance-unused", "advisory", "azure-gpu-k8s-dev")}
+    assert verdicts == {
+        ("pool-shrink-below-running", "advisory", "azure-gpu-k8s-dev"),
+        ("change-allowance-unused", "advisory", "azure-gpu-k8s-dev"),
+    }
     unused = next(v for v in violations if v.policy == "change-allowance-unused")
     assert unused.message == (
         "azure-gpu-k8s:changes allowance {name: dev-etcd-0-data, action: replace} (left over) matches no change:"
@@ -210,7 +213,9 @@ def test_a_declared_allowance_lets_the_rename_pass(tmp_path: Path, base: dict[st
 
 
 def test_change_a_vm_size(tmp_path: Path, base: dict[str, Any]) -> None:
-    case = changed(tmp_path, base, lambda c: cluster(c)["gpu_pools"]["a100"].__setitem__("vm_size", "Standard_ND96amsr_A100_v4"))
+    case = changed(
+        tmp_path, base, lambda c: cluster(c)["gpu_pools"]["a100"].__setitem__("vm_size", "Standard_ND96amsr_A100_v4")
+    )
     # A scale set's size changes in place (its model; instances follow on upgrade): no replacement.
     assert case.lines == ["update VirtualMachineScaleSet a100-00 [sku, virtualMachineProfile]"]
     assert case.diff.changes[0].paths == ("sku.name", "virtualMachineProfile.osProfile.customData")
@@ -263,7 +268,13 @@ def test_change_a_subnets_size(tmp_path: Path, base: dict[str, Any]) -> None:
     assert case.radius.as_json() == {
         **NO_RADIUS,
         "subnets_moved": [
-            {"subnet": "system", "from": ["10.16.2.0/24"], "to": ["10.16.4.0/23"], "ip_configurations": 124, "machines": 3}
+            {
+                "subnet": "system",
+                "from": ["10.16.2.0/24"],
+                "to": ["10.16.4.0/23"],
+                "ip_configurations": 124,
+                "machines": 3,
+            }
         ],
     }
     verdicts, violations = case.verdicts()

@@ -16,7 +16,9 @@ AGK = Path(sys.executable).parent / "agk"
 
 
 def test_nothing_without_a_terminal() -> None:
-    done = subprocess.run([str(AGK), "plan", "--stack", "hub"], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [str(AGK), "plan", "--stack", "hub"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0
     assert done.stderr == ""
 

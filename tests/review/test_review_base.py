@@ -55,7 +55,9 @@ def renamed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_plan_json_lists_changes_and_the_blast_radius(base: Path, renamed: Path) -> None:
-    code, out, err = agk("plan", "--stack", "dev", "--base", str(base), "--stacks-dir", str(renamed), "--format", "json")
+    code, out, err = agk(
+        "plan", "--stack", "dev", "--base", str(base), "--stacks-dir", str(renamed), "--format", "json"
+    )
     assert (code, err) == (0, "")
     body = json.loads(out)
     assert body["base"] == str(base / "dev" / "state.json")
@@ -105,7 +107,9 @@ def test_plan_md_leads_with_the_blast_radius(base: Path, renamed: Path, tmp_path
 
 
 def test_review_with_base_fails_on_a_stateful_deletion(base: Path, renamed: Path) -> None:
-    code, out, err = agk("review", "--stack", "dev", "--base", str(base), "--stacks-dir", str(renamed), "--format", "json")
+    code, out, err = agk(
+        "review", "--stack", "dev", "--base", str(base), "--stacks-dir", str(renamed), "--format", "json"
+    )
     assert (code, err) == (1, "")
     body = json.loads(out)
     assert body["policies_run"] == len(POLICIES) + len(CHANGE_POLICIES) == 30
@@ -122,7 +126,9 @@ def test_review_without_changes_passes_with_every_policy(base: Path) -> None:
 
 
 def test_sarif_carries_the_change_rules(base: Path, renamed: Path) -> None:
-    code, out, _ = agk("review", "--stack", "dev", "--base", str(base), "--stacks-dir", str(renamed), "--format", "sarif")
+    code, out, _ = agk(
+        "review", "--stack", "dev", "--base", str(base), "--stacks-dir", str(renamed), "--format", "sarif"
+    )
     assert code == 1
     (run,) = json.loads(out)["runs"]
     rules = run["tool"]["driver"]["rules"]
@@ -155,7 +161,10 @@ def test_file_review_against_a_base_reads_the_allowance(base: Path, renamed: Pat
     ("make", "message"),
     [
         (None, "error: --base {path}: no such file or directory: " + HINT),
-        ("{nope", "error: --base {path}: not JSON (line 1: Expecting property name enclosed in double quotes): " + HINT),
+        (
+            "{nope",
+            "error: --base {path}: not JSON (line 1: Expecting property name enclosed in double quotes): " + HINT,
+        ),
         ('{"version": 3}', "error: --base {path}: no 'deployment' key: give the output of `pulumi stack export`"),
         (
             "folder",
@@ -178,7 +187,10 @@ def test_bad_base_is_one_line_exit_2(tmp_path: Path, command: str, make: str | N
 def test_one_export_is_not_a_base_for_all(base: Path) -> None:
     code, out, err = agk("plan", "--all", "--base", str(base / "dev" / "state.json"))
     assert (code, out) == (2, "")
-    assert err == f"error: --base {base / 'dev' / 'state.json'}: one stack's export (dev): give --stack dev, or a folder for --all\n"
+    assert (
+        err
+        == f"error: --base {base / 'dev' / 'state.json'}: one stack's export (dev): give --stack dev, or a folder for --all\n"
+    )
 
 
 def test_bad_allowance_is_one_line_exit_2(base: Path, tmp_path: Path) -> None:
