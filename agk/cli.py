@@ -57,7 +57,13 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, base: 
 @app.command()
 @_stack
 @_all
-@click.option("--file", "file", type=click.Path(path_type=Path), default=None, help="A `pulumi stack export` file.")
+@click.option(
+    "--file",
+    "files",
+    type=click.Path(path_type=Path),
+    multiple=True,
+    help="A `pulumi stack export` file (repeat it for several stacks).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "markdown"]), default="text")
 @click.option(
     "--policy-config",
@@ -70,7 +76,7 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, base: 
 def review(
     stack: str | None,
     all_stacks: bool,
-    file: Path | None,
+    files: tuple[Path, ...],
     fmt: str,
     policy_config: Path | None,
     base: Path | None,
@@ -83,7 +89,7 @@ def review(
         lambda: run(
             stack=stack,
             all_stacks=all_stacks,
-            file=file,
+            file=list(files),
             fmt=fmt,
             policy_config=policy_config,
             stacks_dir=stacks_dir,

@@ -115,16 +115,21 @@ def run(
     *,
     stack: str | None,
     all_stacks: bool,
-    file: Path | None,
+    file: Path | Sequence[Path] | None,
     fmt: str,
     policy_config: Path | None,
     stacks_dir: Path,
     base: Path | None = None,
 ) -> int:
-    """Print the review; 0: no mandatory violation, 1: at least one (bad input raises AgkError)."""
+    """Print the review; 0: no mandatory violation, 1: at least one (bad input raises AgkError).
+
+    ``file`` may be several exports (``--file`` repeated), e.g. every ``state.json`` one
+    `agk plan --all --out` wrote: a pull request's workflow plans once and reviews those.
+    """
     if fmt not in FORMATS:
         raise AgkError(f"--format {fmt}: unknown format: use one of {', '.join(FORMATS)}")
-    chosen = sum((stack is not None, all_stacks, file is not None))
+    files = [file] if isinstance(file, Path) else list(file or [])
+    chosen = sum((stack is not None, all_stacks, bool(files)))
     if chosen != 1:
         raise AgkError("choose what to review: give exactly one of --stack NAME, --all or --file STATE.json")
     # Validate the policy config and the base before planning anything: bad input must fail fast.
@@ -138,18 +143,19 @@ def run(
         raise AgkError(f"--base {base}: one stack's export ({only}): give --stack {only}, or a folder for --all")
     changes: list[ChangeSet] = []
     deployments: list[Deployment] = []
-    if file is not None:
+    if files:
+        import json
+
         from agk.plan.diff import resources_of
 
-        deployments = [load_file(file)]
+        deployments = [load_file(path) for path in files]
         if base_state is not None:
-            import json
-
-            head = json.loads(file.read_text())
-            name = deployments[0].stack
-            if not resources_of(head):
-                raise AgkError(f"--file {file}: no resources: give a `pulumi stack export` with resources")
-            changes.append(change_set(name, head, base_state, False, stacks_dir))
+            for path, dep in zip(files, deployments, strict=True):
+                head = json.loads(path.read_text())
+                if not resources_of(head):
+                    raise AgkError(f"--file {path}: no resources: give a `pulumi stack export` with resources")
+                # Several files stand for every stack (as --all): one the base lacks is new.
+                changes.append(change_set(dep.stack, head, base_state, len(files) > 1, stacks_dir))
     else:
         from agk.plan.engine import Planner
 
