@@ -84,14 +84,19 @@ def test_pinning_todays_addresses_changes_nothing(tmp_path: Path, base: dict[str
 
 
 def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
-    h200 = {"vm_size": "Standard_ND96isr_H200_v5", "nodes": 4, "max_pods": 30, "surge": 1, "infiniband": True}
+    h200 = {"vm_size": "Standard_ND96isr_H200_v5", "nodes": 4, "pod_ips": 30, "surge": 1, "infiniband": True}
     case = changed(tmp_path, base, both(pinned(base), lambda c: cluster(c)["gpu_pools"].__setitem__("h200", h200)))
     assert case.lines == [
         *APISERVERS_REFUSED,
         *APISERVER_NIC_TAGS,
         "create NodePool h200 []",
+        "create RoleAssignment dev-storage-checkpoints-h200-read-write []",
+        "create RoleAssignment dev-storage-datasets-h200-read []",
         "create VirtualMachineScaleSet h200-00 []",
+        "create UserAssignedIdentity h200-identity []",
+        "create NatGateway dev-egress-h200 []",
         "create NetworkSecurityGroup dev-gpu-h200-nsg []",
+        "create PublicIPPrefix dev-egress-h200-ips []",
         "create Subnet dev-gpu-h200 []",
         "create CertRequest dev-pki-kubelet-bootstrap-h200-csr []",
         "create LocallySignedCert dev-pki-kubelet-bootstrap-h200 []",
@@ -134,15 +139,25 @@ def _rename(config: dict[str, Any]) -> None:
 
 RENAMED = [
     "delete NodePool h100 []",
+    "delete RoleAssignment dev-storage-checkpoints-h100-read-write []",
+    "delete RoleAssignment dev-storage-datasets-h100-read []",
     "delete VirtualMachineScaleSet h100-00 []",
+    "delete UserAssignedIdentity h100-identity []",
+    "delete NatGateway dev-egress-h100 []",
     "delete NetworkSecurityGroup dev-gpu-h100-nsg []",
+    "delete PublicIPPrefix dev-egress-h100-ips []",
     "delete Subnet dev-gpu-h100 []",
     "delete CertRequest dev-pki-kubelet-bootstrap-h100-csr []",
     "delete LocallySignedCert dev-pki-kubelet-bootstrap-h100 []",
     "delete PrivateKey dev-pki-kubelet-bootstrap-h100-key []",
     "create NodePool h100x []",
+    "create RoleAssignment dev-storage-checkpoints-h100x-read-write []",
+    "create RoleAssignment dev-storage-datasets-h100x-read []",
     "create VirtualMachineScaleSet h100x-00 []",
+    "create UserAssignedIdentity h100x-identity []",
+    "create NatGateway dev-egress-h100x []",
     "create NetworkSecurityGroup dev-gpu-h100x-nsg []",
+    "create PublicIPPrefix dev-egress-h100x-ips []",
     "create Subnet dev-gpu-h100x []",
     "create CertRequest dev-pki-kubelet-bootstrap-h100x-csr []",
     "create LocallySignedCert dev-pki-kubelet-bootstrap-h100x []",
@@ -261,7 +276,7 @@ def test_change_a_subnets_size(tmp_path: Path, base: dict[str, Any]) -> None:
     )
     assert case.lines == [
         *APISERVERS_REFUSED,
-        "update VirtualMachineScaleSet dev-system-00 [sku]",
+        "update VirtualMachineScaleSet system-00 [sku]",
         *APISERVER_NIC_TAGS,
         "update Subnet dev-system [addressPrefix]",
     ]
