@@ -129,14 +129,19 @@ def prerequisites(outputs: dict[str, Any]) -> dict[str, list[dict[str, Any]]] | 
 
 def _feature(item: dict[str, Any]) -> tuple[str, str]:
     namespace, name = str(item.get("namespace", "")), str(item.get("name", ""))
-    # The registration command Azure documents for subscription features (e.g. EncryptionAtHost).
-    return f"{namespace}/{name}", f"az feature register --namespace {namespace} --name {name}"
+    # The program's own command where it gives one; else the registration Azure documents.
+    command = item.get("command") or f"az feature register --namespace {namespace} --name {name}"
+    return f"{namespace}/{name}", str(command)
 
 
 def _quota(item: dict[str, Any]) -> str:
     vcpus = item.get("vcpus")
     amount = f"{vcpus:,} vCPUs" if isinstance(vcpus, int) else f"{vcpus} vCPUs"
-    size = f" ({item['vm_size']})" if item.get("vm_size") else ""
+    sizes = item.get("vm_sizes") or ([item["vm_size"]] if item.get("vm_size") else [])
+    size = f" ({', '.join(str(s) for s in sizes)})" if sizes else ""
+    declared = item.get("declared")
+    if "declared" in item:
+        size += f"; declared: {declared:,}" if isinstance(declared, int) else "; not declared yet"
     return f"{item.get('family', '?')}: {amount}{size}"
 
 
