@@ -16,7 +16,7 @@ import yaml
 from agk.plan.engine import REPO_ROOT, Planner
 
 STACKS = REPO_ROOT / "stacks"
-RUNS = 2
+RUNS = 3
 PREVIOUS_PROD_S = 22.0
 """`agk plan --stack prod-7500` before issue 13 (2-core machine, issue 13)."""
 

@@ -200,3 +200,15 @@ def test_bad_allowance_is_one_line_exit_2(base: Path, tmp_path: Path) -> None:
     assert err == (
         "error: dev: azure-gpu-k8s:changes.allow[0].action: 'nuke' is not allowed: use one of replace, delete, move\n"
     )
+
+
+def test_all_against_a_folder_without_a_stack_treats_it_as_new(base: Path) -> None:
+    # base holds dev only: with --all every other stack is new (all creates), not an error.
+    code, out, err = agk("plan", "--all", "--base", str(base), "--format", "json")
+    assert (code, err) == (0, "")
+    stacks = {s["stack"]: s for s in json.loads(out)["stacks"]}
+    assert stacks["dev"]["new_stack"] is False and stacks["dev"]["changes"] == []
+    hub = stacks["hub"]
+    assert hub["new_stack"] is True
+    assert {c["action"] for c in hub["changes"]} == {"create"}
+    assert hub["change_counts"]["create"] == hub["resources"] - 1  # all but the stack itself
