@@ -33,6 +33,7 @@ tools:
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/actionlint .github/workflows/*.yml
 
 typecheck: $(STAMP)
 	$(BIN)/mypy modules infra policies agk

@@ -1,5 +1,6 @@
-"""Speed of `agk review`: every shipped stack once the plan engine can plan them, and always the
-policy pass alone over the committed fixture exports (no planning), scaled up to a 7,500-node shape."""
+"""Speed of `agk review`: `agk review --all` against `agk plan --all`, side by side in one run with
+the figures before issue 13, and the policy pass alone over the committed fixture exports (no
+planning), scaled up to a 7,500-node shape."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "policies"))
+
+PREVIOUS = {"plan": 20.4, "review": 36.5}
+"""`agk plan --all` and `agk review --all` before issue 13 (2-core machine, issue 13)."""
 
 
 def _timed(call: object) -> float:
@@ -20,13 +24,23 @@ def _timed(call: object) -> float:
 def rows() -> list[tuple[str, str]]:
     from policy_fixtures import good_cluster, vmss  # type: ignore[import-not-found]
 
-    from agk.review import planned, review, stack_names
+    from agk.review import review
     from agk.review.export import load_file
+    from bench.plan import cli_seconds
 
     out: list[tuple[str, str]] = []
+    plan_s = cli_seconds("plan", "--all", "--format", "json")
+    review_s = cli_seconds("review", "--all", "--format", "json")
+    out += [
+        ("agk plan --all (wall)", f"{plan_s:.1f} s (before issue 13: {PREVIOUS['plan']:.1f} s)"),
+        ("agk review --all (wall)", f"{review_s:.1f} s (before issue 13: {PREVIOUS['review']:.1f} s)"),
+        (
+            "agk review --all / agk plan --all",
+            f"{review_s / plan_s:.2f}x (target < 1.3x; before: {PREVIOUS['review'] / PREVIOUS['plan']:.2f}x)",
+        ),
+    ]
     fixture = load_file(ROOT / "tests" / "review" / "fixtures" / "broken-stack.json")
     out.append(("review: fixture stack (policy pass only)", f"{_timed(lambda: review([fixture], None)):.2f} s"))
-
     big = good_cluster()
     for i in range(2, 75):
         big.add(
@@ -39,26 +53,6 @@ def rows() -> list[tuple[str, str]]:
     big_s = _timed(lambda: review([dep], None))
     out.append(("review: 75 scale sets x 27 IP configs (policy pass only)", f"{big_s:.2f} s"))
     out.append(("review: 75 vs 2 scale sets ratio", f"{big_s / small_s:.1f}x"))
-
-    stacks = ROOT / "stacks"
-    plan_s: dict[str, float] = {}
-    review_s: dict[str, float] = {}
-    try:
-        for name in stack_names(stacks):
-            start = time.perf_counter()
-            deployment = planned(name, stacks)
-            plan_s[name] = time.perf_counter() - start
-            start = time.perf_counter()
-            review([deployment], None)
-            review_s[name] = time.perf_counter() - start
-    except Exception as err:  # the plan engine cannot plan the stacks yet: say so, do not invent a figure
-        out.append(("agk review --all", f"not measured: planning failed ({type(err).__name__}: {err})"[:160]))
-        return out
-    out.append(("agk review --all (plan + review)", f"{sum(plan_s.values()) + sum(review_s.values()):.1f} s"))
-    out.append(("agk review --all (policy pass only)", f"{sum(review_s.values()):.2f} s"))
-    if "prod-7500" in review_s and "dev" in review_s:
-        ratio = (plan_s["prod-7500"] + review_s["prod-7500"]) / (plan_s["dev"] + review_s["dev"])
-        out.append(("agk review prod-7500 vs dev (plan + review)", f"{ratio:.1f}x"))
     return out
 
 

@@ -12,8 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agk.plan.blast import blast_radius
+from agk.plan.diff import load_base
 from agk.plan.engine import REPO_ROOT, Planner, StackPlan, deployment, export_state
-from agk.plan.report import as_json, markdown, text
+from agk.plan.progress import Progress
+from agk.plan.report import Changes, as_json, markdown, text
 from agk.plan.topology import address_plan
 from modules.errors import AgkError
 
@@ -33,28 +36,13 @@ def addresses_for(plan: StackPlan, stacks_dir: Path, project_root: Path = REPO_R
     return result
 
 
-def review_verdict(state: dict[str, Any], stack: str) -> str | None:
-    """One line from the policy pack (`agk review`), when that command is installed."""
+def review_verdict(state: dict[str, Any], stack: str, changes: Any = None) -> str | None:
+    """One line from the policy pack (`agk review`, with the change policies given ``changes``)."""
     try:
         from agk import review
-        from agk.review.export import parse
     except ImportError:
         return None
-    verdict = getattr(review, "verdict", None)
-    if callable(verdict):
-        return str(verdict(state))
-    evaluate = getattr(review, "review", None)
-    if not callable(evaluate):
-        return None
-    report = evaluate([parse(state, f"stack {stack}", f"agk plan --stack {stack}")], None)
-    levels = [str(getattr(v, "enforcement", "")).rsplit(".", 1)[-1].lower() for v in report.violations]
-    mandatory = sum(level == "mandatory" for level in levels)
-    advisory = len(levels) - mandatory
-    head = "FAIL" if mandatory else "pass"
-    return (
-        f"{head}: {mandatory} mandatory and {advisory} advisory violations of {report.policies_run} policies"
-        f" (details: agk review --stack {stack})"
-    )
+    return review.verdict(state, stack, changes)
 
 
 def _choose(stack: str | None, all_stacks: bool, planner: Planner) -> list[StackPlan]:
@@ -78,34 +66,54 @@ def run(
     out: Path | None,
     stacks_dir: Path,
     project_root: Path = REPO_ROOT,
+    base: Path | None = None,
 ) -> int:
     if not stacks_dir.is_dir():
         raise AgkError(f"{stacks_dir}: no such directory: pass --stacks-dir with the Pulumi.<stack>.yaml files")
-    planner = Planner(stacks_dir, project_root)
+    # Bad --base input fails before anything is planned.
+    base_state = load_base(base) if base is not None else None
+    if base_state is not None and all_stacks and not base_state.is_folder:
+        only = base_state.stacks()[0] if base_state.stacks() else "?"
+        raise AgkError(f"--base {base}: one stack's export ({only}): give --stack {only}, or a folder for --all")
+    if base_state is not None and stack is not None and not all_stacks:
+        base_state.state(stack)
+    progress = Progress.for_stderr()
+    planner = Planner(stacks_dir, project_root, on_planned=lambda p: progress.line(_planned_line(p)))
     plans = _choose(stack, all_stacks, planner)
     rendered = []
     for plan in plans:
         state = deployment(plan)
         addresses = addresses_for(plan, stacks_dir, project_root)
-        verdict = review_verdict(state, plan.stack)
+        changes: Changes | None = None
+        change_set = None
+        if base_state is not None:
+            from agk.review import change_set as review_change_set
+
+            change_set = review_change_set(plan.stack, state, base_state, all_stacks, stacks_dir)
+            changes = (change_set.diff, blast_radius(change_set.diff))
+        verdict = review_verdict(state, plan.stack, change_set)
         refs = tuple(planner.plan(ref.rsplit("/", 1)[-1]) for ref in plan.references)
-        rendered.append((plan, state, addresses, verdict, refs))
+        rendered.append((plan, state, addresses, verdict, refs, changes))
     if out is not None:
         if out.exists() and not out.is_dir():
             raise AgkError(f"--out {out}: exists and is not a directory: choose a directory")
-        for plan, state, addresses, verdict, refs in rendered:
+        for plan, state, addresses, verdict, refs, changes in rendered:
             folder = out / plan.stack
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "state.json").write_text(json.dumps(state, indent=2) + "\n")
-            (folder / "plan.md").write_text(markdown(plan, addresses, verdict, refs))
+            (folder / "plan.md").write_text(markdown(plan, addresses, verdict, refs, changes))
             (folder / "addresses.json").write_text(json.dumps(addresses, indent=2) + "\n")
     if fmt == "json":
-        docs = [as_json(p, a, v, r) for p, _, a, v, r in rendered]
+        docs = [as_json(p, a, v, r, c) for p, _, a, v, r, c in rendered]
         print(json.dumps(docs[0] if len(docs) == 1 and not all_stacks else {"stacks": docs}, indent=2))
     elif fmt == "markdown":
-        print("\n---\n\n".join(markdown(p, a, v, r) for p, _, a, v, r in rendered), end="")
+        print("\n---\n\n".join(markdown(p, a, v, r, c) for p, _, a, v, r, c in rendered), end="")
     else:
-        print("\n\n".join(text(p, a, v, r) for p, _, a, v, r in rendered))
+        print("\n\n".join(text(p, a, v, r, c) for p, _, a, v, r, c in rendered))
         if out is not None:
             print(f"\nWrote state.json, plan.md and addresses.json per stack under {out}/")
     return 0
+
+
+def _planned_line(plan: StackPlan) -> str:
+    return f"planned {plan.stack} in {plan.seconds:.1f} s ({len(plan.resources):,} resources)"

@@ -44,6 +44,8 @@ class Captured:
     external: bool = False
     protect: bool = False
     order: int = 0
+    aliases: list[str] = field(default_factory=list)
+    """URNs this resource was known by (the program's ``aliases``), as the engine matches them."""
 
     @property
     def name(self) -> str:
@@ -56,6 +58,30 @@ def make_urn(stack: str, project: str, parent: str, type_: str, name: str) -> st
         if parent_type != STACK_TYPE:
             type_ = f"{parent_type}${type_}"
     return f"urn:pulumi:{stack}::{project}::{type_}::{name}"
+
+
+_API_VERSION_TYPE = re.compile(r"^[a-z0-9-]+:[A-Za-z0-9]+/v[0-9]{8}[a-z0-9]*:")
+"""azure-native's SDK aliases every type to its API-version tokens (``azure-native:network/v20230201:Subnet``)."""
+
+
+def alias_urns(request: Any, stack: str, project: str) -> list[str]:
+    """The URNs a registration's aliases stand for; the provider SDK's API-version type aliases are left out."""
+    own = make_urn(stack, project, request.parent, request.type, request.name)
+    out = [a for a in request.aliasURNs if a != own]
+    for alias in request.aliases:
+        if alias.WhichOneof("alias") == "urn":
+            out.append(alias.urn)
+            continue
+        spec = alias.spec
+        if spec.type and _API_VERSION_TYPE.match(spec.type) and not spec.name and not spec.parentUrn:
+            continue
+        parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+        urn = make_urn(
+            spec.stack or stack, spec.project or project, parent, spec.type or request.type, spec.name or request.name
+        )
+        if urn != own:
+            out.append(urn)
+    return sorted(set(out))
 
 
 def default_provider_name(version: str) -> str:
@@ -138,6 +164,7 @@ class CaptureMonitor(MockMonitor):
             property_dependencies={k: list(v.urns) for k, v in sorted(request.propertyDependencies.items())},
             inputs=inputs,
             protect=bool(request.protect),
+            aliases=alias_urns(request, self.stack, self.project),
         )
         if not request.custom:
             self._record(res)

@@ -6,9 +6,14 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
-from agk.plan import wire
+from agk.plan import change_report, wire
+from agk.plan.blast import BlastRadius
+from agk.plan.diff import StackDiff
 from agk.plan.engine import StackPlan
 from agk.plan.topology import Topology, topology
+
+Changes = tuple[StackDiff, BlastRadius]
+"""A stack's diff against ``--base`` and its blast radius."""
 
 NOTHING_DEPLOYED = "Offline plan under Pulumi's mock runtime: nothing was deployed, no cloud API was called."
 
@@ -73,9 +78,17 @@ def _subnet_of(topo: Topology, subnet_id: str) -> str:
 
 
 # -- text ----------------------------------------------------------------------------------------
-def text(plan: StackPlan, addresses: dict[str, Any], review: str | None, referenced: tuple[StackPlan, ...] = ()) -> str:
+def text(
+    plan: StackPlan,
+    addresses: dict[str, Any],
+    review: str | None,
+    referenced: tuple[StackPlan, ...] = (),
+    changes: Changes | None = None,
+) -> str:
     topo = topology(plan, referenced)
     lines = [f"Stack {plan.stack} ({plan.project}): {_summary(plan)}", f"  {NOTHING_DEPLOYED}", ""]
+    if changes is not None:
+        lines += [*change_report.text(*changes), ""]
     if plan.references:
         lines += [f"Reads outputs of: {', '.join(plan.references)}", ""]
     lines.append("Resources by type:")
@@ -119,6 +132,9 @@ def text(plan: StackPlan, addresses: dict[str, Any], review: str | None, referen
     outputs = masked_outputs(plan)
     if outputs:
         lines += ["", f"Stack outputs: {', '.join(outputs)}"]
+    needed = change_report.prerequisites(plan.outputs)
+    if needed is not None:
+        lines += ["", *change_report.prerequisites_text(needed)]
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
     lines += ["", f"Review: {review}" if review else "Review: not run (agk review is not available)"]
@@ -174,15 +190,25 @@ def mermaid(topo: Topology) -> str:
 
 
 def markdown(
-    plan: StackPlan, addresses: dict[str, Any], review: str | None, referenced: tuple[StackPlan, ...] = ()
+    plan: StackPlan,
+    addresses: dict[str, Any],
+    review: str | None,
+    referenced: tuple[StackPlan, ...] = (),
+    changes: Changes | None = None,
 ) -> str:
     topo = topology(plan, referenced)
-    out = [f"### `agk plan` · stack `{plan.stack}`", "", f"> {NOTHING_DEPLOYED}", "", f"**{_summary(plan)}**"]
+    out = [f"### `agk plan` · stack `{plan.stack}`", ""]
+    if changes is not None:
+        out += change_report.markdown(*changes)
+    out += [f"> {NOTHING_DEPLOYED}", "", f"**{_summary(plan)}**"]
     if plan.references:
         out.append(f"Reads the outputs of {', '.join(f'`{r}`' for r in plan.references)}.")
     out.append("")
     if review:
         out += [f"**Review:** {review}", ""]
+    needed = change_report.prerequisites(plan.outputs)
+    if needed is not None:
+        out += change_report.prerequisites_markdown(needed)
     if topo.vnets:
         out += ["```mermaid", mermaid(topo), "```", ""]
     if addresses.get("vnets"):
@@ -226,9 +252,17 @@ def markdown(
 
 # -- json ----------------------------------------------------------------------------------------
 def as_json(
-    plan: StackPlan, addresses: dict[str, Any], review: str | None, referenced: tuple[StackPlan, ...] = ()
+    plan: StackPlan,
+    addresses: dict[str, Any],
+    review: str | None,
+    referenced: tuple[StackPlan, ...] = (),
+    changes: Changes | None = None,
 ) -> dict[str, Any]:
     topo = topology(plan, referenced)
+    extra: dict[str, Any] = change_report.as_json(*changes) if changes is not None else {}
+    needed = change_report.prerequisites(plan.outputs)
+    if needed is not None:
+        extra["prerequisites"] = needed
     return {
         "stack": plan.stack,
         "project": plan.project,
@@ -246,4 +280,5 @@ def as_json(
         },
         "warnings": plan.warnings,
         "review": review,
+        **extra,
     }

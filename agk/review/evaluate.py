@@ -136,19 +136,23 @@ def evaluate(
             )
         )
 
+    # Each resource is serialised once, as the analyzer does per request, and every policy reads
+    # the same read-only proxies: per policy, the conversion cost more than the rules themselves.
+    resource_args: list[tuple[Exported, Any, PolicyProviderResource | None, PolicyResourceOptions]] = []
+    if any(isinstance(p, ResourceValidationPolicy) for p in running):
+        resource_args = [
+            (res, wire_props(res.inputs), _provider(res, providers), _options(res)) for res in dep.resources
+        ]
+    stack_resources = (
+        _stack_resources(dep, providers) if any(isinstance(p, StackValidationPolicy) for p in running) else []
+    )
     for policy in running:
         level = settings[policy.name].level
         config = settings[policy.name].config or None
         if isinstance(policy, ResourceValidationPolicy):
-            for res in dep.resources:
+            for res, props, provider, options in resource_args:
                 args = ResourceValidationArgs(
-                    res.type,
-                    wire_props(res.inputs),
-                    res.urn,
-                    res.name,
-                    _options(res),
-                    _provider(res, providers),
-                    dict(config) if config else None,
+                    res.type, props, res.urn, res.name, options, provider, dict(config) if config else None
                 )
                 # Resource policies report against the resource itself: the SDK ignores their urn argument.
                 report = reporter(policy, level, res.urn, fixed=True)
@@ -159,7 +163,7 @@ def evaluate(
                 except _NotApplicableError:
                     pass
         elif isinstance(policy, StackValidationPolicy):
-            args_stack = StackValidationArgs(_stack_resources(dep, providers), dict(config) if config else None)
+            args_stack = StackValidationArgs(stack_resources, dict(config) if config else None)
             try:
                 _run(policy, args_stack, reporter(policy, level, root.urn if root else ""))
             except UnknownValueError as err:

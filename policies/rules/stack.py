@@ -2,31 +2,40 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
+
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from modules import tags as tagnames
 from policies.rules import wire
 
-NOT_TAGGABLE = frozenset(
-    {
-        "azure-native:network:Subnet",
-        "azure-native:network:VirtualNetworkPeering",
-        "azure-native:network:SecurityRule",
-        "azure-native:network:Route",
-        "azure-native:network:PrivateDnsZoneGroup",
-        "azure-native:storage:BlobContainer",
-        "azure-native:storage:BlobServiceProperties",
-        "azure-native:storage:ManagementPolicy",
-        "azure-native:privatedns:PrivateRecordSet",
-        "azure-native:authorization:RoleAssignment",
-        "azure-native:compute:VirtualMachineScaleSetExtension",
-    }
-)
-"""Child resources ARM gives no tags (tests check each against the installed SDK's args)."""
+
+@functools.cache
+def taggable(resource_type: str) -> bool | None:
+    """Whether the type has tags, from its real schema: the installed azure-native SDK gives a type
+    a ``tags`` argument exactly when ARM lets the resource carry tags. ``None``: the SDK does not
+    know the type (another SDK version, a versioned token it does not ship), so nothing is demanded.
+
+    ``azure-native:storage:Blob`` -> ``pulumi_azure_native.storage.BlobArgs``;
+    ``azure-native:network/v20230201:Subnet`` -> ``pulumi_azure_native.network.v20230201.SubnetArgs``.
+    """
+    parts = resource_type.split(":")
+    if len(parts) != 3 or parts[0] != "azure-native":
+        return None
+    module = "pulumi_azure_native." + parts[1].replace("/", ".")
+    try:
+        args = getattr(importlib.import_module(module), f"{parts[2]}Args", None)
+    except ImportError:
+        return None
+    if args is None:
+        return None
+    return "tags" in inspect.signature(args.__init__).parameters
 
 
 def required_tags(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if not args.resource_type.startswith(wire.AZ) or args.resource_type in NOT_TAGGABLE:
+    if not args.resource_type.startswith(wire.AZ) or not taggable(args.resource_type):
         return
     wanted = list(args.get_config().get("tags", tagnames.REQUIRED))
     present = wire.tags(args.props)

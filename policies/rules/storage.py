@@ -7,12 +7,25 @@ from pulumi_policy import ReportViolation, ResourceValidationArgs
 from policies.rules import wire
 
 _TLS_OK = frozenset({"TLS1_2", "TLS1_3"})
+HTTPS_ONLY = ("enableHttpsTrafficOnly", "supportsHttpsTrafficOnly")
+"""The SDK's name (x-ms-client-name) first, then ARM's own, as exports and older API versions carry it."""
+
+
+def https_only(props: object) -> bool:
+    """Whether the account refuses plain HTTP. Unset means yes: Microsoft.Storage's spec says the
+    default of supportsHttpsTrafficOnly "is true since API version 2019-04-01", older than any API
+    version azure-native v2 or v3 deploys."""
+    for key in HTTPS_ONLY:
+        value = wire.get(props, key)
+        if value is not None:
+            return value is True
+    return True
 
 
 def storage_https_only(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     if args.resource_type != wire.STORAGE_ACCOUNT:
         return
-    if wire.get(args.props, "enableHttpsTrafficOnly") is not True:
+    if not https_only(args.props):
         report_violation(f"storage account {args.name} accepts plain HTTP: set enableHttpsTrafficOnly true", None)
 
 
@@ -21,9 +34,9 @@ def storage_min_tls_1_2(args: ResourceValidationArgs, report_violation: ReportVi
         return
     version = wire.get(args.props, "minimumTlsVersion")
     if version not in _TLS_OK:
-        report_violation(
-            f"storage account {args.name} has minimumTlsVersion {version or 'unset'}: set it to TLS1_2", None
-        )
+        # Unset: Microsoft.Storage's spec says "the default interpretation is TLS 1.0".
+        shown = version or "unset (Azure's default: TLS1_0)"
+        report_violation(f"storage account {args.name} has minimumTlsVersion {shown}: set it to TLS1_2", None)
 
 
 def storage_no_public_blob_access(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:

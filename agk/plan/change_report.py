@@ -1,0 +1,171 @@
+"""The parts of a plan a reviewer reads first: what the change does against the base, what goes with
+it (the blast radius), and what must exist before `pulumi up` (the program's ``prerequisites``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agk.plan import wire
+from agk.plan.blast import BlastRadius, SubnetMove
+from agk.plan.diff import ACTIONS, Change, StackDiff
+
+SHOWN_CHANGES = 40
+"""Text and markdown list this many changes (replacements and deletions first); JSON lists all."""
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _short_type(type_: str) -> str:
+    return type_.rsplit(":", 1)[-1]
+
+
+def counts_line(diff: StackDiff) -> str:
+    counts = diff.counts()
+    parts = [f"{counts[a]:,} to {a}" for a in ACTIONS if counts[a]]
+    return ", ".join(parts) if parts else "no changes"
+
+
+def _subnets(moves: Sequence[SubnetMove]) -> str:
+    return "; ".join(
+        f"{m.subnet} {', '.join(m.before)} -> {', '.join(m.after) or 'gone'}"
+        f" ({_plural(m.ip_configurations, 'IP configuration')}, {_plural(m.machines, 'machine')})"
+        for m in moves
+    )
+
+
+def radius_lines(radius: BlastRadius) -> list[str]:
+    """The blast radius in a few plain lines (the same words in text and markdown)."""
+    sets = len(radius.scale_sets)
+    lines = [
+        f"{_plural(radius.nodes, 'node')} ({_plural(radius.gpus, 'GPU')}) in {_plural(sets, 'scale set')}"
+        " replaced or deleted",
+        f"{_plural(len(radius.etcd_members), 'etcd member')} lost"
+        + (f" ({', '.join(radius.etcd_members)})" if radius.etcd_members else ""),
+        f"{_plural(len(radius.subnets_moved), 'subnet')} in use moved"
+        + (f": {_subnets(radius.subnets_moved)}" if radius.subnets_moved else ""),
+    ]
+    if radius.subnets_removed:
+        lines.append(
+            f"{_plural(len(radius.subnets_removed), 'subnet')} in use removed: {_subnets(radius.subnets_removed)}"
+        )
+    lines.append("API endpoint: " + ("; ".join(radius.api_endpoint) if radius.api_endpoint else "unaffected"))
+    return lines
+
+
+def _describe(change: Change) -> str:
+    detail = ""
+    if change.action == "replace":
+        detail = f"forced by {', '.join(change.keys)}"
+    elif change.action == "update" and change.keys:
+        detail = ", ".join(change.keys)
+    if change.refused:
+        detail += f"{'; ' if detail else ''}Azure refuses {', '.join(change.refused)} in place"
+    if change.renamed_from:
+        detail += f"{'; ' if detail else ''}was {change.renamed_from.rsplit('::', 1)[-1]} (alias)"
+    return detail
+
+
+def text(diff: StackDiff, radius: BlastRadius) -> list[str]:
+    where = "a new stack: the base has no state for it" if diff.new_stack else diff.base
+    lines = [f"Changes against {where}: {counts_line(diff)}"]
+    lines += [f"  Blast radius: {line}" for line in radius_lines(radius)[:1]]
+    lines += [f"                {line}" for line in radius_lines(radius)[1:]]
+    for change in diff.changes[:SHOWN_CHANGES]:
+        detail = _describe(change)
+        lines.append(
+            f"  {change.action:<8} {_short_type(change.type):<26} {change.name}" + (f"  ({detail})" if detail else "")
+        )
+    if len(diff.changes) > SHOWN_CHANGES:
+        lines.append(f"  ... and {len(diff.changes) - SHOWN_CHANGES:,} more (--format json lists every change)")
+    lines += [f"  warning: {w}" for w in diff.warnings]
+    return lines
+
+
+def markdown(diff: StackDiff, radius: BlastRadius) -> list[str]:
+    where = "a new stack (the base has no state for it)" if diff.new_stack else f"`{diff.base}`"
+    out = ["#### Blast radius", ""]
+    out += [f"- {line}" for line in radius_lines(radius)]
+    out += ["", f"#### Changes against {where}: {counts_line(diff)}", ""]
+    if diff.changes:
+        out += ["| action | type | resource | keys |", "|---|---|---|---|"]
+        for change in diff.changes[:SHOWN_CHANGES]:
+            out.append(
+                f"| {change.action} | `{_short_type(change.type)}` | `{change.name}` | {_describe(change).replace('|', '/')} |"
+            )
+        if len(diff.changes) > SHOWN_CHANGES:
+            out.append(f"| … | | {len(diff.changes) - SHOWN_CHANGES:,} more | `agk plan --format json` lists all |")
+        out.append("")
+    out += [f"> warning: {w}" for w in diff.warnings]
+    return out
+
+
+def as_json(diff: StackDiff, radius: BlastRadius) -> dict[str, Any]:
+    return {
+        "base": diff.base,
+        "new_stack": diff.new_stack,
+        "changes": [c.as_json() for c in diff.changes],
+        "change_counts": diff.counts(),
+        "blast_radius": radius.as_json(),
+        "change_warnings": diff.warnings,
+    }
+
+
+# -- before `pulumi up` ----------------------------------------------------------------------------
+def prerequisites(outputs: dict[str, Any]) -> dict[str, list[dict[str, Any]]] | None:
+    """The program's ``prerequisites`` output (features to register, quotas to raise), if it has one."""
+    if "prerequisites" not in outputs:
+        return None
+    raw = wire.plain(outputs["prerequisites"])
+    if not isinstance(raw, dict):
+        return None
+    return {
+        "features": [f for f in raw.get("features") or [] if isinstance(f, dict)],
+        "quotas": [q for q in raw.get("quotas") or [] if isinstance(q, dict)],
+    }
+
+
+def _feature(item: dict[str, Any]) -> tuple[str, str]:
+    namespace, name = str(item.get("namespace", "")), str(item.get("name", ""))
+    # The program's own command where it gives one; else the registration Azure documents.
+    command = item.get("command") or f"az feature register --namespace {namespace} --name {name}"
+    return f"{namespace}/{name}", str(command)
+
+
+def _quota(item: dict[str, Any]) -> str:
+    vcpus = item.get("vcpus")
+    amount = f"{vcpus:,} vCPUs" if isinstance(vcpus, int) else f"{vcpus} vCPUs"
+    sizes = item.get("vm_sizes") or ([item["vm_size"]] if item.get("vm_size") else [])
+    size = f" ({', '.join(str(s) for s in sizes)})" if sizes else ""
+    declared = item.get("declared")
+    if "declared" in item:
+        size += f"; declared: {declared:,}" if isinstance(declared, int) else "; not declared yet"
+    return f"{item.get('family', '?')}: {amount}{size}"
+
+
+def prerequisites_text(needed: dict[str, list[dict[str, Any]]]) -> list[str]:
+    lines = ["Before `pulumi up`:"]
+    for item in needed["features"]:
+        feature, command = _feature(item)
+        lines.append(f"  register feature {feature}: {command}" + (f"  ({item['why']})" if item.get("why") else ""))
+    for item in needed["quotas"]:
+        lines.append(f"  regional vCPU quota {_quota(item)}" + (f"  ({item['why']})" if item.get("why") else ""))
+    if len(lines) == 1:
+        lines.append("  nothing")
+    return lines
+
+
+def prerequisites_markdown(needed: dict[str, list[dict[str, Any]]]) -> list[str]:
+    out = ["#### Before `pulumi up`", ""]
+    for item in needed["features"]:
+        feature, command = _feature(item)
+        out.append(
+            f"- register the feature `{feature}`: `{command}`" + (f" ({item['why']})" if item.get("why") else "")
+        )
+    for item in needed["quotas"]:
+        out.append(f"- regional vCPU quota {_quota(item)}" + (f" ({item['why']})" if item.get("why") else ""))
+    if len(out) == 2:
+        out.append("- nothing")
+    return [*out, ""]

@@ -1,0 +1,352 @@
+"""What a change does: a planned stack against a base (an earlier `agk plan --out`, or `pulumi stack export`).
+
+Resources are matched the way the Pulumi engine matches them: by URN, or by one of the new
+resource's aliases. A URN that changes without an alias (a renamed pool, a new parent, a new type)
+is a delete and a create. A matched resource is the same, an update (the changed input keys), or
+a replacement, when :mod:`agk.plan.replacements` says a changed input forces one; changes Azure
+refuses in place are marked ``refused``. Pure: state dicts in, :class:`StackDiff` out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agk.plan import wire
+from agk.plan.cloud import arm_path
+from agk.plan.replacements import ARM_PATH, Effect, covers, rules_for
+from modules.errors import AgkError
+
+ACTIONS = ("create", "update", "replace", "delete")
+_SKIPPED = ("pulumi:pulumi:Stack",)
+_BASE_HINT = "give a folder written by 'agk plan --out' or a 'pulumi stack export' file"
+
+State = Mapping[str, Any]
+"""One resource as a state file holds it (``urn``, ``type``, ``inputs``, ``outputs``, ...)."""
+
+
+@dataclass(frozen=True)
+class Change:
+    urn: str
+    type: str
+    action: str
+    keys: tuple[str, ...]
+    """update: the changed top-level inputs; replace: the inputs that force the replacement."""
+    paths: tuple[str, ...] = ()
+    """Every changed input path (``[]`` for list elements)."""
+    refused: tuple[str, ...] = ()
+    """Changed inputs Azure refuses to change in place (``pulumi up`` would fail on them)."""
+    before: State | None = None
+    after: State | None = None
+    renamed_from: str | None = None
+    """The base URN when an alias matched the resource."""
+
+    @property
+    def name(self) -> str:
+        return self.urn.rsplit("::", 1)[-1]
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "urn": self.urn,
+            "type": self.type,
+            "action": self.action,
+            "keys": list(self.keys),
+            "paths": list(self.paths),
+            "refused": list(self.refused),
+        }
+        if self.renamed_from:
+            out["renamed_from"] = self.renamed_from
+        return out
+
+
+@dataclass(frozen=True)
+class StackDiff:
+    stack: str
+    base: str
+    """Where the base state came from (shown in reports)."""
+    changes: list[Change]
+    new_stack: bool = False
+    """The base has no state for this stack: everything is created."""
+    warnings: list[str] = field(default_factory=list)
+    base_resources: list[State] = field(default_factory=list)
+    head_resources: list[State] = field(default_factory=list)
+    root: str = ""
+    """The stack resource's URN (stack-wide findings point at it)."""
+
+    def counts(self) -> dict[str, int]:
+        return {action: sum(c.action == action for c in self.changes) for action in ACTIONS}
+
+
+# -- the base --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Base:
+    """``--base``: a folder of ``<stack>/state.json`` files, or one stack's export."""
+
+    path: Path
+    single: dict[str, Any] | None = None
+    """The export, when BASE is one file."""
+
+    @property
+    def is_folder(self) -> bool:
+        return self.single is None
+
+    def stacks(self) -> list[str]:
+        if self.single is not None:
+            return [_stack_of(self.single)]
+        return sorted(p.parent.name for p in self.path.glob("*/state.json"))
+
+    def state(self, stack: str) -> tuple[dict[str, Any], str]:
+        """``(export, where it came from)`` for ``stack``; AgkError when BASE has none."""
+        if self.single is not None:
+            found = _stack_of(self.single)
+            if found != stack:
+                raise AgkError(
+                    f"--base {self.path}: an export of stack {found!r}, not {stack!r}:"
+                    f" give --stack {found} or a folder written by 'agk plan --out'"
+                )
+            return self.single, str(self.path)
+        path = self.path / stack / "state.json"
+        if not path.is_file():
+            known = ", ".join(self.stacks()) or "none"
+            raise AgkError(
+                f"--base {self.path}: no {path}: plan the base with 'agk plan --stack {stack} --out {self.path}'"
+                f" (stacks there: {known})"
+            )
+        return _read_export(path, f"--base {path}"), str(path)
+
+    def has(self, stack: str) -> bool:
+        return stack in self.stacks()
+
+
+def load_base(path: Path) -> Base:
+    """Check ``--base`` before anything is planned: bad input fails fast, with one line."""
+    if path.is_dir():
+        base = Base(path)
+        for stack in base.stacks():
+            base.state(stack)
+        return base
+    if not path.exists():
+        raise AgkError(f"--base {path}: no such file or directory: {_BASE_HINT}")
+    return Base(path, _read_export(path, f"--base {path}"))
+
+
+def _read_export(path: Path, where: str) -> dict[str, Any]:
+    from agk.review.export import parse
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as err:
+        raise AgkError(f"{where}: cannot read it ({err}): {_BASE_HINT}") from None
+    except json.JSONDecodeError as err:
+        raise AgkError(f"{where}: not JSON (line {err.lineno}: {err.msg}): {_BASE_HINT}") from None
+    parse(data, where, str(path))  # the same structural checks `agk review --file` makes
+    assert isinstance(data, dict)
+    return data
+
+
+def _stack_of(export: Mapping[str, Any]) -> str:
+    for res in resources_of(export):
+        return str(res["urn"]).split("::", 1)[0].removeprefix("urn:pulumi:")
+    return ""
+
+
+def resources_of(export: Mapping[str, Any]) -> list[State]:
+    deployment = export.get("deployment") or {}
+    return list(deployment.get("resources") or [])
+
+
+# -- comparing -------------------------------------------------------------------------------------
+def _is_ciphertext(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(wire.SIG) == wire.SECRET_SIG and "ciphertext" in value
+
+
+def _has_ciphertext(value: Any) -> bool:
+    if _is_ciphertext(value):
+        return True
+    if isinstance(value, dict):
+        return any(_has_ciphertext(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_ciphertext(v) for v in value)
+    return False
+
+
+def changed_paths(old: Any, new: Any, prefix: str = "") -> set[str]:
+    """Input paths whose values differ; ``[]`` stands for list elements (compared by position)."""
+    if old == new:
+        return set()
+    if _is_ciphertext(old) or _is_ciphertext(new):
+        return set()  # an encrypted secret cannot be compared; the diff warns about it once
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: set[str] = set()
+        for key in old.keys() | new.keys():
+            out |= changed_paths(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else key)
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        out = set() if len(old) == len(new) else {f"{prefix}[]"}
+        for a, b in zip(old, new, strict=False):
+            out |= changed_paths(a, b, f"{prefix}[]")
+        return out
+    if old is None and new is None:
+        return set()
+    return {prefix}
+
+
+def _value_at(props: Any, path: str) -> Any:
+    value = props
+    for part in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _open(value: Any) -> Any:
+    """Values as the program meant them (:func:`wire.plain`), encrypted secrets kept as they are."""
+    if _is_ciphertext(value):
+        return value
+    if isinstance(value, dict):
+        if value.get(wire.SIG) is not None:
+            return wire.plain(value)
+        return {k: _open(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_open(v) for v in value]
+    return value
+
+
+def _plain_inputs(res: State) -> dict[str, Any]:
+    value = _open(res.get("inputs") or {})
+    return value if isinstance(value, dict) else {}
+
+
+def _location(value: Any) -> str:
+    return str(value or "").replace(" ", "").lower()
+
+
+def _arm_keys(type_: str, inputs: Mapping[str, Any]) -> set[str]:
+    keys = {"resourceGroupName"}
+    for collection, key in arm_path(type_, dict(inputs)).segments:
+        if not key.startswith("="):
+            keys.add(key)
+        if collection == "{recordType}":
+            keys.add("recordType")
+    return keys
+
+
+def classify(res_type: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> Change | None:
+    """The action for one matched resource (``None``: the same), with keys, paths and refusals."""
+    paths = changed_paths(old, new)
+    if "location" in paths and _location(old.get("location")) == _location(new.get("location")):
+        paths.discard("location")
+    if not paths:
+        return None
+    replace: set[str] = set()
+    refused: set[str] = set()
+    for rule in rules_for(res_type):
+        if rule.path == ARM_PATH:
+            replace |= paths & (_arm_keys(res_type, old) | _arm_keys(res_type, new))
+            continue
+        if not any(covers(rule.path, p) for p in paths):
+            continue
+        if rule.effect is Effect.REPLACE:
+            replace.add(rule.path)
+        elif rule.effect is Effect.REFUSED:
+            refused.add(rule.path)
+        elif rule.effect is Effect.GROW_ONLY:
+            before, after = _value_at(old, rule.path), _value_at(new, rule.path)
+            if isinstance(before, int | float) and isinstance(after, int | float) and after < before:
+                refused.add(rule.path)
+        elif rule.effect is Effect.ONE_WAY and not (
+            _value_at(old, rule.path) is True and _value_at(new, rule.path) is False
+        ):
+            refused.add(rule.path)
+    top = sorted({p.split(".", 1)[0].split("[", 1)[0] for p in paths})
+    if replace:
+        return Change("", res_type, "replace", tuple(sorted(replace)), tuple(sorted(paths)), tuple(sorted(refused)))
+    return Change("", res_type, "update", tuple(top), tuple(sorted(paths)), tuple(sorted(refused)))
+
+
+def _aliases(res: State) -> list[str]:
+    return [a for a in res.get("aliases") or [] if isinstance(a, str)]
+
+
+def diff_states(
+    stack: str,
+    base: Iterable[State],
+    head: Iterable[State],
+    base_source: str,
+    new_stack: bool = False,
+) -> StackDiff:
+    """Every create, update, replace and delete from ``base`` to ``head`` (the same is not listed)."""
+    base_all, head_all = list(base), list(head)
+    root = next((str(r["urn"]) for r in [*head_all, *base_all] if r.get("type") == _SKIPPED[0]), "")
+    base_list = [r for r in base_all if r.get("type") not in _SKIPPED]
+    head_list = [r for r in head_all if r.get("type") not in _SKIPPED]
+    olds = {str(r["urn"]): r for r in base_list}
+    matched: set[str] = set()
+    changes: list[Change] = []
+    encrypted = False
+    for res in head_list:
+        urn, type_ = str(res["urn"]), str(res["type"])
+        old = olds.get(urn)
+        renamed = None
+        if old is None:
+            renamed = next((a for a in _aliases(res) if a in olds and a not in matched), None)
+            old = olds.get(renamed) if renamed else None
+        if old is None:
+            if not res.get("external"):
+                changes.append(Change(urn, type_, "create", (), after=res))
+            continue
+        matched.add(str(old["urn"]))
+        if res.get("external") or not res.get("custom", False):
+            if renamed:
+                changes.append(Change(urn, type_, "update", (), before=old, after=res, renamed_from=renamed))
+            continue
+        encrypted = encrypted or _has_ciphertext(old.get("inputs"))
+        found = classify(type_, _plain_inputs(old), _plain_inputs(res))
+        if found is None and renamed is None:
+            continue
+        found = found or Change("", type_, "update", ())
+        changes.append(
+            Change(
+                urn,
+                type_,
+                found.action,
+                found.keys,
+                found.paths,
+                found.refused,
+                before=old,
+                after=res,
+                renamed_from=renamed,
+            )
+        )
+    for urn, old in olds.items():
+        if urn not in matched and not old.get("external"):
+            changes.append(Change(urn, str(old["type"]), "delete", (), before=old))
+    warnings = []
+    if encrypted:
+        warnings.append(
+            f"{base_source}: some inputs are encrypted secrets and were not compared:"
+            " export the base with 'pulumi stack export --show-secrets'"
+        )
+    order = {action: i for i, action in enumerate(("replace", "delete", "update", "create"))}
+    changes.sort(key=lambda c: (order[c.action], c.type, c.urn))
+    return StackDiff(stack, base_source, changes, new_stack, warnings, base_list, head_list, root)
+
+
+def diff_against(stack: str, head_state: Mapping[str, Any], base: Base, all_stacks: bool) -> StackDiff:
+    """The diff of one planned stack (its ``pulumi stack export`` form) against ``base``.
+
+    With ``--all`` and a folder, a stack the base lacks is new (everything is created); with
+    ``--stack`` a folder that lacks it is an error, as it is more likely a wrong folder.
+    """
+    if all_stacks and base.is_folder and not base.has(stack):
+        return diff_states(stack, [], resources_of(head_state), f"{base.path} (no state for {stack})", new_stack=True)
+    export, source = base.state(stack)
+    return diff_states(stack, resources_of(export), resources_of(head_state), source)
+
+
+def changes_json(changes: Sequence[Change]) -> list[dict[str, Any]]:
+    return [c.as_json() for c in changes]

@@ -1,0 +1,94 @@
+"""The change policies (`agk review --base`) run over a stack's diff, into the review's report."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pulumi_policy import EnforcementLevel
+
+from agk.plan.blast import VMSS, props_of, subnet_changes
+from agk.plan.diff import StackDiff, State
+from agk.review.config import Settings
+from agk.review.evaluate import Report, Violation
+from modules import tags as tagnames
+from policies.changes import ChangePolicy
+from policies.rules import wire
+from policies.rules.change import Allowance, ChangeArgs, ChangedResource, PoolChange, SubnetChange
+
+STACK_TYPE = "pulumi:pulumi:Stack"
+
+
+def _pools(resources: Iterable[State]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for res in resources:
+        if res.get("type") != VMSS:
+            continue
+        props = props_of(res)
+        pool = wire.tag(props, tagnames.POOL) or str(res["urn"]).rsplit("::", 1)[-1]
+        out[pool] = out.get(pool, 0) + (wire.number(wire.get(props, "sku.capacity")) or 0)
+    return out
+
+
+def change_args(diff: StackDiff, allowances: Sequence[Allowance]) -> ChangeArgs:
+    changes = [
+        ChangedResource(
+            urn=c.urn,
+            type=c.type,
+            name=c.name,
+            action=c.action,
+            keys=c.keys,
+            refused=c.refused,
+            role=wire.role(props_of(c.before if c.before is not None else c.after or {})),
+        )
+        for c in diff.changes
+    ]
+    subnets = [
+        SubnetChange(
+            s.urn,
+            s.urn.rsplit("::", 1)[-1] if s.urn.split("::")[2].endswith(wire.SUBNET) else s.subnet,
+            s.subnet,
+            tuple(s.before),
+            tuple(s.after),
+            s.ip_configurations,
+        )
+        for s in subnet_changes(diff)
+    ]
+    running, planned = _pools(diff.base_resources), _pools(diff.head_resources)
+    pools = [PoolChange(name, count, planned.get(name, 0)) for name, count in sorted(running.items())]
+    return ChangeArgs(diff.stack, changes, subnets, pools, list(allowances))
+
+
+def evaluate_changes(
+    policies: Sequence[ChangePolicy],
+    settings: dict[str, Settings],
+    args: ChangeArgs,
+    diff: StackDiff,
+    source: str,
+) -> Report:
+    types = {str(r["urn"]): str(r["type"]) for r in [*diff.base_resources, *diff.head_resources]}
+    root = diff.root
+    violations: list[Violation] = []
+    running = [p for p in policies if settings[p.name].level != EnforcementLevel.DISABLED]
+    for policy in running:
+        level = settings[policy.name].level
+        shown = EnforcementLevel.MANDATORY if level == EnforcementLevel.REMEDIATE else level
+
+        def report(
+            message: str, urn: str | None, policy: ChangePolicy = policy, shown: EnforcementLevel = shown
+        ) -> None:
+            target = urn or root
+            violations.append(
+                Violation(
+                    policy=policy.name,
+                    enforcement=shown.value,
+                    severity=policy.severity.value if policy.severity else "",
+                    urn=target,
+                    type=types.get(target, STACK_TYPE),
+                    message=message,
+                    stack=diff.stack,
+                    source=source,
+                )
+            )
+
+        policy.validate(args, report)
+    return Report(violations=violations, policies_run=len(running), stacks=[diff.stack])

@@ -1,0 +1,176 @@
+"""Change rules (`agk review --base`): what a pull request may do to what already runs.
+
+CrossGuard policies see only the proposed state; these rules see the change from a base to it,
+which `agk plan --base` works out (:mod:`agk.plan.diff`). A stack that means a dangerous change
+says so in its stack file, under ``azure-gpu-k8s:changes`` (a reviewed, named allowance with a
+reason); every rule here honours a matching allowance, and an allowance that matches no change
+is reported so it does not silently permit the next one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies.rules import wire
+
+ETCD_ROLES = frozenset({"etcd", "events-etcd"})
+CHANGES_KEY = "azure-gpu-k8s:changes"
+
+Report = Callable[[str, str | None], None]
+
+
+@dataclass(frozen=True)
+class ChangedResource:
+    urn: str
+    type: str
+    name: str
+    action: str
+    """create | update | replace | delete"""
+    keys: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
+    """Inputs Azure refuses to change in place."""
+    role: str | None = None
+    """The ``agk-role`` tag of the resource as it runs today."""
+
+
+@dataclass(frozen=True)
+class SubnetChange:
+    urn: str
+    """The Subnet resource, or the VNet that declares the subnet inline."""
+    name: str
+    """The subnet's resource name (an inline subnet: its name in the VNet): what an allowance names."""
+    subnet: str
+    """Its name in the VNet."""
+    before: tuple[str, ...]
+    after: tuple[str, ...]
+    """Empty when the subnet goes."""
+    ip_configurations: int
+    """IP configurations in it today: in use when above zero."""
+
+
+@dataclass(frozen=True)
+class PoolChange:
+    name: str
+    running: int
+    """Instances its scale sets hold today."""
+    planned: int
+
+
+@dataclass(frozen=True)
+class Allowance:
+    action: str
+    """replace | delete | move"""
+    reason: str
+    urn: str | None = None
+    name: str | None = None
+
+    def matches(self, urn: str, name: str, action: str) -> bool:
+        return self.action == action and (self.urn == urn or self.name == name)
+
+    def describe(self) -> str:
+        return f"{{{'urn' if self.urn else 'name'}: {self.urn or self.name}, action: {self.action}}}"
+
+
+@dataclass(frozen=True)
+class ChangeArgs:
+    stack: str
+    changes: Sequence[ChangedResource]
+    subnets: Sequence[SubnetChange] = ()
+    pools: Sequence[PoolChange] = ()
+    allowances: Sequence[Allowance] = ()
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    def allowed(self, urn: str, name: str, action: str) -> bool:
+        return any(a.matches(urn, name, action) for a in self.allowances)
+
+    def how_to_allow(self, name: str, action: str) -> str:
+        return (
+            f"if intended, declare it in stacks/Pulumi.{self.stack}.yaml under {CHANGES_KEY}:"
+            f" allow: [{{name: {name}, action: {action}, reason: <why, e.g. the change ticket>}}]"
+        )
+
+
+def _what(change: ChangedResource) -> str | None:
+    """Why a resource holds state that a replacement or deletion destroys (None: it does not)."""
+    if change.type == wire.VNET:
+        return "VNet (every subnet, peering and address in it)"
+    if change.type == wire.STORAGE_ACCOUNT:
+        return "storage account (datasets and checkpoints)"
+    if change.type == wire.VM and change.role in ETCD_ROLES:
+        return f"{change.role} member VM (one of the quorum)"
+    if change.type == wire.DISK and change.role in ETCD_ROLES:
+        return f"{change.role} data disk (the member's data)"
+    return None
+
+
+def _verb(action: str) -> str:
+    return "replaced (deleted, then created empty)" if action == "replace" else "deleted"
+
+
+def no_stateful_replacement(args: ChangeArgs, report_violation: Report) -> None:
+    in_use = {s.urn: s for s in args.subnets if s.ip_configurations and not s.after}
+    for change in args.changes:
+        if change.action not in ("replace", "delete"):
+            continue
+        what = _what(change)
+        if what is None and change.type == wire.SUBNET and change.urn in in_use:
+            count = in_use[change.urn].ip_configurations
+            what = f"subnet in use ({count:,} IP configuration{'s' if count != 1 else ''} in it today)"
+        if what is None or args.allowed(change.urn, change.name, change.action):
+            continue
+        forced = f" because {', '.join(change.keys)} changes" if change.keys else ""
+        report_violation(
+            f"{what} {change.name} would be {_verb(change.action)}{forced}: {args.how_to_allow(change.name, change.action)}",
+            change.urn,
+        )
+
+
+def no_subnet_move(args: ChangeArgs, report_violation: Report) -> None:
+    for subnet in args.subnets:
+        if not subnet.after or args.allowed(subnet.urn, subnet.name, "move"):
+            continue
+        count = subnet.ip_configurations
+        used = f"; {count:,} IP configuration{'s are' if count != 1 else ' is'} in it today" if count else ""
+        report_violation(
+            f"subnet {subnet.subnet} moves from {', '.join(subnet.before)} to {', '.join(subnet.after)}{used}:"
+            f" pin it (network.pinned) to keep its addresses; {args.how_to_allow(subnet.name, 'move')}",
+            subnet.urn,
+        )
+
+
+def no_change_azure_refuses(args: ChangeArgs, report_violation: Report) -> None:
+    for change in args.changes:
+        if not change.refused or args.allowed(change.urn, change.name, "replace"):
+            continue
+        report_violation(
+            f"Azure refuses to change {', '.join(change.refused)} of {change.type.split(':', 1)[1]} {change.name}"
+            " in place (PropertyChangeNotAllowed), and the provider does not replace it: `pulumi up` would fail."
+            f" Keep the value, or replace it deliberately (pulumi up --replace '{change.urn}');"
+            f" {args.how_to_allow(change.name, 'replace')}",
+            change.urn,
+        )
+
+
+def pool_shrink_below_running(args: ChangeArgs, report_violation: Report) -> None:
+    for pool in args.pools:
+        if pool.planned < pool.running:
+            report_violation(
+                f"pool {pool.name} shrinks from {pool.running:,} to {pool.planned:,} nodes: "
+                f"{pool.running - pool.planned:,} running nodes and their pods go; drain them first",
+                None,
+            )
+
+
+def change_allowance_unused(args: ChangeArgs, report_violation: Report) -> None:
+    candidates = [(c.urn, c.name, c.action) for c in args.changes]
+    candidates += [(c.urn, c.name, "replace") for c in args.changes if c.refused]
+    candidates += [(s.urn, s.name, "move") for s in args.subnets if s.after]
+    for allowance in args.allowances:
+        if not any(allowance.matches(*c) for c in candidates):
+            report_violation(
+                f"{CHANGES_KEY} allowance {allowance.describe()} ({allowance.reason}) matches no change:"
+                f" remove it from stacks/Pulumi.{args.stack}.yaml so it cannot permit a later one",
+                None,
+            )

@@ -1,0 +1,332 @@
+"""`agk plan --base` on the real program: a base plan of dev and a changed copy of stacks/ for each
+case a pull request makes (add, grow and rename a pool, change a VM size, etcd's disk, a subnet's
+size, an image version). The diff, the blast radius and the change policies' verdicts are exact.
+
+Cases that would otherwise move subnets pin the base's addresses (network.pinned), as a user does
+after the first deploy; without pins the layout itself is under change (issue 13, item 4).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agk.plan.diff import StackDiff, resources_of
+from agk.review import ChangeSet, allowances, review
+from agk.review.export import parse
+
+from .changed_stacks import Edit, both, cluster, diff, export, line, pinned, stack_folder
+
+NO_RADIUS = {
+    "nodes": 0,
+    "gpus": 0,
+    "etcd_members": 0,
+    "subnets_moved": [],
+    "subnets_removed": [],
+    "api_endpoint": [],
+    "scale_sets": [],
+    "etcd_member_names": [],
+}
+
+APISERVERS_REFUSED = [
+    f"update VirtualMachine dev-apiserver-{i} [osProfile, tags] refused=osProfile.customData" for i in range(3)
+]
+APISERVER_NIC_TAGS = [f"update NetworkInterface dev-apiserver-{i}-nic [tags]" for i in range(3)]
+REFUSED_VERDICTS = {("no-change-azure-refuses", "mandatory", f"dev-apiserver-{i}") for i in range(3)}
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return export(stack_folder(tmp_path_factory.mktemp("base")))
+
+
+class Case:
+    def __init__(self, folder: Path, base: dict[str, Any], head: dict[str, Any]) -> None:
+        self.folder, self.base, self.head = folder, base, head
+        self.diff, self.radius = diff(base, head)
+
+    @property
+    def lines(self) -> list[str]:
+        return [line(c) for c in self.diff.changes]
+
+    def verdicts(self) -> tuple[set[tuple[str, str, str]], list[Any]]:
+        report = review(
+            [parse(self.head, "dev", "stacks/Pulumi.dev.yaml")],
+            None,
+            [ChangeSet(self.diff, allowances.read(self.folder, "dev"), "stacks/Pulumi.dev.yaml")],
+        )
+        changes = [v for v in report.violations if v.policy in CHANGE_POLICY_NAMES]
+        return {(v.policy, v.enforcement, v.urn.rsplit("::", 1)[-1]) for v in changes}, changes
+
+
+CHANGE_POLICY_NAMES = {
+    "no-stateful-replacement",
+    "no-subnet-move",
+    "no-change-azure-refuses",
+    "pool-shrink-below-running",
+    "change-allowance-unused",
+}
+
+
+def changed(tmp_path: Path, base: dict[str, Any], edit: Edit) -> Case:
+    folder = stack_folder(tmp_path / "stacks", edit=edit)
+    return Case(folder, base, export(folder))
+
+
+def test_pinning_todays_addresses_changes_nothing(tmp_path: Path, base: dict[str, Any]) -> None:
+    case = changed(tmp_path, base, pinned(base))
+    assert case.lines == []
+    assert case.radius.as_json() == NO_RADIUS
+    assert case.verdicts()[0] == set()
+
+
+def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
+    h200 = {"vm_size": "Standard_ND96isr_H200_v5", "nodes": 4, "pod_ips": 30, "surge": 1, "infiniband": True}
+    case = changed(tmp_path, base, both(pinned(base), lambda c: cluster(c)["gpu_pools"].__setitem__("h200", h200)))
+    assert case.lines == [
+        *APISERVERS_REFUSED,
+        *APISERVER_NIC_TAGS,
+        "create NodePool h200 []",
+        "create RoleAssignment dev-storage-checkpoints-h200-read-write []",
+        "create RoleAssignment dev-storage-datasets-h200-read []",
+        "create VirtualMachineScaleSet h200-00 []",
+        "create UserAssignedIdentity h200-identity []",
+        "create NatGateway dev-egress-h200 []",
+        "create NetworkSecurityGroup dev-gpu-h200-nsg []",
+        "create PublicIPPrefix dev-egress-h200-ips []",
+        "create Subnet dev-gpu-h200 []",
+        "create CertRequest dev-pki-kubelet-bootstrap-h200-csr []",
+        "create LocallySignedCert dev-pki-kubelet-bootstrap-h200 []",
+        "create PrivateKey dev-pki-kubelet-bootstrap-h200-key []",
+    ]
+    # The API servers' cloud-config mentions the cluster's node count: a new pool changes it,
+    # and Azure refuses a VM's customData change (the sizing tag changes too, which it accepts).
+    api0 = case.diff.changes[0]
+    assert api0.paths == ("osProfile.customData", "tags.agk-cluster-nodes")
+    assert case.radius.as_json() == NO_RADIUS
+    verdicts, violations = case.verdicts()
+    assert verdicts == REFUSED_VERDICTS
+    assert violations[0].message == (
+        "Azure refuses to change osProfile.customData of compute:VirtualMachine dev-apiserver-0 in place"
+        " (PropertyChangeNotAllowed), and the provider does not replace it: `pulumi up` would fail."
+        " Keep the value, or replace it deliberately (pulumi up --replace"
+        " 'urn:pulumi:dev::azure-gpu-k8s::agk:compute:ControlPlane$azure-native:compute:VirtualMachine::dev-apiserver-0');"
+        " if intended, declare it in stacks/Pulumi.dev.yaml under azure-gpu-k8s:changes:"
+        " allow: [{name: dev-apiserver-0, action: replace, reason: <why, e.g. the change ticket>}]"
+    )
+
+
+def test_grow_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
+    case = changed(tmp_path, base, lambda c: cluster(c)["gpu_pools"]["h100"].__setitem__("nodes", 6))
+    assert case.lines == [
+        *APISERVERS_REFUSED,
+        "update VirtualMachineScaleSet h100-00 [sku]",
+        *APISERVER_NIC_TAGS,
+    ]
+    grown = next(c for c in case.diff.changes if c.name == "h100-00")
+    assert grown.paths == ("sku.capacity",)
+    assert case.radius.as_json() == NO_RADIUS
+    assert case.verdicts()[0] == REFUSED_VERDICTS
+
+
+def _rename(config: dict[str, Any]) -> None:
+    pools = cluster(config)["gpu_pools"]
+    pools["h100x"] = pools.pop("h100")
+
+
+RENAMED = [
+    "delete NodePool h100 []",
+    "delete RoleAssignment dev-storage-checkpoints-h100-read-write []",
+    "delete RoleAssignment dev-storage-datasets-h100-read []",
+    "delete VirtualMachineScaleSet h100-00 []",
+    "delete UserAssignedIdentity h100-identity []",
+    "delete NatGateway dev-egress-h100 []",
+    "delete NetworkSecurityGroup dev-gpu-h100-nsg []",
+    "delete PublicIPPrefix dev-egress-h100-ips []",
+    "delete Subnet dev-gpu-h100 []",
+    "delete CertRequest dev-pki-kubelet-bootstrap-h100-csr []",
+    "delete LocallySignedCert dev-pki-kubelet-bootstrap-h100 []",
+    "delete PrivateKey dev-pki-kubelet-bootstrap-h100-key []",
+    "create NodePool h100x []",
+    "create RoleAssignment dev-storage-checkpoints-h100x-read-write []",
+    "create RoleAssignment dev-storage-datasets-h100x-read []",
+    "create VirtualMachineScaleSet h100x-00 []",
+    "create UserAssignedIdentity h100x-identity []",
+    "create NatGateway dev-egress-h100x []",
+    "create NetworkSecurityGroup dev-gpu-h100x-nsg []",
+    "create PublicIPPrefix dev-egress-h100x-ips []",
+    "create Subnet dev-gpu-h100x []",
+    "create CertRequest dev-pki-kubelet-bootstrap-h100x-csr []",
+    "create LocallySignedCert dev-pki-kubelet-bootstrap-h100x []",
+    "create PrivateKey dev-pki-kubelet-bootstrap-h100x-key []",
+]
+
+
+def test_rename_a_pool_is_delete_and_create(tmp_path: Path, base: dict[str, Any]) -> None:
+    case = changed(tmp_path, base, _rename)
+    assert case.lines == RENAMED
+    assert case.radius.as_json() == {
+        **NO_RADIUS,
+        "nodes": 4,
+        "gpus": 32,
+        "subnets_removed": [
+            {"subnet": "gpu-h100", "from": ["10.16.1.0/24"], "to": [], "ip_configurations": 155, "machines": 4}
+        ],
+        "scale_sets": [
+            {
+                "name": "h100-00",
+                "pool": "h100",
+                "vm_size": "Standard_ND96isr_H100_v5",
+                "action": "delete",
+                "nodes": 4,
+                "gpus": 32,
+            }
+        ],
+    }
+    verdicts, violations = case.verdicts()
+    assert verdicts == {
+        ("no-stateful-replacement", "mandatory", "dev-gpu-h100"),
+        ("pool-shrink-below-running", "advisory", "azure-gpu-k8s-dev"),
+    }
+    stateful = next(v for v in violations if v.policy == "no-stateful-replacement")
+    assert stateful.message == (
+        "subnet in use (155 IP configurations in it today) dev-gpu-h100 would be deleted: if intended, declare it"
+        " in stacks/Pulumi.dev.yaml under azure-gpu-k8s:changes:"
+        " allow: [{name: dev-gpu-h100, action: delete, reason: <why, e.g. the change ticket>}]"
+    )
+    shrink = next(v for v in violations if v.policy == "pool-shrink-below-running")
+    assert shrink.message == "pool h100 shrinks from 4 to 0 nodes: 4 running nodes and their pods go; drain them first"
+
+
+def test_a_declared_allowance_lets_the_rename_pass(tmp_path: Path, base: dict[str, Any]) -> None:
+    def allow(config: dict[str, Any]) -> None:
+        config["azure-gpu-k8s:changes"] = {
+            "allow": [
+                {"name": "dev-gpu-h100", "action": "delete", "reason": "OPS-42 rename h100 to h100x"},
+                {"name": "dev-etcd-0-data", "action": "replace", "reason": "left over"},
+            ]
+        }
+
+    case = changed(tmp_path, base, _rename)
+    # The review reads the allowance from the stack file. It is written after planning because the
+    # program (infra/config.py) does not declare azure-gpu-k8s:changes yet and refuses unknown keys.
+    stack_folder(case.folder, edit=both(_rename, allow))
+    assert case.lines == RENAMED
+    verdicts, violations = case.verdicts()
+    assert verdicts == {
+        ("pool-shrink-below-running", "advisory", "azure-gpu-k8s-dev"),
+        ("change-allowance-unused", "advisory", "azure-gpu-k8s-dev"),
+    }
+    unused = next(v for v in violations if v.policy == "change-allowance-unused")
+    assert unused.message == (
+        "azure-gpu-k8s:changes allowance {name: dev-etcd-0-data, action: replace} (left over) matches no change:"
+        " remove it from stacks/Pulumi.dev.yaml so it cannot permit a later one"
+    )
+
+
+def test_change_a_vm_size(tmp_path: Path, base: dict[str, Any]) -> None:
+    case = changed(
+        tmp_path, base, lambda c: cluster(c)["gpu_pools"]["a100"].__setitem__("vm_size", "Standard_ND96amsr_A100_v4")
+    )
+    # A scale set's size changes in place (its model; instances follow on upgrade): no replacement.
+    assert case.lines == ["update VirtualMachineScaleSet a100-00 [sku, virtualMachineProfile]"]
+    assert case.diff.changes[0].paths == ("sku.name", "virtualMachineProfile.osProfile.customData")
+    assert case.radius.as_json() == NO_RADIUS
+    assert case.verdicts()[0] == set()
+
+
+def test_grow_etcds_disk(tmp_path: Path, base: dict[str, Any]) -> None:
+    case = changed(tmp_path, base, lambda c: cluster(c)["etcd"].__setitem__("disk_gib", 128))
+    assert case.lines == [f"update Disk dev-etcd-{i}-data [diskSizeGB]" for i in range(3)]
+    assert case.radius.as_json() == NO_RADIUS
+    assert case.verdicts()[0] == set()
+
+
+def test_move_etcd_to_local_nvme_loses_every_member(tmp_path: Path, base: dict[str, Any]) -> None:
+    case = changed(tmp_path, base, lambda c: cluster(c)["etcd"].__setitem__("storage", "local-nvme"))
+    assert case.lines == [
+        *(f"delete Disk dev-etcd-{i}-data []" for i in range(3)),
+        *(
+            f"update VirtualMachine dev-etcd-{i} [hardwareProfile, osProfile, storageProfile] refused=osProfile.customData"
+            for i in range(3)
+        ),
+    ]
+    assert case.radius.as_json() == {
+        **NO_RADIUS,
+        "etcd_members": 3,
+        "etcd_member_names": ["dev-etcd-0", "dev-etcd-1", "dev-etcd-2"],
+    }
+    verdicts, violations = case.verdicts()
+    assert verdicts == {
+        *(("no-stateful-replacement", "mandatory", f"dev-etcd-{i}-data") for i in range(3)),
+        *(("no-change-azure-refuses", "mandatory", f"dev-etcd-{i}") for i in range(3)),
+    }
+    assert violations[0].message.startswith(
+        "etcd data disk (the member's data) dev-etcd-0-data would be deleted: if intended, declare it"
+    )
+
+
+def test_change_a_subnets_size(tmp_path: Path, base: dict[str, Any]) -> None:
+    # Every subnet pinned but the system pool's, which outgrows its /24.
+    case = changed(
+        tmp_path, base, both(pinned(base, "system"), lambda c: cluster(c)["system_pool"].__setitem__("nodes", 12))
+    )
+    assert case.lines == [
+        *APISERVERS_REFUSED,
+        "update VirtualMachineScaleSet system-00 [sku]",
+        *APISERVER_NIC_TAGS,
+        "update Subnet dev-system [addressPrefix]",
+    ]
+    assert case.radius.as_json() == {
+        **NO_RADIUS,
+        "subnets_moved": [
+            {
+                "subnet": "system",
+                "from": ["10.16.2.0/24"],
+                "to": ["10.16.4.0/23"],
+                "ip_configurations": 124,
+                "machines": 3,
+            }
+        ],
+    }
+    verdicts, violations = case.verdicts()
+    assert verdicts == {("no-subnet-move", "mandatory", "dev-system"), *REFUSED_VERDICTS}
+    move = next(v for v in violations if v.policy == "no-subnet-move")
+    assert move.message == (
+        "subnet system moves from 10.16.2.0/24 to 10.16.4.0/23; 124 IP configurations are in it today:"
+        " pin it (network.pinned) to keep its addresses; if intended, declare it in stacks/Pulumi.dev.yaml under"
+        " azure-gpu-k8s:changes: allow: [{name: dev-system, action: move, reason: <why, e.g. the change ticket>}]"
+    )
+
+
+def _with_image_version(state: dict[str, Any], version: str) -> dict[str, Any]:
+    """The base as if the h100 pool and etcd-0 had been deployed with a pinned image version."""
+    edited = copy.deepcopy(state)
+    for res in resources_of(edited):
+        name = str(res["urn"]).rsplit("::", 1)[-1]
+        if name == "h100-00":
+            res["inputs"]["virtualMachineProfile"]["storageProfile"]["imageReference"]["version"] = version
+        elif name == "dev-etcd-0":
+            res["inputs"]["storageProfile"]["imageReference"]["version"] = version
+    return edited
+
+
+def test_change_an_image_version(tmp_path: Path, base: dict[str, Any]) -> None:
+    # No config key selects the image version yet: the base is edited instead of the stack.
+    old = _with_image_version(base, "2204.2025.0101")
+    case = Case(tmp_path, old, base)
+    assert case.lines == [
+        "update VirtualMachine dev-etcd-0 [storageProfile] refused=storageProfile.imageReference",
+        "update VirtualMachineScaleSet h100-00 [virtualMachineProfile]",
+    ]
+    assert case.diff.changes[1].paths == ("virtualMachineProfile.storageProfile.imageReference.version",)
+    assert case.radius.as_json() == NO_RADIUS
+    assert case.verdicts()[0] == {("no-change-azure-refuses", "mandatory", "dev-etcd-0")}
+
+
+def test_a_diff_lists_every_changed_path_once(base: dict[str, Any]) -> None:
+    found: StackDiff = diff(_with_image_version(base, "1"), base)[0]
+    assert all(len(set(c.paths)) == len(c.paths) for c in found.changes)

@@ -1,0 +1,57 @@
+"""The cluster program's `prerequisites` output reaches text, plan.md and JSON as "Before `pulumi up`"."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from agk.cli import app
+
+
+def agk(*args: str) -> str:
+    result = CliRunner().invoke(app, ["plan", *args])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def dev_json() -> dict[str, object]:
+    body = json.loads(agk("--stack", "dev", "--format", "json"))
+    assert isinstance(body, dict)
+    return body
+
+
+def test_json_carries_the_output(dev_json: dict[str, object]) -> None:
+    outputs = dev_json["outputs"]
+    assert isinstance(outputs, dict)
+    assert dev_json["prerequisites"] == {
+        "features": outputs["prerequisites"]["features"],
+        "quotas": outputs["prerequisites"]["quotas"],
+    }
+    (feature,) = outputs["prerequisites"]["features"]
+    assert (feature["namespace"], feature["name"]) == ("Microsoft.Compute", "EncryptionAtHost")
+
+
+def test_text_and_markdown_show_what_azure_must_grant_first(dev_json: dict[str, object]) -> None:
+    outputs = dev_json["outputs"]
+    assert isinstance(outputs, dict)
+    (feature,) = outputs["prerequisites"]["features"]
+    text = agk("--stack", "dev").splitlines()
+    start = text.index("Before `pulumi up`:")
+    assert text[start + 1] == (
+        f"  register feature Microsoft.Compute/EncryptionAtHost: {feature['command']}  ({feature['why']})"
+    )
+    quotas = [line for line in text[start + 2 :] if line.startswith("  regional vCPU quota ")]
+    assert len(quotas) == len(outputs["prerequisites"]["quotas"])
+    assert "  regional vCPU quota standardNDSH100v5Family: 480 vCPUs (Standard_ND96isr_H100_v5); not declared yet" in [
+        q.split("  (")[0] for q in quotas
+    ]
+    markdown = agk("--stack", "dev", "--format", "markdown")
+    assert "#### Before `pulumi up`\n\n- register the feature `Microsoft.Compute/EncryptionAtHost`:" in markdown
+
+
+def test_a_stack_without_the_output_has_no_section() -> None:
+    assert "Before `pulumi up`" not in agk("--stack", "dev-addons")
+    assert "prerequisites" not in json.loads(agk("--stack", "dev-addons", "--format", "json"))
