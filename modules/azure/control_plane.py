@@ -5,7 +5,7 @@ and (optionally) a separate events etcd, each on dedicated VMs with addresses fr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pulumi
 from pulumi_azure_native import compute, network
@@ -137,8 +137,9 @@ class ControlPlane(pulumi.ComponentResource):
                     custom_data=args.custom_data[host],
                     zone=zones[i % len(zones)] if zones else None,
                     backend_pool_ids=(pool_id,),
+                    vm_tags={tagging.CLUSTER_NODES: str(args.cluster_nodes)},
                 ),
-                _with_tags(ctx, {tagging.CLUSTER_NODES: str(args.cluster_nodes)}),
+                ctx,
                 self,
                 depends_on=[lb, *args.depends_on],
             )
@@ -199,7 +200,3 @@ class ControlPlane(pulumi.ComponentResource):
                 "principals": self.principals,
             }
         )
-
-
-def _with_tags(ctx: DeployContext, extra: Mapping[str, str]) -> DeployContext:
-    return replace(ctx, tags={**ctx.tags, **extra})

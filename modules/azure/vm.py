@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -41,6 +41,9 @@ class VmSpec:
     """Let the NIC forward traffic (the NAT host)."""
     image: str = "general"
     """Key into DeployContext.images."""
+    vm_tags: Mapping[str, str] = field(default_factory=dict)
+    """Tags only the VM carries (facts for policies, e.g. the node count API servers are sized for): on the
+    VM alone, so a change to them never touches its NIC or identity."""
 
 
 def ssh_only(ctx: DeployContext) -> compute.LinuxConfigurationArgs:
@@ -151,7 +154,7 @@ def linux_vm(
         network_profile=compute.NetworkProfileArgs(
             network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]
         ),
-        tags=tags,
+        tags={**tags, **spec.vm_tags},
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
     )
     return HostVm(nic, vm, identity)

@@ -34,7 +34,6 @@ NO_RADIUS = {
 APISERVERS_REFUSED = [
     f"update VirtualMachine dev-apiserver-{i} [osProfile, tags] refused=osProfile.customData" for i in range(3)
 ]
-APISERVER_NIC_TAGS = [f"update NetworkInterface dev-apiserver-{i}-nic [tags]" for i in range(3)]
 REFUSED_VERDICTS = {("no-change-azure-refuses", "mandatory", f"dev-apiserver-{i}") for i in range(3)}
 
 
@@ -88,11 +87,12 @@ def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
     case = changed(tmp_path, base, both(pinned(base), lambda c: cluster(c)["gpu_pools"].__setitem__("h200", h200)))
     assert case.lines == [
         *APISERVERS_REFUSED,
-        *APISERVER_NIC_TAGS,
         "create NodePool h200 []",
-        "create RoleAssignment dev-storage-checkpoints-h200-read-write []",
+        "create RoleAssignment dev-keys-pool-h200-pki-h200-reader []",
+    "create RoleAssignment dev-storage-checkpoints-h200-read-write []",
         "create RoleAssignment dev-storage-datasets-h200-read []",
         "create VirtualMachineScaleSet h200-00 []",
+        "create Secret dev-keys-pool-h200-pki []",
         "create UserAssignedIdentity h200-identity []",
         "create NatGateway dev-egress-h200 []",
         "create NetworkSecurityGroup dev-gpu-h200-nsg []",
@@ -124,7 +124,6 @@ def test_grow_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
     assert case.lines == [
         *APISERVERS_REFUSED,
         "update VirtualMachineScaleSet h100-00 [sku]",
-        *APISERVER_NIC_TAGS,
     ]
     grown = next(c for c in case.diff.changes if c.name == "h100-00")
     assert grown.paths == ("sku.capacity",)
@@ -139,9 +138,11 @@ def _rename(config: dict[str, Any]) -> None:
 
 RENAMED = [
     "delete NodePool h100 []",
+    "delete RoleAssignment dev-keys-pool-h100-pki-h100-reader []",
     "delete RoleAssignment dev-storage-checkpoints-h100-read-write []",
     "delete RoleAssignment dev-storage-datasets-h100-read []",
     "delete VirtualMachineScaleSet h100-00 []",
+    "delete Secret dev-keys-pool-h100-pki []",
     "delete UserAssignedIdentity h100-identity []",
     "delete NatGateway dev-egress-h100 []",
     "delete NetworkSecurityGroup dev-gpu-h100-nsg []",
@@ -151,9 +152,11 @@ RENAMED = [
     "delete LocallySignedCert dev-pki-kubelet-bootstrap-h100 []",
     "delete PrivateKey dev-pki-kubelet-bootstrap-h100-key []",
     "create NodePool h100x []",
+    "create RoleAssignment dev-keys-pool-h100x-pki-h100x-reader []",
     "create RoleAssignment dev-storage-checkpoints-h100x-read-write []",
     "create RoleAssignment dev-storage-datasets-h100x-read []",
     "create VirtualMachineScaleSet h100x-00 []",
+    "create Secret dev-keys-pool-h100x-pki []",
     "create UserAssignedIdentity h100x-identity []",
     "create NatGateway dev-egress-h100x []",
     "create NetworkSecurityGroup dev-gpu-h100x-nsg []",
@@ -277,7 +280,6 @@ def test_change_a_subnets_size(tmp_path: Path, base: dict[str, Any]) -> None:
     assert case.lines == [
         *APISERVERS_REFUSED,
         "update VirtualMachineScaleSet system-00 [sku]",
-        *APISERVER_NIC_TAGS,
         "update Subnet dev-system [addressPrefix]",
     ]
     assert case.radius.as_json() == {
