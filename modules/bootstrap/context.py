@@ -20,6 +20,10 @@ APISERVER_PORT = 6443
 KUBELET_PORT = 10250
 NODE_EXPORTER_PORT = 9100
 PROMETHEUS_PORT = 9090
+# The boot health endpoint every pool node serves on loopback for the scale sets' Application Health
+# extension (rich health states: HTTP 200 with {"ApplicationHealthState": "Healthy"|"Unhealthy"}).
+BOOT_HEALTH_PORT = 10280
+BOOT_HEALTH_PATH = "/boot-health"
 
 
 @dataclass(frozen=True)
