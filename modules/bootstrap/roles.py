@@ -341,7 +341,7 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
         files=(
             *_common(etcd.role),
             NodeFile(PATHS.etcd_config, "etcd.conf.yml", config),
-            NodeFile("/etc/systemd/system/etcd.service.d/10-agk.conf", "systemd/etcd.service.d/10-agk.conf", unit),
+            NodeFile(PATHS.unit("etcd.service.d/10-agk.conf"), "systemd/etcd.service.d/10-agk.conf", unit),
             _sysctl(ctx, etcd.role, node=False, forwarding=False),
         ),
         secrets=secrets,
