@@ -44,7 +44,7 @@ from modules.bootstrap.monitoring import (
     ETCD_FSYNC_P99_SECONDS,
     ETCD_QUOTA_RATIO,
 )
-from modules.bootstrap.steps import STEP_SCRIPT, Step, apt_install, start
+from modules.bootstrap.steps import APT_INSTALL, STEP_SCRIPT, Step, apt_install, start
 from modules.bootstrap.templating import render
 
 Role = Literal["etcd", "events-etcd", "apiserver", "gpu-node", "system-node", "prometheus", "nat"]
@@ -174,7 +174,7 @@ def _install_kubernetes(ctx: BootstrapContext) -> NodeFile:
         "install-kubernetes.sh.j2",
         version=ctx.kubernetes_version,
         minor=ctx.kubernetes_minor,
-        apt_install=apt_install(),
+        apt_install=APT_INSTALL,
     )
     return _script("install-kubernetes.sh", text)
 
