@@ -19,9 +19,11 @@ plan: $(STAMP)
 	$(BIN)/agk plan --all
 
 # Real tools the tests drive. As root (CI, containers) they are apt-installed; otherwise the
-# tests report exactly which program is missing.
+# tests report exactly which program is missing. kubectl comes from Debian's kubernetes-client only
+# where no kubectl is installed (a newer one from pkgs.k8s.io is as good: client-go loads the files).
 tools:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v kubectl >/dev/null 2>&1 || missing="$$missing kubernetes-client"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "apt-get install:$$missing"; \

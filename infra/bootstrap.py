@@ -8,9 +8,11 @@ from ipaddress import IPv4Address
 
 from infra.config import PROJECT, EtcdConfig, StackConfig
 from infra.pools import ClusterPools, PoolPlan
+from modules.bootstrap import versions
 from modules.bootstrap.config import BootstrapConfig
 from modules.bootstrap.context import (
     BootstrapContext,
+    ClusterImages,
     ControlPlane,
     EtcdCluster,
     EtcdRole,
@@ -19,7 +21,6 @@ from modules.bootstrap.context import (
     NodeSettings,
     PrometheusSettings,
 )
-from modules.bootstrap.versions import kubernetes_release
 from modules.errors import ConfigError
 from modules.netplan.hosts import ClusterAddresses
 from modules.sizing.recommend import prometheus_disk_gib
@@ -104,9 +105,24 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: C
     if cluster.events_etcd is not None:
         events = _etcd("events-etcd", cluster.name, cluster.events_etcd, _hosts(addresses.events_etcd), cfg)
     tuning = cfg.prometheus
+    release = versions.release(cluster.kubernetes_version)
+    patch = cfg.kubernetes_patch
+    if cfg.nodes.azure_cni_sha256 is None:
+        raise ConfigError(
+            f"{PROJECT}:bootstrap.nodes.azure_cni_sha256: not set: nodes install Azure CNI "
+            f"{cfg.nodes.azure_cni_version} only after checking it, and Azure publishes no checksum: set it to "
+            f"`sha256sum azure-vnet-cni-linux-amd64-v{cfg.nodes.azure_cni_version}.tgz` of the release asset"
+        )
     return BootstrapContext(
         cluster=cluster.name,
-        kubernetes_version=kubernetes_release(cluster.kubernetes_version, cfg.kubernetes_patch),
+        kubernetes_version=release.release(patch),
+        images=ClusterImages(
+            apiserver=release.image("kube-apiserver", patch),
+            controller_manager=release.image("kube-controller-manager", patch),
+            scheduler=release.image("kube-scheduler", patch),
+            proxy=release.image("kube-proxy", patch),
+            pause=release.pause_image,
+        ),
         label_domain=domain,
         cluster_domain="cluster.local",
         service_cidr=addresses.service_cidr,
@@ -124,6 +140,9 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: C
             image_gc_low_percent=cfg.nodes.image_gc_low_percent,
             image_pull_progress_deadline=cfg.nodes.image_pull_progress_deadline,
             azure_cni_version=cfg.nodes.azure_cni_version,
+            azure_cni_sha256=cfg.nodes.azure_cni_sha256,
+            cni_plugins_version=cfg.nodes.cni_plugins_version,
+            cni_plugins_sha256=cfg.nodes.cni_plugins_sha256,
         ),
         prometheus=PrometheusSettings(
             version=tuning.version,

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from modules.bootstrap import versions
 from modules.bootstrap.config import BootstrapConfig
 from modules.cluster.config import AddonsConfig
 from modules.errors import ConfigError
@@ -358,7 +359,9 @@ class ClusterConfig(_Model):
     system_pool: PoolConfig = Field(description="CPU nodes for cluster services.")
     gpu_pools: dict[str, GpuPoolConfig] = Field(min_length=1, description="GPU pools keyed by name.")
     kubernetes_version: str = Field(
-        default="1.31", description="Kubernetes minor version every node and object targets (e.g. 1.31)."
+        default=versions.DEFAULT_MINOR,
+        description="Kubernetes minor every node and object targets: one of the versions table's "
+        f"({', '.join(versions.SUPPORTED)}; modules/bootstrap/versions.py).",
     )
     label_domain: str = Field(
         default="gpu.example.com",
@@ -403,9 +406,7 @@ class ClusterConfig(_Model):
     @field_validator("kubernetes_version")
     @classmethod
     def _version(cls, v: str) -> str:
-        if not re.match(r"^1\.(2[89]|3[0-9])$", v):
-            raise ValueError(f"kubernetes_version {v!r} is not supported: use a minor version 1.28 to 1.39")
-        return v
+        return versions.check_minor(v)
 
     @field_validator("gpu_pools")
     @classmethod

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 _DURATION = re.compile(r"^[1-9][0-9]*(s|m|h)$")
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class _Model(BaseModel):
@@ -100,6 +101,19 @@ class NodeTuning(_Model):
         default="30m", description="containerd gives up on a stalled pull after this (large ML images)."
     )
     azure_cni_version: str = Field(default="1.6.21", description="Azure CNI release for secondary-IP mode.")
+    azure_cni_sha256: str | None = Field(
+        default=None,
+        description="sha256 of azure-vnet-cni-linux-amd64-v<azure_cni_version>.tgz; required by every cluster "
+        "stack: Azure publishes no checksum for the release tarball, so `sha256sum` the downloaded asset.",
+    )
+    cni_plugins_version: str = Field(
+        default="1.9.1", description="Reference CNI plugins release (portmap, loopback) installed beside Azure CNI."
+    )
+    cni_plugins_sha256: str = Field(
+        default="b98f74a0f8522f0a83867178729c1aa70f2158f90c45a2ca8fa791db1c76b303",
+        description="sha256 of cni-plugins-linux-amd64-v<cni_plugins_version>.tgz (the release's published "
+        ".sha256, as kubespray pins it).",
+    )
 
     @model_validator(mode="after")
     def _gc(self) -> NodeTuning:
@@ -109,8 +123,13 @@ class NodeTuning(_Model):
                 f"{self.image_gc_high_percent}: need 0 < low < high <= 100"
             )
         _duration(self.image_pull_progress_deadline, "image_pull_progress_deadline")
-        if not _VERSION.match(self.azure_cni_version):
-            raise ValueError(f"azure_cni_version {self.azure_cni_version!r} is not a release: use e.g. '1.6.21'")
+        for key in ("azure_cni_version", "cni_plugins_version"):
+            if not _VERSION.match(getattr(self, key)):
+                raise ValueError(f"{key} {getattr(self, key)!r} is not a release: use e.g. '1.6.21'")
+        for key in ("azure_cni_sha256", "cni_plugins_sha256"):
+            value = getattr(self, key)
+            if value is not None and not _SHA256.match(value):
+                raise ValueError(f"{key} {value!r} is not a sha256: use the 64 lowercase hex digits `sha256sum` prints")
         return self
 
 

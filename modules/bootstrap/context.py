@@ -13,13 +13,41 @@ from typing import Literal
 EtcdRole = Literal["etcd", "events-etcd"]
 PoolRole = Literal["gpu-node", "system-node"]
 
+# Ports, named once (kubeadm's constants.go for the Kubernetes ones); templates get them as ``PORTS``.
 ETCD_CLIENT_PORT = 2379
 ETCD_PEER_PORT = 2380
 ETCD_METRICS_PORT = 2381
 APISERVER_PORT = 6443
 KUBELET_PORT = 10250
+KUBELET_HEALTHZ_PORT = 10248
+KUBE_PROXY_METRICS_PORT = 10249
+KUBE_PROXY_HEALTHZ_PORT = 10256
+CONTROLLER_MANAGER_PORT = 10257
+SCHEDULER_PORT = 10259
 NODE_EXPORTER_PORT = 9100
 PROMETHEUS_PORT = 9090
+# The boot health endpoint every pool node serves on loopback for the scale sets' Application Health
+# extension (rich health states: HTTP 200 with {"ApplicationHealthState": "Healthy"|"Unhealthy"}).
+BOOT_HEALTH_PORT = 10280
+BOOT_HEALTH_PATH = "/boot-health"
+# Azure's instance metadata service: host-local, needs the Metadata header and no proxy (IMDS docs).
+IMDS_URL = "http://169.254.169.254/metadata"
+IMDS_API_VERSION = "2021-02-01"
+
+
+@dataclass(frozen=True)
+class NodePorts:
+    apiserver: int = APISERVER_PORT
+    kubelet: int = KUBELET_PORT
+    kubelet_healthz: int = KUBELET_HEALTHZ_PORT
+    kube_proxy_metrics: int = KUBE_PROXY_METRICS_PORT
+    kube_proxy_healthz: int = KUBE_PROXY_HEALTHZ_PORT
+    controller_manager: int = CONTROLLER_MANAGER_PORT
+    scheduler: int = SCHEDULER_PORT
+    boot_health: int = BOOT_HEALTH_PORT
+
+
+PORTS = NodePorts()
 
 
 @dataclass(frozen=True)
@@ -105,6 +133,20 @@ class NodeSettings:
     image_gc_low_percent: int
     image_pull_progress_deadline: str
     azure_cni_version: str
+    azure_cni_sha256: str
+    cni_plugins_version: str
+    cni_plugins_sha256: str
+
+
+@dataclass(frozen=True)
+class ClusterImages:
+    """The images of one Kubernetes release (modules.bootstrap.versions)."""
+
+    apiserver: str
+    controller_manager: str
+    scheduler: str
+    proxy: str
+    pause: str
 
 
 @dataclass(frozen=True)
@@ -127,7 +169,8 @@ class BootstrapContext:
 
     cluster: str
     kubernetes_version: str
-    """Full release, e.g. 1.31.4 (images, packages)."""
+    """Full release, e.g. 1.35.8 (images, packages)."""
+    images: ClusterImages
     label_domain: str
     cluster_domain: str
     service_cidr: IPv4Network

@@ -1,28 +1,42 @@
-"""What each node role boots with: packages, files, data disk, commands (pure; no secrets inside).
+"""What each node role boots with: files, data disk, boot steps (pure; no secrets inside).
 
 A ``NodeBundle`` names the secrets it needs (``SecretFile``); ``userdata.render_user_data``
-fills them in. ``agk render`` writes the same bundle's files for inspection.
+fills them in. ``agk render`` writes the same bundle's files for inspection. Every path comes from
+``layout.PATHS`` and every port from ``context.PORTS``, passed to the templates.
+
+Boot order on every host: cloud-init writes the files (init stage), formats and mounts the data
+disk, then runs the boot steps in ``runcmd`` (final stage) through ``agk-step``. Package
+postinst scripts start no service while ``policy-rc.d`` denies it: the steps install every package
+first, then lift the denial and start the units in dependency order. Units carry their own
+ordering (``Before=``/``After=``), so later boots keep the same order without cloud-init.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import Literal
 
+from modules import labels
 from modules.bootstrap import pki
 from modules.bootstrap.context import (
-    APISERVER_PORT,
+    BOOT_HEALTH_PATH,
     ETCD_CLIENT_PORT,
     ETCD_METRICS_PORT,
     ETCD_PEER_PORT,
+    IMDS_API_VERSION,
+    IMDS_URL,
     NODE_EXPORTER_PORT,
+    PORTS,
     PROMETHEUS_PORT,
     BootstrapContext,
     EtcdCluster,
     Host,
     NodePool,
 )
+from modules.bootstrap.layout import PATHS
 from modules.bootstrap.monitoring import (
     API_AVAILABILITY_SLO,
     API_THROTTLE_RATIO,
@@ -30,31 +44,26 @@ from modules.bootstrap.monitoring import (
     ETCD_FSYNC_P99_SECONDS,
     ETCD_QUOTA_RATIO,
 )
+from modules.bootstrap.steps import APT_INSTALL, STEP_SCRIPT, Step, apt_install, start
 from modules.bootstrap.templating import render
 
 Role = Literal["etcd", "events-etcd", "apiserver", "gpu-node", "system-node", "prometheus", "nat"]
 ROLES: tuple[Role, ...] = ("etcd", "events-etcd", "apiserver", "gpu-node", "system-node", "prometheus", "nat")
 
-ETCD_PKI = "/etc/etcd/pki"
-ETCD_CONFIG = "/etc/etcd/etcd.conf.yml"
-ETCD_MOUNT = "/var/lib/etcd"
-K8S_PKI = "/etc/kubernetes/pki"
-PROM_PKI = "/etc/prometheus/pki"
-PROM_CONFIG = "/etc/prometheus/prometheus.yml"
-PROM_RULES = "/etc/prometheus/rules"
-PROM_MOUNT = "/var/lib/prometheus"
-MANGLE_RULES = "/etc/agk/iptables/mangle.rules"
-NAT_RULES = "/etc/agk/iptables/nat.rules"
-AZURE_DATA_DISK = "/dev/disk/azure/scsi1/lun0"
-LOCAL_NVME = "/dev/nvme0n1"
-# Package postinst scripts must not start etcd or Prometheus before their certificates and data
-# disk are in place; runcmd removes this and starts the services itself.
-POLICY_RC = "/usr/sbin/policy-rc.d"
 # Azure CNI (transparent mode) names every pod's host-side veth azv<hash>: kube-proxy tells pod
-# traffic apart by it (see kube-proxy-config.yaml.j2).
+# traffic apart by it (see kube-proxy-config.yaml.j2) and the host forwards it (forward-pod-traffic).
 POD_INTERFACE_PREFIX = "azv"
+FORWARD_CHAIN = "AGK-FORWARD"
 # Azure's platform addresses (wire server, IMDS, link-local) and loopback are not internet traffic.
 PLATFORM_CIDRS = tuple(IPv4Network(n) for n in ("127.0.0.0/8", "168.63.129.16/32", "169.254.0.0/16"))
+NODE_NETWORK_UNIT = "agk-node-network.service"
+NODE_IDENTITY_UNIT = "agk-node-identity.service"
+BOOT_HEALTH_UNIT = "agk-boot-health.service"
+KUBELET_ENV_VAR = "AGK_NODE_LABELS"
+APT_LOCK_TIMEOUT_S = 600
+# Whole-node GPU pods: beyond Kubernetes' 5,000-node envelope the scheduler's default scores only 5%
+# of nodes; keep scoring as many as the default does at 5,000 nodes (10%).
+SCORED_NODES = 500
 
 
 @dataclass(frozen=True)
@@ -92,10 +101,18 @@ class NodeBundle:
     """Host name (fixed hosts) or pool name (scale sets)."""
     hostname: str | None
     packages: tuple[str, ...]
+    """Installed by the first boot step (the list is also the step's command)."""
     files: tuple[NodeFile, ...]
     secrets: tuple[SecretFile, ...]
     disk: DataDisk | None
-    runcmd: tuple[str, ...]
+    steps: tuple[Step, ...]
+    """The boot steps, in order (runcmd)."""
+    before_steps: tuple[str, ...] = ()
+    """Plain runcmd lines ahead of the steps (starting the boot health endpoint that reports them)."""
+
+    @property
+    def runcmd(self) -> tuple[str, ...]:
+        return (*self.before_steps, *(s.runcmd for s in self.steps))
 
     def file(self, rel: str) -> NodeFile:
         for f in self.files:
@@ -119,34 +136,65 @@ def names(ctx: BootstrapContext, role: Role) -> tuple[str, ...]:
     return tuple(p.name for p in ctx.pools if p.role == role)
 
 
-def _policy_rc() -> NodeFile:
-    return NodeFile(
-        POLICY_RC,
-        "policy-rc.d",
-        "#!/bin/sh\n# Deny service starts during cloud-init's package install.\nexit 101\n",
-        "0755",
+def _unit(name: str, text: str) -> NodeFile:
+    return NodeFile(PATHS.unit(name), f"systemd/{name}", text)
+
+
+def _script(name: str, text: str) -> NodeFile:
+    return NodeFile(PATHS.script(name), name, text, "0755")
+
+
+def _common(role: Role) -> tuple[NodeFile, ...]:
+    """Every host: the step runner, the apt helper, and the package-postinst start denial."""
+    return (
+        NodeFile(
+            PATHS.policy_rc,
+            "policy-rc.d",
+            "#!/bin/sh\n# Deny service starts while the boot steps install packages.\nexit 101\n",
+            "0755",
+        ),
+        _script(STEP_SCRIPT.rsplit("/", 1)[1], render("agk-step.sh.j2", role=role, state=PATHS.boot_state)),
+        _script("apt-install.sh", render("apt-install.sh.j2", lock_timeout=APT_LOCK_TIMEOUT_S)),
     )
 
 
 def _sysctl(ctx: BootstrapContext, role: Role, *, node: bool, forwarding: bool) -> NodeFile:
     text = render("sysctl.conf.j2", role=role, cluster=ctx.cluster, node=node, forwarding=forwarding)
-    return NodeFile("/etc/sysctl.d/90-agk.conf", "sysctl.d/90-agk.conf", text)
+    return NodeFile(PATHS.sysctl, "sysctl.d/" + PATHS.sysctl.rsplit("/", 1)[1], text)
+
+
+SYSCTL_STEP = Step("sysctl", f"sysctl -q -p {PATHS.sysctl}")
+UNBLOCK_STEP = Step("allow-service-starts", f"rm -f {PATHS.policy_rc}", tries=1)
+RELOAD_STEP = Step("daemon-reload", "systemctl daemon-reload")
+NODE_EXPORTER_STEP = Step("node-exporter", start("prometheus-node-exporter"))
 
 
 def _install_kubernetes(ctx: BootstrapContext) -> NodeFile:
-    text = render("install-kubernetes.sh.j2", version=ctx.kubernetes_version, minor=ctx.kubernetes_minor)
-    return NodeFile("/opt/agk/install-kubernetes.sh", "install-kubernetes.sh", text, "0755")
-
-
-CONTAINERD_IF_MISSING = "command -v containerd >/dev/null || (apt-get update -q && apt-get install -y -q containerd)"
+    text = render(
+        "install-kubernetes.sh.j2",
+        version=ctx.kubernetes_version,
+        minor=ctx.kubernetes_minor,
+        apt_install=APT_INSTALL,
+    )
+    return _script("install-kubernetes.sh", text)
 
 
 def _containerd(ctx: BootstrapContext, role: Role, gpus: int) -> NodeFile:
-    text = render("containerd-config.toml.j2", role=role, cluster=ctx.cluster, node=ctx.node, gpus=gpus)
-    return NodeFile("/etc/containerd/config.toml", "containerd/config.toml", text)
+    text = render(
+        "containerd-config.toml.j2",
+        role=role,
+        cluster=ctx.cluster,
+        node=ctx.node,
+        gpus=gpus,
+        paths=PATHS,
+        pause_image=ctx.images.pause,
+    )
+    return NodeFile(PATHS.containerd_config, "containerd/config.toml", text)
 
 
-def _kubelet(ctx: BootstrapContext, role: Role, host_name: str, pool: NodePool | None) -> tuple[NodeFile, ...]:
+def _kubelet(
+    ctx: BootstrapContext, role: Role, host_name: str, pool: NodePool | None, after: tuple[str, ...]
+) -> tuple[NodeFile, ...]:
     config = render(
         "kubelet-config.yaml.j2",
         pool=pool,
@@ -156,12 +204,25 @@ def _kubelet(ctx: BootstrapContext, role: Role, host_name: str, pool: NodePool |
         dns_service_ip=ctx.dns_service_ip,
         cluster_domain=ctx.cluster_domain,
         node=ctx.node,
+        paths=PATHS,
+        ports=PORTS,
     )
-    labels = ",".join(f"{k}={v}" for k, v in pool.labels) if pool else ""
-    unit = render("kubelet-service-override.conf.j2", pool=pool, labels=labels)
+    gpu = pool is not None and pool.gpus > 0
+    node_labels = [f"{k}={v}" for k, v in pool.labels] if pool else []
+    if gpu:
+        # The InfiniBand island, read from IMDS at boot by agk-node-identity (systemd expands ${VAR}).
+        node_labels.append("${" + KUBELET_ENV_VAR + "}")
+    unit = render(
+        "kubelet-service-override.conf.j2",
+        pool=pool,
+        labels=",".join(node_labels),
+        after=("containerd.service", *after, *((NODE_IDENTITY_UNIT,) if gpu else ())),
+        env_file=PATHS.kubelet_env if gpu else None,
+        paths=PATHS,
+    )
     return (
-        NodeFile("/var/lib/kubelet/config.yaml", "kubelet/config.yaml", config),
-        NodeFile("/etc/systemd/system/kubelet.service.d/10-agk.conf", "systemd/kubelet.service.d/10-agk.conf", unit),
+        NodeFile(PATHS.kubelet_config, "kubelet/config.yaml", config),
+        NodeFile(PATHS.kubelet_dropin, "systemd/kubelet.service.d/10-agk.conf", unit),
     )
 
 
@@ -171,11 +232,11 @@ def _kubeconfig(ctx: BootstrapContext, path: str, user: str, cert: str, server: 
         cluster=ctx.cluster,
         server=server,
         user=user,
-        ca_file=f"{K8S_PKI}/ca.crt",
-        cert_file=f"{K8S_PKI}/{cert}.crt",
-        key_file=f"{K8S_PKI}/{cert}.key",
+        ca_file=f"{PATHS.pki}/ca.crt",
+        cert_file=f"{PATHS.pki}/{cert}.crt",
+        key_file=f"{PATHS.pki}/{cert}.key",
     )
-    return NodeFile(path, path.removeprefix("/etc/kubernetes/"), text, "0600")
+    return NodeFile(path, path.removeprefix(PATHS.k8s + "/"), text, "0600")
 
 
 def _kube_proxy(ctx: BootstrapContext, host_name: str | None) -> tuple[NodeFile, ...]:
@@ -183,33 +244,59 @@ def _kube_proxy(ctx: BootstrapContext, host_name: str | None) -> tuple[NodeFile,
     Services must work before anything in the cluster is scheduled)."""
     return (
         NodeFile(
-            "/etc/kubernetes/manifests/kube-proxy.yaml",
+            f"{PATHS.manifests}/kube-proxy.yaml",
             "manifests/kube-proxy.yaml",
-            render("kube-proxy.yaml.j2", host_name=host_name, version=ctx.kubernetes_version),
+            render("kube-proxy.yaml.j2", host_name=host_name, image=ctx.images.proxy, paths=PATHS),
         ),
         NodeFile(
-            "/etc/kubernetes/kube-proxy-config.yaml",
-            "kube-proxy-config.yaml",
-            render("kube-proxy-config.yaml.j2", pod_interface_prefix=POD_INTERFACE_PREFIX),
+            PATHS.kube_proxy_config,
+            PATHS.kube_proxy_config.removeprefix(PATHS.k8s + "/"),
+            render("kube-proxy-config.yaml.j2", pod_interface_prefix=POD_INTERFACE_PREFIX, paths=PATHS, ports=PORTS),
         ),
-        _kubeconfig(
-            ctx, "/etc/kubernetes/kube-proxy.kubeconfig", "system:kube-proxy", pki.KUBE_PROXY, ctx.apiserver_url
-        ),
+        _kubeconfig(ctx, PATHS.kube_proxy_kubeconfig, "system:kube-proxy", pki.KUBE_PROXY, ctx.apiserver_url),
     )
 
 
+STATIC_PODS = {"kube-system/kube-proxy": _kube_proxy}
 POOL_STATIC_PODS: tuple[str, ...] = ("kube-system/kube-proxy",)
-"""Static pods on every pool node (all host-network); the kubelet's maxPods counts them."""
+"""Static pods on every pool node (all host-network); the kubelet's maxPods counts them. ``_pool``
+renders exactly these (from ``STATIC_PODS``), so the count cannot drift from what the nodes run."""
 
 KUBE_PROXY_SECRETS = (
-    SecretFile(f"{K8S_PKI}/{pki.KUBE_PROXY}.crt", f"cert:{pki.KUBE_PROXY}"),
-    SecretFile(f"{K8S_PKI}/{pki.KUBE_PROXY}.key", f"key:{pki.KUBE_PROXY}"),
+    SecretFile(f"{PATHS.pki}/{pki.KUBE_PROXY}.crt", f"cert:{pki.KUBE_PROXY}"),
+    SecretFile(f"{PATHS.pki}/{pki.KUBE_PROXY}.key", f"key:{pki.KUBE_PROXY}"),
 )
 
 
 def _rules_service(name: str, description: str, rules_file: str) -> NodeFile:
-    text = render("iptables-rules.service.j2", description=description, rules_file=rules_file)
-    return NodeFile(f"/etc/systemd/system/{name}.service", f"systemd/{name}.service", text)
+    return _unit(f"{name}.service", render("iptables-rules.service.j2", description=description, rules_file=rules_file))
+
+
+def _node_network(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
+    """The unit that settles the host network before containerd, the kubelet and the CNI (hosts
+    running kube-proxy: pool nodes and the NAT host), with the scripts it runs."""
+    pod_ips = PATHS.script("pod-ips-off-host.py")
+    forward = PATHS.script("forward-pod-traffic.sh")
+    return (
+        _unit(
+            NODE_NETWORK_UNIT,
+            render("agk-node-network.service.j2", paths=PATHS, pod_ips_script=pod_ips, forward_script=forward),
+        ),
+        _script(
+            "pod-ips-off-host.py",
+            render("pod-ips-off-host.py.j2", imds=IMDS_URL, api_version=IMDS_API_VERSION, cloud_cfg=PATHS.cloud_cfg),
+        ),
+        _script(
+            "forward-pod-traffic.sh",
+            render("forward-pod-traffic.sh.j2", chain=FORWARD_CHAIN, prefix=POD_INTERFACE_PREFIX),
+        ),
+        NodeFile(PATHS.cloud_cfg, "cloud/" + PATHS.cloud_cfg.rsplit("/", 1)[1], render("azure-vnet.cfg.j2")),
+        NodeFile(
+            PATHS.containerd_dropin,
+            "systemd/containerd.service.d/10-agk.conf",
+            render("containerd-service-override.conf.j2"),
+        ),
+    )
 
 
 def mangle_rules(ctx: BootstrapContext, role: Role) -> str:
@@ -227,44 +314,47 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
         etcd=etcd,
         member=member,
         cluster=ctx.cluster,
-        data_dir=f"{ETCD_MOUNT}/data",
-        pki_dir=ETCD_PKI,
+        data_dir=f"{PATHS.etcd_mount}/data",
+        pki_dir=PATHS.etcd_pki,
         client_port=ETCD_CLIENT_PORT,
         peer_port=ETCD_PEER_PORT,
         metrics_port=ETCD_METRICS_PORT,
     )
-    unit = render("etcd-service-override.conf.j2", data_mount=ETCD_MOUNT, config_file=ETCD_CONFIG)
+    unit = render("etcd-service-override.conf.j2", data_mount=PATHS.etcd_mount, config_file=PATHS.etcd_config)
+    d = PATHS.etcd_pki
     secrets = (
-        SecretFile(f"{ETCD_PKI}/ca.crt", f"cert:{pki.ETCD_CA}"),
-        SecretFile(f"{ETCD_PKI}/server.crt", f"cert:{pki.etcd_server_cert(name)}"),
-        SecretFile(f"{ETCD_PKI}/server.key", f"key:{pki.etcd_server_cert(name)}"),
-        SecretFile(f"{ETCD_PKI}/peer.crt", f"cert:{pki.etcd_peer_cert(name)}"),
-        SecretFile(f"{ETCD_PKI}/peer.key", f"key:{pki.etcd_peer_cert(name)}"),
-        SecretFile(f"{ETCD_PKI}/healthcheck-client.crt", f"cert:{pki.ETCD_HEALTHCHECK}"),
-        SecretFile(f"{ETCD_PKI}/healthcheck-client.key", f"key:{pki.ETCD_HEALTHCHECK}"),
+        SecretFile(f"{d}/ca.crt", f"cert:{pki.ETCD_CA}"),
+        SecretFile(f"{d}/server.crt", f"cert:{pki.etcd_server_cert(name)}"),
+        SecretFile(f"{d}/server.key", f"key:{pki.etcd_server_cert(name)}"),
+        SecretFile(f"{d}/peer.crt", f"cert:{pki.etcd_peer_cert(name)}"),
+        SecretFile(f"{d}/peer.key", f"key:{pki.etcd_peer_cert(name)}"),
+        SecretFile(f"{d}/healthcheck-client.crt", f"cert:{pki.ETCD_HEALTHCHECK}"),
+        SecretFile(f"{d}/healthcheck-client.key", f"key:{pki.ETCD_HEALTHCHECK}"),
     )
-    device = LOCAL_NVME if etcd.storage == "local-nvme" else AZURE_DATA_DISK
+    device = PATHS.local_nvme if etcd.storage == "local-nvme" else PATHS.azure_data_disk
+    packages = ("etcd-server", "etcd-client", "prometheus-node-exporter")
     return NodeBundle(
         role=etcd.role,
         name=name,
         hostname=name,
-        packages=("etcd-server", "etcd-client", "prometheus-node-exporter"),
+        packages=packages,
         files=(
-            _policy_rc(),
-            NodeFile(ETCD_CONFIG, "etcd.conf.yml", config),
-            NodeFile("/etc/systemd/system/etcd.service.d/10-agk.conf", "systemd/etcd.service.d/10-agk.conf", unit),
+            *_common(etcd.role),
+            NodeFile(PATHS.etcd_config, "etcd.conf.yml", config),
+            NodeFile(PATHS.unit("etcd.service.d/10-agk.conf"), "systemd/etcd.service.d/10-agk.conf", unit),
             _sysctl(ctx, etcd.role, node=False, forwarding=False),
         ),
         secrets=secrets,
-        disk=DataDisk(device, "etcd", ETCD_MOUNT),
-        runcmd=(
-            f"rm -f {POLICY_RC}",
-            "sysctl --system",
-            f"install -d -o etcd -g etcd -m 0700 {ETCD_MOUNT}/data",
-            f"chown -R etcd:etcd {ETCD_PKI}",
-            "systemctl daemon-reload",
-            "systemctl enable etcd",
-            "systemctl restart etcd",
+        disk=DataDisk(device, "etcd", PATHS.etcd_mount),
+        steps=(
+            Step("packages", apt_install(*packages)),
+            UNBLOCK_STEP,
+            SYSCTL_STEP,
+            Step("etcd-data", f"install -d -o etcd -g etcd -m 0700 {PATHS.etcd_mount}/data"),
+            Step("etcd-pki", f"chown -R etcd:etcd {PATHS.etcd_pki}"),
+            RELOAD_STEP,
+            Step("etcd", start("etcd")),
+            NODE_EXPORTER_STEP,
         ),
     )
 
@@ -273,8 +363,8 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
     host = next(h for h in ctx.control_plane.apiservers if h.name == name)
     common = {
         "host": host,
-        "version": ctx.kubernetes_version,
-        "pki": K8S_PKI,
+        "paths": PATHS,
+        "ports": PORTS,
         "cp": ctx.control_plane,
         "total_nodes": ctx.total_nodes,
         "service_cidr": ctx.service_cidr,
@@ -282,46 +372,50 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
     apiserver = render(
         "kube-apiserver.yaml.j2",
         **common,
-        port=APISERVER_PORT,
+        image=ctx.images.apiserver,
         etcd=ctx.etcd,
         events_etcd=ctx.events_etcd,
         apiservers=len(ctx.control_plane.apiservers),
         cluster_domain=ctx.cluster_domain,
     )
     # The internal load balancer does not hairpin: components talk to their own host's server.
-    local = f"https://127.0.0.1:{APISERVER_PORT}"
+    local = f"https://127.0.0.1:{PORTS.apiserver}"
+    score = scheduler_score_percent(ctx.total_nodes)
     files = (
-        _policy_rc(),
-        NodeFile("/etc/kubernetes/manifests/kube-apiserver.yaml", "manifests/kube-apiserver.yaml", apiserver),
+        *_common("apiserver"),
+        NodeFile(f"{PATHS.manifests}/kube-apiserver.yaml", "manifests/kube-apiserver.yaml", apiserver),
         NodeFile(
-            "/etc/kubernetes/manifests/kube-controller-manager.yaml",
+            f"{PATHS.manifests}/kube-controller-manager.yaml",
             "manifests/kube-controller-manager.yaml",
-            render("kube-controller-manager.yaml.j2", **common),
+            render("kube-controller-manager.yaml.j2", **common, image=ctx.images.controller_manager),
         ),
         NodeFile(
-            "/etc/kubernetes/manifests/kube-scheduler.yaml",
+            f"{PATHS.manifests}/kube-scheduler.yaml",
             "manifests/kube-scheduler.yaml",
-            render("kube-scheduler.yaml.j2", **common),
+            render("kube-scheduler.yaml.j2", **common, image=ctx.images.scheduler),
         ),
         NodeFile(
-            "/etc/kubernetes/scheduler-config.yaml",
+            PATHS.scheduler_config,
             "scheduler-config.yaml",
-            render("scheduler-config.yaml.j2", cp=ctx.control_plane, total_nodes=ctx.total_nodes),
+            render(
+                "scheduler-config.yaml.j2",
+                cp=ctx.control_plane,
+                total_nodes=ctx.total_nodes,
+                paths=PATHS,
+                score_percent=score,
+                scored_nodes=SCORED_NODES,
+            ),
         ),
-        NodeFile(
-            "/etc/kubernetes/audit-policy.yaml",
-            "audit-policy.yaml",
-            render("audit-policy.yaml.j2", total_nodes=ctx.total_nodes),
-        ),
+        NodeFile(PATHS.audit_policy, "audit-policy.yaml", render("audit-policy.yaml.j2", total_nodes=ctx.total_nodes)),
         _kubeconfig(
             ctx,
-            "/etc/kubernetes/controller-manager.kubeconfig",
+            PATHS.controller_manager_kubeconfig,
             "system:kube-controller-manager",
             pki.CONTROLLER_MANAGER,
             local,
         ),
-        _kubeconfig(ctx, "/etc/kubernetes/scheduler.kubeconfig", "system:kube-scheduler", pki.SCHEDULER, local),
-        *_kubelet(ctx, "apiserver", name, None),
+        _kubeconfig(ctx, PATHS.scheduler_kubeconfig, "system:kube-scheduler", pki.SCHEDULER, local),
+        *_kubelet(ctx, "apiserver", name, None, ()),
         _containerd(ctx, "apiserver", 0),
         _sysctl(ctx, "apiserver", node=False, forwarding=False),
         _install_kubernetes(ctx),
@@ -346,85 +440,157 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         f"{pki.SCHEDULER}.crt": f"cert:{pki.SCHEDULER}",
         f"{pki.SCHEDULER}.key": f"key:{pki.SCHEDULER}",
     }
+    packages = ("containerd", "curl", "gpg", "prometheus-node-exporter")
     return NodeBundle(
         role="apiserver",
         name=name,
         hostname=name,
-        packages=("containerd", "curl", "gpg", "prometheus-node-exporter"),
+        packages=packages,
         files=files,
-        secrets=tuple(SecretFile(f"{K8S_PKI}/{f}", s) for f, s in secret_map.items()),
+        secrets=tuple(SecretFile(f"{PATHS.pki}/{f}", s) for f, s in secret_map.items()),
         disk=None,
-        runcmd=(
-            f"rm -f {POLICY_RC}",
-            "sysctl --system",
-            "sh /opt/agk/install-kubernetes.sh",
-            "systemctl daemon-reload",
-            "systemctl restart containerd",
-            "systemctl enable --now kubelet",
+        steps=(
+            Step("packages", apt_install(*packages)),
+            Step("kubelet-package", f"sh {PATHS.script('install-kubernetes.sh')}"),
+            UNBLOCK_STEP,
+            SYSCTL_STEP,
+            RELOAD_STEP,
+            Step("containerd", start("containerd")),
+            Step("kubelet", start("kubelet")),
+            NODE_EXPORTER_STEP,
+        ),
+    )
+
+
+def scheduler_score_percent(total_nodes: int) -> int:
+    """``percentageOfNodesToScore`` that scores about ``SCORED_NODES`` feasible nodes (all in small clusters)."""
+    if total_nodes <= SCORED_NODES:
+        return 100
+    return max(5, math.ceil(100 * SCORED_NODES / total_nodes))
+
+
+def _boot_health(ctx: BootstrapContext, role: Role, steps: tuple[Step, ...]) -> tuple[NodeFile, ...]:
+    script = PATHS.script("boot-health.py")
+    return (
+        _unit(
+            BOOT_HEALTH_UNIT,
+            render("agk-boot-health.service.j2", script=script, port=PORTS.boot_health, path=BOOT_HEALTH_PATH),
+        ),
+        _script(
+            "boot-health.py",
+            render(
+                "boot-health.py.j2",
+                role=role,
+                port=PORTS.boot_health,
+                path=BOOT_HEALTH_PATH,
+                steps_json=json.dumps([s.name for s in steps]),
+                state=PATHS.boot_state,
+                kubeconfig=PATHS.kubelet_kubeconfig,
+                healthz_port=PORTS.kubelet_healthz,
+            ),
+        ),
+    )
+
+
+def _node_identity(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
+    script = PATHS.script("node-identity.sh")
+    return (
+        _unit(NODE_IDENTITY_UNIT, render("agk-node-identity.service.j2", script=script)),
+        _script(
+            "node-identity.sh",
+            render(
+                "node-identity.sh.j2",
+                imds=IMDS_URL,
+                api_version=IMDS_API_VERSION,
+                label_key=labels.key(ctx.label_domain, labels.IB_ISLAND),
+                run_dir=PATHS.run,
+                env_file=PATHS.kubelet_env,
+                env_var=KUBELET_ENV_VAR,
+            ),
         ),
     )
 
 
 def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
     role: Role = pool.role
+    gpu = pool.gpus > 0
+    static_pods = tuple(f for ref in POOL_STATIC_PODS for f in STATIC_PODS[ref](ctx, None))
+    # GPU pools boot the Azure HPC image: NVIDIA driver, DCGM, OFED, nvidia-container-toolkit and
+    # its own containerd; installing Ubuntu's containerd over it could replace that runtime, so
+    # GPU nodes install containerd only where the image has none.
+    packages = ("curl", "gpg", "iptables") if gpu else ("containerd", "curl", "gpg", "iptables")
+    steps = (
+        *(
+            (Step("containerd-package", f"command -v containerd >/dev/null || {apt_install('containerd')}"),)
+            if gpu
+            else ()
+        ),
+        Step("packages", apt_install(*packages)),
+        Step("cni", f"sh {PATHS.script('install-azure-cni.sh')}"),
+        Step("kubelet-package", f"sh {PATHS.script('install-kubernetes.sh')}"),
+        UNBLOCK_STEP,
+        RELOAD_STEP,
+        Step("host-network", start(NODE_NETWORK_UNIT)),
+        *((Step("node-identity", start(NODE_IDENTITY_UNIT)),) if gpu else ()),
+        Step("egress-accounting", start("agk-egress-accounting.service")),
+        Step("containerd", start("containerd")),
+        Step("kubelet", start("kubelet")),
+    )
     files = (
-        _policy_rc(),
-        *_kubelet(ctx, role, pool.name, pool),
+        *_common(role),
+        *_boot_health(ctx, role, steps),
+        *_node_network(ctx),
+        *(_node_identity(ctx) if gpu else ()),
+        *_kubelet(ctx, role, pool.name, pool, (NODE_NETWORK_UNIT,)),
         _kubeconfig(
             ctx,
-            "/etc/kubernetes/bootstrap-kubelet.kubeconfig",
+            PATHS.bootstrap_kubeconfig,
             f"system:bootstrap:{pool.name}",
             "bootstrap",
             ctx.apiserver_url,
         ),
         _containerd(ctx, role, pool.gpus),
         NodeFile(
-            "/etc/cni/net.d/10-azure.conflist",
+            PATHS.cni_conflist,
             "cni/10-azure.conflist",
             render("10-azure.conflist.j2", dns_service_ip=ctx.dns_service_ip, cluster_domain=ctx.cluster_domain),
         ),
-        NodeFile(
-            "/opt/agk/install-azure-cni.sh",
+        _script(
             "install-azure-cni.sh",
-            render("install-azure-cni.sh.j2", version=ctx.node.azure_cni_version),
-            "0755",
+            render(
+                "install-azure-cni.sh.j2",
+                version=ctx.node.azure_cni_version,
+                sha256=ctx.node.azure_cni_sha256,
+                plugins_version=ctx.node.cni_plugins_version,
+                plugins_sha256=ctx.node.cni_plugins_sha256,
+                cni_bin=PATHS.cni_bin,
+            ),
         ),
         _install_kubernetes(ctx),
-        NodeFile(MANGLE_RULES, "iptables/mangle.rules", mangle_rules(ctx, role)),
+        NodeFile(PATHS.mangle_rules, "iptables/mangle.rules", mangle_rules(ctx, role)),
         _rules_service(
-            "agk-egress-accounting", "Egress accounting (iptables mangle) for iptables-exporter", MANGLE_RULES
+            "agk-egress-accounting", "Egress accounting (iptables mangle) for iptables-exporter", PATHS.mangle_rules
         ),
         _sysctl(ctx, role, node=True, forwarding=True),
-        *_kube_proxy(ctx, None),
+        *static_pods,
     )
     cert = pki.kubelet_bootstrap_cert(pool.name)
     return NodeBundle(
         role=role,
         name=pool.name,
         hostname=None,
-        # GPU pools boot the Azure HPC image: NVIDIA driver, DCGM, OFED, nvidia-container-toolkit and
-        # its own containerd; installing Ubuntu's containerd over it could replace that runtime, so
-        # GPU nodes install containerd only where the image has none (first runcmd below).
-        packages=("curl", "gpg", "iptables") if pool.gpus else ("containerd", "curl", "gpg", "iptables"),
+        packages=packages,
         files=files,
         secrets=(
-            SecretFile(f"{K8S_PKI}/ca.crt", f"cert:{pki.KUBERNETES_CA}"),
-            SecretFile(f"{K8S_PKI}/bootstrap.crt", f"cert:{cert}"),
-            SecretFile(f"{K8S_PKI}/bootstrap.key", f"key:{cert}"),
+            SecretFile(f"{PATHS.pki}/ca.crt", f"cert:{pki.KUBERNETES_CA}"),
+            SecretFile(f"{PATHS.pki}/bootstrap.crt", f"cert:{cert}"),
+            SecretFile(f"{PATHS.pki}/bootstrap.key", f"key:{cert}"),
             *KUBE_PROXY_SECRETS,
         ),
         disk=None,
-        runcmd=(
-            *((CONTAINERD_IF_MISSING,) if pool.gpus else ()),
-            f"rm -f {POLICY_RC}",
-            "sysctl --system",
-            "sh /opt/agk/install-azure-cni.sh",
-            "sh /opt/agk/install-kubernetes.sh",
-            "systemctl daemon-reload",
-            "systemctl enable --now agk-egress-accounting",
-            "systemctl restart containerd",
-            "systemctl enable --now kubelet",
-        ),
+        steps=steps,
+        # The health endpoint starts first, so a node whose boot fails reports it.
+        before_steps=(f"systemctl daemon-reload && {start(BOOT_HEALTH_UNIT)}",),
     )
 
 
@@ -444,10 +610,10 @@ def prometheus_config(ctx: BootstrapContext, host: Host) -> str:
         host=host,
         cluster=ctx.cluster,
         p=ctx.prometheus,
-        rules_dir=PROM_RULES,
+        rules_dir=PATHS.prom_rules,
         apiserver_url=ctx.apiserver_url,
-        apiserver_address=f"{ctx.apiserver_vip}:{APISERVER_PORT}",
-        pki=PROM_PKI,
+        apiserver_address=f"{ctx.apiserver_vip}:{PORTS.apiserver}",
+        pki=PATHS.prom_pki,
         prometheus_port=PROMETHEUS_PORT,
         drop_rules=DROP_RULES,
         etcd_jobs=etcd_jobs,
@@ -487,45 +653,47 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
         "prometheus.service.j2",
         cluster=ctx.cluster,
         p=ctx.prometheus,
-        data_mount=PROM_MOUNT,
-        data_dir=f"{PROM_MOUNT}/metrics2",
-        config_file=PROM_CONFIG,
+        data_mount=PATHS.prom_mount,
+        data_dir=f"{PATHS.prom_mount}/metrics2",
+        config_file=PATHS.prom_config,
         prometheus_port=PROMETHEUS_PORT,
     )
-    rules = tuple(NodeFile(f"{PROM_RULES}/{file}", f"rules/{file}", text) for file, text in alert_rules(ctx).items())
+    rules = tuple(
+        NodeFile(f"{PATHS.prom_rules}/{file}", f"rules/{file}", text) for file, text in alert_rules(ctx).items()
+    )
+    packages = ("curl", "prometheus-node-exporter")
     return NodeBundle(
         role="prometheus",
         name=name,
         hostname=name,
-        packages=("curl", "prometheus-node-exporter"),
+        packages=packages,
         files=(
-            _policy_rc(),
-            NodeFile(
-                "/opt/agk/install-prometheus.sh",
+            *_common("prometheus"),
+            _script(
                 "install-prometheus.sh",
-                render("install-prometheus.sh.j2", version=ctx.prometheus.version, data_mount=PROM_MOUNT),
-                "0755",
+                render("install-prometheus.sh.j2", version=ctx.prometheus.version, data_mount=PATHS.prom_mount),
             ),
-            NodeFile(PROM_CONFIG, "prometheus.yml", prometheus_config(ctx, host)),
+            NodeFile(PATHS.prom_config, "prometheus.yml", prometheus_config(ctx, host)),
             *rules,
-            NodeFile("/etc/systemd/system/prometheus.service", "systemd/prometheus.service", unit),
+            _unit("prometheus.service", unit),
             _sysctl(ctx, "prometheus", node=False, forwarding=False),
         ),
         secrets=(
-            SecretFile(f"{PROM_PKI}/ca.crt", f"cert:{pki.KUBERNETES_CA}"),
-            SecretFile(f"{PROM_PKI}/prometheus.crt", f"cert:{pki.PROMETHEUS}"),
-            SecretFile(f"{PROM_PKI}/prometheus.key", f"key:{pki.PROMETHEUS}"),
+            SecretFile(f"{PATHS.prom_pki}/ca.crt", f"cert:{pki.KUBERNETES_CA}"),
+            SecretFile(f"{PATHS.prom_pki}/prometheus.crt", f"cert:{pki.PROMETHEUS}"),
+            SecretFile(f"{PATHS.prom_pki}/prometheus.key", f"key:{pki.PROMETHEUS}"),
         ),
-        disk=DataDisk(AZURE_DATA_DISK, "prometheus", PROM_MOUNT),
-        runcmd=(
-            f"rm -f {POLICY_RC}",
-            "sysctl --system",
-            "sh /opt/agk/install-prometheus.sh",
-            f"install -d -o prometheus -g prometheus -m 0755 {PROM_MOUNT}/metrics2",
-            f"chown -R prometheus:prometheus {PROM_PKI}",
-            "systemctl daemon-reload",
-            "systemctl enable prometheus",
-            "systemctl restart prometheus",
+        disk=DataDisk(PATHS.azure_data_disk, "prometheus", PATHS.prom_mount),
+        steps=(
+            Step("packages", apt_install(*packages)),
+            Step("prometheus-release", f"sh {PATHS.script('install-prometheus.sh')}"),
+            UNBLOCK_STEP,
+            SYSCTL_STEP,
+            Step("prometheus-data", f"install -d -o prometheus -g prometheus -m 0755 {PATHS.prom_mount}/metrics2"),
+            Step("prometheus-pki", f"chown -R prometheus:prometheus {PATHS.prom_pki}"),
+            RELOAD_STEP,
+            Step("prometheus", start("prometheus")),
+            NODE_EXPORTER_STEP,
         ),
     )
 
@@ -534,38 +702,42 @@ def _nat(ctx: BootstrapContext) -> NodeBundle:
     name = ctx.nat.name
     vnet = tuple(n for n in ctx.internal_cidrs if n != ctx.service_cidr)
     files = (
-        _policy_rc(),
+        *_common("nat"),
         NodeFile(
-            NAT_RULES,
+            PATHS.nat_rules,
             "iptables/nat.rules",
             render("nat.rules.j2", cluster=ctx.cluster, vnet_cidrs=vnet, service_cidr=ctx.service_cidr),
         ),
-        _rules_service("agk-service-nat", "Masquerade DNATed service traffic into the spoke", NAT_RULES),
+        _rules_service("agk-service-nat", "Masquerade DNATed service traffic into the spoke", PATHS.nat_rules),
+        *_node_network(ctx),
         *_kube_proxy(ctx, name),
-        *_kubelet(ctx, "nat", name, None),
+        *_kubelet(ctx, "nat", name, None, (NODE_NETWORK_UNIT,)),
         _containerd(ctx, "nat", 0),
         _sysctl(ctx, "nat", node=False, forwarding=True),
         _install_kubernetes(ctx),
     )
+    packages = ("containerd", "curl", "gpg", "iptables", "conntrack", "prometheus-node-exporter")
     return NodeBundle(
         role="nat",
         name=name,
         hostname=name,
-        packages=("containerd", "curl", "gpg", "iptables", "conntrack", "prometheus-node-exporter"),
+        packages=packages,
         files=files,
         secrets=(
-            SecretFile(f"{K8S_PKI}/ca.crt", f"cert:{pki.KUBERNETES_CA}"),
+            SecretFile(f"{PATHS.pki}/ca.crt", f"cert:{pki.KUBERNETES_CA}"),
             *KUBE_PROXY_SECRETS,
         ),
         disk=None,
-        runcmd=(
-            f"rm -f {POLICY_RC}",
-            "sysctl --system",
-            "sh /opt/agk/install-kubernetes.sh",
-            "systemctl daemon-reload",
-            "systemctl enable --now agk-service-nat",
-            "systemctl restart containerd",
-            "systemctl enable --now kubelet",
+        steps=(
+            Step("packages", apt_install(*packages)),
+            Step("kubelet-package", f"sh {PATHS.script('install-kubernetes.sh')}"),
+            UNBLOCK_STEP,
+            RELOAD_STEP,
+            Step("host-network", start(NODE_NETWORK_UNIT)),
+            Step("service-nat", start("agk-service-nat.service")),
+            Step("containerd", start("containerd")),
+            Step("kubelet", start("kubelet")),
+            NODE_EXPORTER_STEP,
         ),
     )
 

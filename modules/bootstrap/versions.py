@@ -1,20 +1,146 @@
-"""Kubernetes patch releases this toolkit boots by default (images and packages need a full release)."""
+"""The one Kubernetes versions table: per supported minor, the patch and everything pinned to it.
+
+Every part of the toolkit that depends on the Kubernetes version reads this table: the config
+validator (``cluster.kubernetes_version``), the node bootstrap (control-plane and kube-proxy images,
+the kubelet package, the pause image) and the add-ons (CoreDNS, kube-state-metrics, the gang
+scheduler). A new column (e.g. cloud-provider-azure images) is a new ``Release`` field, filled in on
+every row with its source.
+
+Sources, as of the stored copies (2026-08; "as of 2026-12" numbers newer than these are
+*unverified*: bump a patch after checking the release's CHANGELOG):
+
+- Supported minors and end-of-life dates: kubernetes.io/releases (shared/DOMAIN.md "Kubernetes
+  versions"): 1.34 went end of life on 2026-10-27; 1.35 EOL 2027-02-28; 1.36 EOL 2027-06-28; 1.37
+  released 2026-08-26 (its EOL below follows the 14-month support period of the patch-release
+  policy and is *unverified*).
+- Patches: kubernetes-sigs/kubespray roles/kubespray_defaults/vars/main/checksums.yml @46dbdd3
+  (2026-08-21) lists kubelet 1.35.8 and 1.36.4; kubernetes/kubernetes CHANGELOG-1.38.md
+  ("Changelog since v1.37.0") shows v1.37.0 exists; no 1.37 patch was verified.
+- pause: kubespray roles/kubespray_defaults/vars/main/main.yml pod_infra_supported_versions (1.35:
+  3.10.1, 1.36: 3.10.2), which follows kubeadm's PauseVersion; 1.37 keeps 3.10.2 (*unverified*).
+- CoreDNS, the version kubeadm installs (coredns/deployment kubernetes/CoreDNS-k8s_version.md; its
+  stored copy stops at 1.32): 1.35 v1.13.1 (kubernetes/kubernetes#133968), 1.36 v1.14.2 (kubespray
+  coredns_supported_versions), 1.37 v1.14.4 (kubernetes/kubernetes#139735, merged in the 1.37
+  cycle; that the v1.37.0 tag carries it is *unverified*).
+- kube-state-metrics: its README compatibility matrix (@c92fe0c, 2026-08-20): v2.19 is built with
+  client-go 1.35 (v2.19.1, 2026-06-11, client-go v0.35.4), v2.20.0 with 1.36 (client-go v0.36.3);
+  for 1.37 the project advises its newest release.
+- scheduler-plugins: its README compatibility matrix (@903da7d, 2026-08-16): the newest release is
+  v0.34.7, compiled with Kubernetes v1.34.7. Version skew policy (kubernetes.io/releases/
+  version-skew-policy): kube-scheduler "must not be newer than the kube-apiserver ... may be up to
+  one minor version older". So v0.34.7 serves 1.35 and nothing newer: 1.36 and 1.37 have no gang
+  scheduler until scheduler-plugins v0.35.x / v0.36.x ship.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from modules.errors import ConfigError
 
-# Newest patch of each minor at the time of writing; a stack pins another with bootstrap.kubernetes_patch.
-LATEST_PATCH = {"1.28": 15, "1.29": 12, "1.30": 8, "1.31": 4, "1.32": 0}
+REGISTRY = "registry.k8s.io"
+COREDNS_REPO = f"{REGISTRY}/coredns/coredns"
+KUBE_STATE_METRICS_REPO = f"{REGISTRY}/kube-state-metrics/kube-state-metrics"
+GANG_SCHEDULER_REPO = f"{REGISTRY}/scheduler-plugins/kube-scheduler"
+GANG_CONTROLLER_REPO = f"{REGISTRY}/scheduler-plugins/controller"
+COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
+"""Control-plane and node images, ``registry.k8s.io/<component>:v<release>`` (the release's CHANGELOG)."""
+NEWEST_GANG_SCHEDULER = "v0.34.7"
+"""scheduler-plugins' newest release (built for 1.34), named in the refusal for newer minors."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """One supported Kubernetes minor: the patch this toolkit boots and what is pinned to it."""
+
+    minor: str
+    patch: int
+    """Newest verified patch release; a stack pins another with ``bootstrap.kubernetes_patch``."""
+    end_of_life: str
+    pause: str
+    """Sandbox (pause) image tag, as kubeadm pins it for this minor."""
+    coredns: str
+    kube_state_metrics: str
+    gang_scheduler: str | None
+    """scheduler-plugins release within the skew rule (its minor = ours or one older); None: none."""
+
+    @property
+    def minor_number(self) -> int:
+        return int(self.minor.split(".")[1])
+
+    def release(self, patch: int | None = None) -> str:
+        """``1.35`` + patch (default: the table's) -> ``1.35.8``."""
+        return f"{self.minor}.{self.patch if patch is None else patch}"
+
+    def image(self, component: str, patch: int | None = None) -> str:
+        if component not in COMPONENTS:
+            raise KeyError(f"{component}: not a Kubernetes component image ({', '.join(COMPONENTS)})")
+        return f"{REGISTRY}/{component}:v{self.release(patch)}"
+
+    @property
+    def pause_image(self) -> str:
+        return f"{REGISTRY}/pause:{self.pause}"
+
+    @property
+    def coredns_image(self) -> str:
+        return f"{COREDNS_REPO}:{self.coredns}"
+
+    @property
+    def kube_state_metrics_image(self) -> str:
+        return f"{KUBE_STATE_METRICS_REPO}:{self.kube_state_metrics}"
+
+
+TABLE: dict[str, Release] = {
+    r.minor: r
+    for r in (
+        Release("1.35", 8, "2027-02-28", "3.10.1", "v1.13.1", "v2.19.1", "v0.34.7"),
+        Release("1.36", 4, "2027-06-28", "3.10.2", "v1.14.2", "v2.20.0", None),
+        Release("1.37", 0, "2027-10-28", "3.10.2", "v1.14.4", "v2.20.0", None),
+    )
+}
+SUPPORTED: tuple[str, ...] = tuple(TABLE)
+DEFAULT_MINOR = "1.35"
+"""The newest supported minor that has a gang scheduler within the skew rule (addons.gang is on by default)."""
+
+
+def _choices() -> str:
+    return ", ".join(SUPPORTED[:-1]) + f" or {SUPPORTED[-1]}"
+
+
+def check_minor(minor: str) -> str:
+    """``minor`` when the table has it; ``ValueError`` naming the supported minors otherwise."""
+    if minor not in TABLE:
+        raise ValueError(f"kubernetes_version {minor!r} is not supported: use {_choices()}")
+    return minor
+
+
+def release(minor: str) -> Release:
+    """The table's row for ``minor``; ConfigError naming the key and the supported minors otherwise."""
+    try:
+        return TABLE[check_minor(minor)]
+    except ValueError as err:
+        raise ConfigError(f"azure-gpu-k8s:cluster.kubernetes_version: {err}") from None
 
 
 def kubernetes_release(minor: str, patch: int | None) -> str:
-    """``1.31`` + patch (or the known newest) -> ``1.31.4``."""
-    if patch is None:
-        if minor not in LATEST_PATCH:
-            raise ConfigError(
-                f"azure-gpu-k8s:bootstrap.kubernetes_patch: no default patch release for Kubernetes {minor}: "
-                "set bootstrap.kubernetes_patch"
-            )
-        patch = LATEST_PATCH[minor]
-    return f"{minor}.{patch}"
+    """``1.35`` + patch (or the table's newest) -> ``1.35.8``."""
+    return release(minor).release(patch)
+
+
+def tag_minor(tag: str) -> int | None:
+    """The Kubernetes minor a scheduler-plugins tag is built for (``v0.34.7`` -> 34), None if not a v0.N tag."""
+    parts = tag.removeprefix("v").split(".")
+    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+def gang_within_skew(tag: str, minor: str) -> bool:
+    """Whether a scheduler-plugins ``tag`` may run against ``minor``'s API server (same minor or one older)."""
+    built = tag_minor(tag)
+    return built is not None and release(minor).minor_number - 1 <= built <= release(minor).minor_number
+
+
+def gang_images(tag: str) -> tuple[str, str]:
+    """(scheduler, controller) images of scheduler-plugins ``tag``."""
+    return f"{GANG_SCHEDULER_REPO}:{tag}", f"{GANG_CONTROLLER_REPO}:{tag}"

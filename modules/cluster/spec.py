@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from modules import labels
-from modules.cluster import images
+from modules.bootstrap import versions
 from modules.cluster.config import AddonsConfig
 from modules.errors import ConfigError
 
@@ -291,19 +291,34 @@ def _gang(kubernetes_version: str, addons: AddonsConfig) -> GangSpec:
             f"{cfg.scheduler_name!r} is not a valid scheduler name: use lowercase letters, digits and '-'",
         )
     if cfg.image_tag is not None and not _TAG.match(cfg.image_tag):
-        raise _fail("addons.gang.image_tag", f"{cfg.image_tag!r} is not a release tag: use e.g. v0.31.8")
+        raise _fail("addons.gang.image_tag", f"{cfg.image_tag!r} is not a release tag: use e.g. v0.34.7")
+    release = versions.release(kubernetes_version)
     if not cfg.enabled:
         tag = cfg.image_tag or "none"
+    elif cfg.image_tag is not None:
+        # The version skew policy: a kube-scheduler may be one minor older than the API server, never newer.
+        tag = cfg.image_tag
+        if not versions.gang_within_skew(tag, kubernetes_version):
+            n = release.minor_number
+            raise _fail(
+                "addons.gang.image_tag",
+                f"{tag} is built for Kubernetes 1.{versions.tag_minor(tag)}, outside the version skew of "
+                f"{kubernetes_version} (a kube-scheduler may be one minor older than the API server, never "
+                f"newer): use a v0.{n}.x or v0.{n - 1}.x release, or set addons.gang.enabled: false",
+            )
+    elif release.gang_scheduler is None:
+        working = [m for m, r in versions.TABLE.items() if r.gang_scheduler is not None]
+        raise _fail(
+            "addons.gang.enabled",
+            f"Kubernetes {kubernetes_version} has no scheduler-plugins release within the version skew (the "
+            f"newest, {versions.NEWEST_GANG_SCHEDULER}, is for 1.34; a kube-scheduler may be at most one minor "
+            f"older than the API server): use cluster.kubernetes_version {' or '.join(working)}, or set "
+            "addons.gang.enabled: false",
+        )
     else:
-        tag = cfg.image_tag or images.scheduler_plugins_tag(kubernetes_version)
-    return GangSpec(
-        cfg.enabled,
-        cfg.scheduler_name,
-        f"{images.SCHEDULER_REPO}:{tag}",
-        f"{images.CONTROLLER_REPO}:{tag}",
-        cfg.permit_waiting_seconds,
-        cfg.replicas,
-    )
+        tag = release.gang_scheduler
+    scheduler, controller = versions.gang_images(tag)
+    return GangSpec(cfg.enabled, cfg.scheduler_name, scheduler, controller, cfg.permit_waiting_seconds, cfg.replicas)
 
 
 def _health(addons: AddonsConfig) -> HealthSpec:
@@ -344,14 +359,14 @@ def _dns(service_ip: str, cluster_domain: str, system_nodes: int, peak_nodes: in
         cluster_domain=cluster_domain,
         replicas=wanted,
         spread_required=system_nodes >= wanted,
-        image=images.coredns(version),
+        image=versions.release(version).coredns_image,
     )
 
 
 def _state_metrics(total_nodes: int, version: str) -> StateMetricsSpec:
     # The sizing rule of the upstream cluster add-on (addon-resizer): 100m + 1m and 140Mi + 2Mi per node.
     return StateMetricsSpec(
-        image=images.kube_state_metrics(version),
+        image=versions.release(version).kube_state_metrics_image,
         cpu_millis=100 + total_nodes,
         memory_mib=140 + 2 * total_nodes,
     )
@@ -380,12 +395,8 @@ def addons_spec(
             "cluster.label_domain",
             f"{label_domain!r} is not a DNS domain: use one your organisation owns, e.g. gpu.example.com",
         )
-    if int(kubernetes_version.split(".")[1]) < 30:
-        raise _fail(
-            "cluster.kubernetes_version",
-            f"{kubernetes_version} has no ValidatingAdmissionPolicy v1 (GA in 1.30), which keeps teams "
-            "apart: use 1.30 or later",
-        )
+    # One table of supported minors (modules.bootstrap.versions); each has ValidatingAdmissionPolicy v1.
+    versions.release(kubernetes_version)
     for name, pool in pools.items():
         if pool.gpus_per_node < 1:
             raise _fail(

@@ -27,6 +27,11 @@ PACKAGES = {
     "iptables": "iptables",
     "iptables-save": "iptables",
     "ip": "iproute2",
+    "containerd": "containerd",
+    "systemd-analyze": "systemd",
+    "kubectl": "kubernetes-client",
+    "unshare": "util-linux",
+    "chroot": "coreutils",
 }
 
 

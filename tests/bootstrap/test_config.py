@@ -85,6 +85,15 @@ CASES = [
         f"{P}:bootstrap.etcd.rtt: unknown key: remove it or fix the spelling (see stacks/schema.json)",
     ),
     (
+        {"bootstrap.nodes.azure_cni_sha256": "ABC"},
+        f"{P}:bootstrap.nodes: azure_cni_sha256 'ABC' is not a sha256: use the 64 lowercase hex digits "
+        "`sha256sum` prints",
+    ),
+    (
+        {"cluster.kubernetes_version": "1.31"},
+        f"{P}:cluster.kubernetes_version: kubernetes_version '1.31' is not supported: use 1.35, 1.36 or 1.37",
+    ),
+    (
         {"bootstrap.preflight_timeout": "soon"},
         f"{P}:bootstrap.preflight_timeout: preflight_timeout 'soon' is not a duration: use e.g. '30s', '5m' or '1h'",
     ),
@@ -99,21 +108,38 @@ def test_bad_config_is_one_clear_line(changes: dict[str, Any], message: str) -> 
     assert "\n" not in str(err.value)
 
 
-def test_shipped_stacks_need_no_bootstrap_section() -> None:
+def test_shipped_stacks_take_the_bootstrap_defaults() -> None:
     config = parse_config(_dev())
     assert config.bootstrap.etcd.rtt_ms == 100
     assert config.bootstrap.prometheus.gomaxprocs == 24
+    assert config.cluster is not None and config.cluster.kubernetes_version == "1.35"
 
 
-def test_unknown_kubernetes_minor_needs_a_patch() -> None:
+def test_a_cluster_without_the_azure_cni_checksum_is_refused() -> None:
+    # Azure publishes no checksum for the CNI tarball: a cluster stack must name the one it trusts.
+    from infra.prepare import prepare_cluster
+
+    raw = _dev()
+    del raw[f"{P}:bootstrap"]
+    with pytest.raises(ConfigError) as err:
+        prepare_cluster("dev", parse_config(raw), STACKS)
+    assert str(err.value) == (
+        f"dev: {P}:bootstrap.nodes.azure_cni_sha256: not set: nodes install Azure CNI 1.6.21 only after checking "
+        "it, and Azure publishes no checksum: set it to `sha256sum azure-vnet-cni-linux-amd64-v1.6.21.tgz` of the "
+        "release asset"
+    )
+
+
+def test_a_patch_is_pinned_per_minor() -> None:
     from modules.bootstrap.versions import kubernetes_release
 
+    assert kubernetes_release("1.35", None) == "1.35.8"
+    assert kubernetes_release("1.36", 2) == "1.36.2"
     with pytest.raises(ConfigError) as err:
-        kubernetes_release("1.39", None)
+        kubernetes_release("1.39", 2)
     assert str(err.value) == (
-        f"{P}:bootstrap.kubernetes_patch: no default patch release for Kubernetes 1.39: set bootstrap.kubernetes_patch"
+        f"{P}:cluster.kubernetes_version: kubernetes_version '1.39' is not supported: use 1.35, 1.36 or 1.37"
     )
-    assert kubernetes_release("1.39", 2) == "1.39.2"
 
 
 def test_empty_fatal_xid_list_is_refused() -> None:

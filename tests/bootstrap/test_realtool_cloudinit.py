@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from modules.bootstrap import pki
-from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.context import BootstrapContext, NodePool
 from modules.bootstrap.roles import ROLES, bundle, names
 from modules.bootstrap.userdata import render_user_data
 
@@ -53,3 +54,62 @@ def test_install_scripts_parse(ctx: BootstrapContext, require: Callable[[str], s
             if f.path.endswith(".sh") or f.path == "/usr/sbin/policy-rc.d":
                 run = subprocess.run(["sh", "-n"], input=f.content, capture_output=True, text=True, check=False)
                 assert run.returncode == 0, f"{f.path}: {run.stderr}"
+
+
+# What the images put in /etc/cloud/cloud.cfg.d before our files arrive: the Azure HPC image
+# disables cloud-init networking (Azure/azhpc-images components/disable_cloudinit.sh); Canonical's
+# Ubuntu image only names the datasource and lets it configure the network.
+IMAGE_CLOUD_CFG = {
+    "gpu-node": {"99-disable-network-config.cfg": "network: {config: disabled}\n"},
+    "system-node": {"90_dpkg.cfg": "datasource_list: [ Azure ]\n"},
+}
+HELPER = Path(__file__).with_name("cloudinit_azure_network.py")
+
+
+def _nic(pool: NodePool, index: int) -> dict[str, object]:
+    """IMDS network metadata of one node's NIC: ipconfig1 (the node) then a secondary per pod IP."""
+    base = pool.subnet.network_address + 4 + index * (1 + pool.pod_ips)
+    return {
+        "interface": [
+            {
+                "macAddress": f"000D3A{index:06X}",
+                "ipv4": {
+                    "subnet": [{"address": str(pool.subnet.network_address), "prefix": str(pool.subnet.prefixlen)}],
+                    "ipAddress": [
+                        {"privateIpAddress": str(base + i), "publicIpAddress": ""} for i in range(1 + pool.pod_ips)
+                    ],
+                },
+                "ipv6": {"ipAddress": []},
+            }
+        ]
+    }
+
+
+def _azure_datasource(cases: list[dict[str, object]]) -> dict[str, dict[str, object]]:
+    python = "/usr/bin/python3"  # the interpreter Debian's cloud-init package installs its module for
+    run = subprocess.run([python, str(HELPER)], input=json.dumps(cases), capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    return {r["name"]: r for r in json.loads(run.stdout)}
+
+
+@pytest.mark.realtool
+def test_cloud_init_binds_no_pod_ip_on_any_pool(ctx: BootstrapContext, require: Callable[[str], str]) -> None:
+    require("cloud-init")
+    cases = []
+    for pool in ctx.pools:
+        ours = bundle(ctx, pool.role, pool.name).file("cloud/15_azure-vnet.cfg").content
+        network = _nic(pool, 0)
+        cases.append(
+            {"name": pool.name, "cfg_d": {**IMAGE_CLOUD_CFG[pool.role], "15_azure-vnet.cfg": ours}, "network": network}
+        )
+        # The same NIC without our file on the Ubuntu image: the datasource binds every pod IP (the check can fail).
+        if pool.role == "system-node":
+            cases.append({"name": "without-our-file", "cfg_d": IMAGE_CLOUD_CFG["system-node"], "network": network})
+    results = _azure_datasource(cases)
+    for pool in ctx.pools:
+        ips = [a["privateIpAddress"] for a in _nic(pool, 0)["interface"][0]["ipv4"]["ipAddress"]]  # type: ignore[index]
+        bound = {a.split("/")[0] for a in results[pool.name]["addresses"]}  # type: ignore[union-attr]
+        assert not bound & set(ips[1:]), f"{pool.name}: pod IPs bound to the host: {sorted(bound & set(ips[1:]))}"
+    unguarded = results["without-our-file"]
+    system = ctx.pool("system")
+    assert len(unguarded["addresses"]) == system.pod_ips  # type: ignore[arg-type]

@@ -20,7 +20,8 @@ import yaml
 
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.roles import ETCD_MOUNT, ETCD_PKI, bundle, names
+from modules.bootstrap.layout import PATHS
+from modules.bootstrap.roles import bundle, names
 
 from .certs import issue
 
@@ -67,10 +68,10 @@ def _rewrite(text: str, ports: dict[tuple[str, int], int], root: Path) -> str:
     conf["initial-cluster"] = ",".join(
         f"{n}={url(u)}" for n, u in (item.split("=", 1) for item in conf["initial-cluster"].split(","))
     )
-    conf["data-dir"] = conf["data-dir"].replace(ETCD_MOUNT, str(root / "var"))
+    conf["data-dir"] = conf["data-dir"].replace(PATHS.etcd_mount, str(root / "var"))
     for section in ("client-transport-security", "peer-transport-security"):
         for key in ("cert-file", "key-file", "trusted-ca-file"):
-            conf[section][key] = conf[section][key].replace(ETCD_PKI, str(root / "pki"))
+            conf[section][key] = conf[section][key].replace(PATHS.etcd_pki, str(root / "pki"))
     return yaml.safe_dump(conf, sort_keys=False)
 
 

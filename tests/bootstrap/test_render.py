@@ -75,8 +75,15 @@ def test_missing_secret_is_named() -> None:
 
 
 def _node_labels(unit: str) -> dict[str, str]:
+    """The labels fixed at render time; ``${VAR}`` items are read at boot (see test_realtool_boot)."""
     flag = next(a for a in unit.split() if a.startswith("--node-labels="))
-    return dict(kv.split("=", 1) for kv in flag.removeprefix("--node-labels=").split(","))
+    items = flag.removeprefix("--node-labels=").split(",")
+    return dict(kv.split("=", 1) for kv in items if not kv.startswith("${"))
+
+
+def _boot_labels(unit: str) -> list[str]:
+    flag = next(a for a in unit.split() if a.startswith("--node-labels="))
+    return [kv for kv in flag.removeprefix("--node-labels=").split(",") if kv.startswith("${")]
 
 
 def test_kubelet_matches_pool(ctx: BootstrapContext) -> None:
@@ -98,6 +105,10 @@ def test_kubelet_matches_pool(ctx: BootstrapContext) -> None:
             expected[f"{d}/team"] = pool.team
             expected_taints.add((f"{d}/team", pool.team, "NoSchedule"))
         assert labels == expected, pool.name
+        # GPU nodes add their InfiniBand island, read from IMDS before the kubelet starts.
+        unit = node.file("systemd/kubelet.service.d/10-agk.conf").content
+        assert _boot_labels(unit) == (["${AGK_NODE_LABELS}"] if pool.gpus else []), pool.name
+        assert ("EnvironmentFile=/run/agk/kubelet.env" in unit) is bool(pool.gpus)
         assert taints == expected_taints, pool.name
         runtime = tomllib.loads(node.file("containerd/config.toml").content)
         cri = runtime["plugins"]["io.containerd.grpc.v1.cri"]
@@ -261,7 +272,7 @@ def test_mangle_rules_use_the_address_plan(ctx: BootstrapContext) -> None:
 
 def test_nodes_get_arp_cache_sysctls(ctx: BootstrapContext) -> None:
     for pool in ctx.pools:
-        text = bundle(ctx, pool.role, pool.name).file("sysctl.d/90-agk.conf").content
+        text = bundle(ctx, pool.role, pool.name).file("sysctl.d/999-agk.conf").content
         assert "net.ipv4.neigh.default.gc_thresh3 = 100000" in text
 
 

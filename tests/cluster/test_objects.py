@@ -254,7 +254,7 @@ def test_coredns_serves_the_kubelets_cluster_dns(dev_spec: AddonsSpec, prod_spec
     c = spec["containers"][0]
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}
     assert c["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0
-    assert c["image"] == "registry.k8s.io/coredns/coredns:v1.11.3"
+    assert c["image"] == "registry.k8s.io/coredns/coredns:v1.13.1"  # kubeadm's for 1.35 (modules/bootstrap/versions.py)
     corefile = by_name(dev_spec, "ConfigMap", "coredns")["data"]["Corefile"]
     assert "kubernetes cluster.local in-addr.arpa ip6.arpa {" in corefile
     assert "forward . /etc/resolv.conf" in corefile and "cache 30" in corefile
@@ -291,7 +291,7 @@ def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec
         "prometheus.io/honor-labels": "true",
     }
     assert {"name": "http-metrics", "containerPort": 8080} in c["ports"]
-    assert c["image"] == "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.14.0"
+    assert c["image"] == "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.19.1"  # built for 1.35
     # Upstream's add-on rule: 140Mi + 2Mi and 100m + 1m per node, for the most nodes the cluster holds.
     nodes = prepare_cluster("prod-7500", load_stack(STACKS, "prod-7500"), STACKS).pools.peak_nodes
     assert c["resources"]["requests"] == {"cpu": f"{100 + nodes}m", "memory": f"{140 + 2 * nodes}Mi"}

@@ -136,7 +136,7 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
         "bad scheduler image tag",
         {"gang": {"image_tag": "latest"}},
         {},
-        "azure-gpu-k8s:addons.gang.image_tag: 'latest' is not a release tag: use e.g. v0.31.8",
+        "azure-gpu-k8s:addons.gang.image_tag: 'latest' is not a release tag: use e.g. v0.34.7",
     ),
     (
         "bad scheduler name",
@@ -153,38 +153,59 @@ def test_bad_config_is_one_clear_line(
     case: str, addons: dict[str, Any], pools: dict[str, PoolFacts], message: str
 ) -> None:
     with pytest.raises(ConfigError) as err:
-        addons_spec("dev", "1.31", "gpu.example.com", pools or POOLS, AddonsConfig.model_validate(addons), **CLUSTER)
+        addons_spec("dev", "1.35", "gpu.example.com", pools or POOLS, AddonsConfig.model_validate(addons), **CLUSTER)
     assert str(err.value) == message
     assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize(
-    ("version", "domain", "message"),
+    ("version", "domain", "addons", "message"),
     [
         (
-            "1.29",
+            "1.31",
             "gpu.example.com",
-            "azure-gpu-k8s:cluster.kubernetes_version: 1.29 has no ValidatingAdmissionPolicy v1 (GA in 1.30), "
-            "which keeps teams apart: use 1.30 or later",
+            {},
+            "azure-gpu-k8s:cluster.kubernetes_version: kubernetes_version '1.31' is not supported: "
+            "use 1.35, 1.36 or 1.37",
         ),
         (
-            "1.31",
+            "1.35",
             "gpu_example",
+            {},
             "azure-gpu-k8s:cluster.label_domain: 'gpu_example' is not a DNS domain: use one your organisation "
             "owns, e.g. gpu.example.com",
         ),
         (
-            "1.38",
+            "1.36",
             "gpu.example.com",
-            "azure-gpu-k8s:addons.gang.image_tag: no scheduler-plugins release is known for Kubernetes 1.38: "
-            "set addons.gang.image_tag (e.g. v0.38.0) or disable addons.gang",
+            {},
+            "azure-gpu-k8s:addons.gang.enabled: Kubernetes 1.36 has no scheduler-plugins release within the "
+            "version skew (the newest, v0.34.7, is for 1.34; a kube-scheduler may be at most one minor older than "
+            "the API server): use cluster.kubernetes_version 1.35, or set addons.gang.enabled: false",
+        ),
+        (
+            "1.37",
+            "gpu.example.com",
+            {"gang": {"image_tag": "v0.34.7"}},
+            "azure-gpu-k8s:addons.gang.image_tag: v0.34.7 is built for Kubernetes 1.34, outside the version skew "
+            "of 1.37 (a kube-scheduler may be one minor older than the API server, never newer): use a v0.37.x or "
+            "v0.36.x release, or set addons.gang.enabled: false",
+        ),
+        (
+            "1.35",
+            "gpu.example.com",
+            {"gang": {"image_tag": "v0.36.1"}},
+            "azure-gpu-k8s:addons.gang.image_tag: v0.36.1 is built for Kubernetes 1.36, outside the version skew "
+            "of 1.35 (a kube-scheduler may be one minor older than the API server, never newer): use a v0.35.x or "
+            "v0.34.x release, or set addons.gang.enabled: false",
         ),
     ],
 )
-def test_cluster_level_errors(version: str, domain: str, message: str) -> None:
+def test_cluster_level_errors(version: str, domain: str, addons: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as err:
-        addons_spec("dev", version, domain, POOLS, AddonsConfig(), **CLUSTER)
+        addons_spec("dev", version, domain, POOLS, AddonsConfig.model_validate(addons), **CLUSTER)
     assert str(err.value) == message
+    assert "\n" not in str(err.value)
 
 
 def test_unknown_addons_key_is_refused_by_the_model() -> None:
@@ -192,14 +213,19 @@ def test_unknown_addons_key_is_refused_by_the_model() -> None:
         AddonsConfig.model_validate({"balloon": {"h100": 1}})
 
 
-def test_scheduler_release_follows_the_declared_version() -> None:
-    tags = {
-        v: addons_spec("d", v, "a.b", POOLS, AddonsConfig(), **CLUSTER).gang.scheduler_image for v in ("1.31", "1.33")
-    }
-    assert tags == {
-        "1.31": "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.31.8",
-        "1.33": "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.32.7",  # one minor older is in skew
-    }
+def test_gang_scheduler_follows_the_skew_rule() -> None:
+    from modules.bootstrap import versions
+
+    spec = addons_spec("d", "1.35", "a.b", POOLS, AddonsConfig(), **CLUSTER)
+    assert spec.gang.scheduler_image == "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.34.7"
+    assert spec.gang.controller_image == "registry.k8s.io/scheduler-plugins/controller:v0.34.7"
+    # Every row's gang scheduler is its own minor or one older, never newer (version-skew policy).
+    for minor, row in versions.TABLE.items():
+        if row.gang_scheduler is not None:
+            assert versions.gang_within_skew(row.gang_scheduler, minor), minor
+    # A minor without one still deploys with the gang scheduler off.
+    off = addons_spec("d", "1.37", "a.b", POOLS, AddonsConfig(gang={"enabled": False}), **CLUSTER)
+    assert not off.gang.enabled
 
 
 def test_from_json_survives_the_engine(dev_spec: AddonsSpec) -> None:
@@ -233,7 +259,7 @@ def test_dns_replicas(system_nodes: int, gpu_nodes: int, replicas: int, required
     pools = {"h100": PoolFacts("h100", "Standard_ND96isr_H100_v5", 8, gpu_nodes, None)}
     spec = addons_spec(
         "d",
-        "1.31",
+        "1.35",
         "a.b",
         pools,
         AddonsConfig(),
@@ -247,16 +273,31 @@ def test_dns_replicas(system_nodes: int, gpu_nodes: int, replicas: int, required
 @pytest.mark.parametrize(
     ("version", "coredns", "ksm"),
     [
-        ("1.30", "v1.11.3", "v2.13.0"),
-        ("1.31", "v1.11.3", "v2.14.0"),
-        ("1.33", "v1.12.0", "v2.16.0"),
-        ("1.36", "v1.12.0", "v2.16.0"),  # newer than any listed: the newest known release
+        ("1.35", "v1.13.1", "v2.19.1"),
+        ("1.36", "v1.14.2", "v2.20.0"),
+        ("1.37", "v1.14.4", "v2.20.0"),
     ],
 )
 def test_dns_and_state_metrics_images_follow_the_version(version: str, coredns: str, ksm: str) -> None:
-    spec = addons_spec("d", version, "a.b", POOLS, AddonsConfig(gang={"image_tag": "v0.34.7"}), **CLUSTER)
+    spec = addons_spec("d", version, "a.b", POOLS, AddonsConfig(gang={"enabled": version == "1.35"}), **CLUSTER)
     assert spec.dns.image == f"registry.k8s.io/coredns/coredns:{coredns}"
     assert spec.state_metrics.image == f"registry.k8s.io/kube-state-metrics/kube-state-metrics:{ksm}"
+
+
+def test_the_versions_table_is_the_only_one() -> None:
+    # One table: config, bootstrap and add-ons accept exactly its minors, and every row is complete.
+    from infra.config import ClusterConfig
+    from modules.bootstrap import versions
+
+    assert versions.SUPPORTED == ("1.35", "1.36", "1.37")
+    assert ClusterConfig.model_fields["kubernetes_version"].default == versions.DEFAULT_MINOR == "1.35"
+    assert versions.TABLE[versions.DEFAULT_MINOR].gang_scheduler is not None  # addons.gang is on by default
+    for minor, row in versions.TABLE.items():
+        assert row.minor == minor and row.patch >= 0 and row.end_of_life > "2026-12-01"
+        assert row.pause.startswith("3.") and row.coredns.startswith("v") and row.kube_state_metrics.startswith("v")
+        for v in ("1.34", "1.38"):
+            with pytest.raises(ConfigError):
+                addons_spec("d", v, "a.b", POOLS, AddonsConfig(gang={"enabled": False}), **CLUSTER)
 
 
 @pytest.mark.parametrize(
@@ -275,5 +316,5 @@ def test_dns_and_state_metrics_images_follow_the_version(version: str, coredns: 
 )
 def test_cluster_facts_are_checked(cluster: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as err:
-        addons_spec("dev", "1.31", "gpu.example.com", POOLS, AddonsConfig(), **cluster)
+        addons_spec("dev", "1.35", "gpu.example.com", POOLS, AddonsConfig(), **cluster)
     assert str(err.value) == message

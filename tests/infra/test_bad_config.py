@@ -161,7 +161,7 @@ CASES: list[tuple[str, Mutation, str]] = [
     (
         "kubernetes version",
         _set("cluster.kubernetes_version", "1.19"),
-        "dev: azure-gpu-k8s:cluster.kubernetes_version: kubernetes_version '1.19' is not supported: use a minor version 1.28 to 1.39",
+        "dev: azure-gpu-k8s:cluster.kubernetes_version: kubernetes_version '1.19' is not supported: use 1.35, 1.36 or 1.37",
     ),
     (
         "host bits",
