@@ -89,7 +89,7 @@ def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
         *APISERVERS_REFUSED,
         "create NodePool h200 []",
         "create RoleAssignment dev-keys-pool-h200-pki-h200-reader []",
-    "create RoleAssignment dev-storage-checkpoints-h200-read-write []",
+        "create RoleAssignment dev-storage-checkpoints-h200-read-write []",
         "create RoleAssignment dev-storage-datasets-h200-read []",
         "create VirtualMachineScaleSet h200-00 []",
         "create Secret dev-keys-pool-h200-pki []",
