@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from infra.addresses import limits_for
 from infra.config import PROJECT, StackConfig
 from infra.pools import ClusterPools
 from infra.sizing import SizeChoice
+from modules.bootstrap.config import AZURE_CNI_URL, UNSET_SHA256
 from modules.errors import ConfigError
 from modules.netplan.limits import VCPU_QUOTA_PREFIX, Limits, quota_name
 from modules.sizing.skus import sku
@@ -49,11 +50,21 @@ class Quota:
 
 
 @dataclass(frozen=True)
+class Step:
+    """Something a person must do once before `pulumi up` (no API can do it for them offline)."""
+
+    what: str
+    command: str
+    why: str
+
+
+@dataclass(frozen=True)
 class Prerequisites:
     features: tuple[Feature, ...]
     quotas: tuple[Quota, ...]
     regional_vcpus: int
     regional_declared: int | None
+    steps: tuple[Step, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +85,7 @@ class Prerequisites:
             ],
             "regional_vcpus": self.regional_vcpus,
             "regional_declared": self.regional_declared,
+            "steps": [{"what": t.what, "command": t.command, "why": t.why} for t in self.steps],
         }
 
 
@@ -126,7 +138,23 @@ def cluster_prerequisites(config: StackConfig, pools: ClusterPools, sizes: Mappi
     if cluster.events_etcd is not None:
         hosts.append((sizes["events-etcd"].chosen, cluster.events_etcd.count))
     counts = hosts + [(p.vm_size, p.peak_nodes) for p in pools.pools.values()]
-    return vm_vcpus(counts, limits_for(config))
+    return replace(vm_vcpus(counts, limits_for(config)), steps=checksum_steps(config))
+
+
+def checksum_steps(config: StackConfig) -> tuple[Step, ...]:
+    """Downloads whose checksum the stack has not taken yet (Azure publishes none for Azure CNI)."""
+    nodes = config.bootstrap.nodes
+    if nodes.azure_cni_sha256 not in (None, UNSET_SHA256):
+        return ()
+    url = AZURE_CNI_URL.format(version=nodes.azure_cni_version)
+    return (
+        Step(
+            f"Azure CNI v{nodes.azure_cni_version} checksum",
+            f"curl -fsSL {url} | sha256sum, then set {PROJECT}:bootstrap.nodes.azure_cni_sha256",
+            "Azure publishes no checksum for the tarball; nodes refuse an unchecked download, so until it is set "
+            "every pool node fails its cni step and reports Unhealthy",
+        ),
+    )
 
 
 def hub_prerequisites(config: StackConfig) -> Prerequisites:

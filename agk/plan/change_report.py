@@ -124,6 +124,7 @@ def prerequisites(outputs: dict[str, Any]) -> dict[str, list[dict[str, Any]]] | 
     return {
         "features": [f for f in raw.get("features") or [] if isinstance(f, dict)],
         "quotas": [q for q in raw.get("quotas") or [] if isinstance(q, dict)],
+        "steps": [t for t in raw.get("steps") or [] if isinstance(t, dict)],
     }
 
 
@@ -152,6 +153,8 @@ def prerequisites_text(needed: dict[str, list[dict[str, Any]]]) -> list[str]:
         lines.append(f"  register feature {feature}: {command}" + (f"  ({item['why']})" if item.get("why") else ""))
     for item in needed["quotas"]:
         lines.append(f"  regional vCPU quota {_quota(item)}" + (f"  ({item['why']})" if item.get("why") else ""))
+    for item in needed.get("steps", []):
+        lines.append(f"  {item.get('what')}: {item.get('command')}" + (f"  ({item['why']})" if item.get("why") else ""))
     if len(lines) == 1:
         lines.append("  nothing")
     return lines
@@ -166,6 +169,8 @@ def prerequisites_markdown(needed: dict[str, list[dict[str, Any]]]) -> list[str]
         )
     for item in needed["quotas"]:
         out.append(f"- regional vCPU quota {_quota(item)}" + (f" ({item['why']})" if item.get("why") else ""))
+    for item in needed.get("steps", []):
+        out.append(f"- {item.get('what')}: `{item.get('command')}`" + (f" ({item['why']})" if item.get("why") else ""))
     if len(out) == 2:
         out.append("- nothing")
     return [*out, ""]

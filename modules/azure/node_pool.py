@@ -16,6 +16,7 @@ from pulumi_azure_native import compute, managedidentity
 from modules import tags as tagging
 from modules.azure.context import DeployContext
 from modules.azure.vm import ssh_only
+from modules.bootstrap.context import BOOT_HEALTH_PATH, BOOT_HEALTH_PORT
 from modules.sizing.scale_sets import ScaleSetPlan
 
 
@@ -47,6 +48,32 @@ class NodePoolArgs:
     """Key into DeployContext.images."""
     depends_on: Sequence[pulumi.Resource] = ()
     """Wait for these (the VNet's last subnet) before creating scale sets in the VNet."""
+
+
+# Application Health extension, rich health states (virtual-machine-scale-sets-health-extension): the
+# node's boot health endpoint answers {"ApplicationHealthState": "Healthy"} only once every boot step
+# is done and the kubelet has joined, so a node that failed to join shows as Unhealthy in the portal,
+# `az vmss get-instance-view` and the scale set's instance list.
+HEALTH_GRACE_SECONDS = 3600
+"""Time a new VM gets to boot and join before Unhealthy counts (package installs, image pulls, CSR)."""
+
+
+def health_extension() -> compute.VirtualMachineScaleSetExtensionArgs:
+    return compute.VirtualMachineScaleSetExtensionArgs(
+        name="boot-health",
+        publisher="Microsoft.ManagedServices",
+        type="ApplicationHealthLinux",
+        type_handler_version="2.0",
+        auto_upgrade_minor_version=True,
+        settings={
+            "protocol": "http",
+            "port": BOOT_HEALTH_PORT,
+            "requestPath": BOOT_HEALTH_PATH,
+            "intervalInSeconds": 15,
+            "numberOfProbes": 4,
+            "gracePeriod": HEALTH_GRACE_SECONDS,
+        },
+    )
 
 
 def ip_configurations(
@@ -139,6 +166,9 @@ class NodePool(pulumi.ComponentResource):
                         ]
                     ),
                     security_profile=compute.SecurityProfileArgs(encryption_at_host=True),
+                    extension_profile=compute.VirtualMachineScaleSetExtensionProfileArgs(
+                        extensions=[health_extension()]
+                    ),
                 ),
                 tags=tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),

@@ -11,6 +11,12 @@ import re
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 _DURATION = re.compile(r"^[1-9][0-9]*(s|m|h)$")
+UNSET_SHA256 = "0" * 64
+"""A checksum not yet taken: nodes refuse the download (so fail closed) and `agk plan` lists the step."""
+AZURE_CNI_URL = (
+    "https://github.com/Azure/azure-container-networking/releases/download/v{version}/"
+    "azure-vnet-cni-linux-amd64-v{version}.tgz"
+)
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 

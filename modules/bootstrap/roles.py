@@ -21,6 +21,7 @@ from typing import Literal
 
 from modules import labels
 from modules.bootstrap import pki
+from modules.bootstrap.config import AZURE_CNI_URL
 from modules.bootstrap.context import (
     BOOT_HEALTH_PATH,
     ETCD_CLIENT_PORT,
@@ -560,6 +561,7 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
             render(
                 "install-azure-cni.sh.j2",
                 version=ctx.node.azure_cni_version,
+                url=AZURE_CNI_URL.format(version=ctx.node.azure_cni_version),
                 sha256=ctx.node.azure_cni_sha256,
                 plugins_version=ctx.node.cni_plugins_version,
                 plugins_sha256=ctx.node.cni_plugins_sha256,

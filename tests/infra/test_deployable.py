@@ -273,3 +273,32 @@ def test_etcd_members_alone_write_their_snapshots_which_expire(state: Callable[[
     assert rule["definition"]["filters"]["prefixMatch"] == ["etcd-backups/"]
     days = rule["definition"]["actions"]["baseBlob"]["delete"]["daysAfterModificationGreaterThan"]
     assert days == backup.retention_days
+
+
+@pytest.mark.parametrize("stack", CLUSTERS)
+def test_a_node_that_failed_to_join_shows_unhealthy(state: Callable[[str], State], stack: str) -> None:
+    """Each scale set probes the node's own boot health endpoint (the one the bootstrap renders)."""
+    from modules.bootstrap.context import BOOT_HEALTH_PATH, BOOT_HEALTH_PORT
+
+    for vmss in state(stack).of_type("azure-native:compute:VirtualMachineScaleSet"):
+        (ext,) = vmss["inputs"]["virtualMachineProfile"]["extensionProfile"]["extensions"]
+        assert (ext["publisher"], ext["type"], ext["typeHandlerVersion"]) == (
+            "Microsoft.ManagedServices",
+            "ApplicationHealthLinux",
+            "2.0",  # rich health states: the body says Healthy or Unhealthy
+        )
+        assert (ext["settings"]["port"], ext["settings"]["requestPath"]) == (BOOT_HEALTH_PORT, BOOT_HEALTH_PATH)
+
+
+def test_an_untaken_checksum_is_listed_before_pulumi_up(state: Callable[[str], State]) -> None:
+    steps = state("dev").outputs["prerequisites"]["steps"]
+    assert [s["what"] for s in steps] == ["Azure CNI v1.6.21 checksum"]
+    config = load_stack(STACKS, "dev")
+    taken = config.model_copy(
+        update={
+            "bootstrap": config.bootstrap.model_copy(
+                update={"nodes": config.bootstrap.nodes.model_copy(update={"azure_cni_sha256": "a" * 64})}
+            )
+        }
+    )
+    assert prepare_cluster("dev", taken, STACKS).prerequisites.steps == ()

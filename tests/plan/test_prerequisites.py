@@ -29,6 +29,7 @@ def test_json_carries_the_output(dev_json: dict[str, object]) -> None:
     assert dev_json["prerequisites"] == {
         "features": outputs["prerequisites"]["features"],
         "quotas": outputs["prerequisites"]["quotas"],
+        "steps": outputs["prerequisites"]["steps"],
     }
     (feature,) = outputs["prerequisites"]["features"]
     assert (feature["namespace"], feature["name"]) == ("Microsoft.Compute", "EncryptionAtHost")
