@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -34,6 +34,9 @@ _SURGE = re.compile(r"^([0-9]+)%?$")
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 def _name(kind: str, value: str) -> str:
@@ -416,6 +419,34 @@ class ClusterConfig(_Model):
         return pools
 
 
+class ChangeAllowance(_Model):
+    """A reviewed, named exception to the change policies of `agk review --base`."""
+
+    urn: str | None = Field(default=None, min_length=1, description="The resource's URN, as agk plan --base lists it.")
+    name: str | None = Field(default=None, min_length=1, description="Or its logical name (the URN's last part).")
+    action: Literal["replace", "delete", "move"] = Field(description="replace | delete | move (a subnet's new prefix).")
+    reason: str = Field(min_length=1, description="Why it is intended, e.g. the change ticket.")
+
+    @field_validator("reason", "urn", "name")
+    @classmethod
+    def _not_blank(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("blank: say which resource, and why the change is intended (e.g. the change ticket)")
+        return v.strip() if v is not None else None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ChangeAllowance:
+        if (self.urn is None) == (self.name is None):
+            raise ValueError("give exactly one of urn and name (the resource's logical name)")
+        return self
+
+
+class ChangesConfig(_Model):
+    """Changes to deployed resources this stack means; `agk review --base` allows them."""
+
+    allow: list[ChangeAllowance] = Field(default_factory=list, description="Reviewed allowances.")
+
+
 class AddonsStackConfig(_Model):
     """A `<cluster>-addons` stack: the cluster's Kubernetes objects, deployed once its API answers."""
 
@@ -451,6 +482,9 @@ class StackConfig(_Model):
     addons_stack: AddonsStackConfig | None = Field(default=None, description="Required when kind is addons.")
     hub: HubConfig | None = Field(default=None, description="Required when kind is hub.")
     cluster: ClusterConfig | None = Field(default=None, description="Required when kind is cluster.")
+    changes: ChangesConfig = Field(
+        default_factory=ChangesConfig, description="Allowances for the change policies (agk review --base)."
+    )
     bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig)
     addons: AddonsConfig = Field(default_factory=AddonsConfig)
 
@@ -495,12 +529,12 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return text
 
 
-def _one_line(err: ValidationError) -> str:
+def _one_line(err: ValidationError, section: tuple[str, ...] = ()) -> str:
     first = err.errors(include_url=False)[0]
     # Unions report every branch; the error of the branch that matched the input type is first.
-    where, kind, msg = _loc(tuple(first["loc"])), first["type"], first["msg"]
+    where, kind, msg = _loc((*section, *first["loc"])), first["type"], first["msg"]
     value, ctx = first.get("input"), first.get("ctx") or {}
-    if not first["loc"]:
+    if not first["loc"] and not section:
         return str(msg).removeprefix("Value error, ")
     if kind == "extra_forbidden":
         renamed = RENAMED.get(str(first["loc"][-1]))
@@ -512,7 +546,7 @@ def _one_line(err: ValidationError) -> str:
     if kind == "value_error":
         return f"{where}: {msg.removeprefix('Value error, ')}"
     if kind == "literal_error":
-        return f"{where}: {value!r} is not allowed: {msg.lower()}"
+        return f"{where}: {value!r} is not allowed: use {ctx.get('expected', msg)}"
     return f"{where}: {_plain(kind, value, ctx, msg)}"
 
 
@@ -531,7 +565,8 @@ def _plain(kind: str, value: Any, ctx: Mapping[str, Any], msg: str) -> str:
     if kind == "string_too_short":
         return f"{value!r} is too short: give at least {ctx.get('min_length', 1)} character(s)"
     if kind == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
-        return f"{value!r} is a number, not text: quote it in the stack file (YAML reads 1.30 as the number 1.3)"
+        hint = " (YAML reads an unquoted 1.30 as the number 1.3)" if isinstance(value, float) else ""
+        return f"{value!r} is a number, not text: quote it in the stack file{hint}"
     if kind == "string_type":
         return f"{value!r} is not text: write a string"
     if kind in ("int_type", "int_parsing", "int_from_float"):
@@ -543,6 +578,14 @@ def _plain(kind: str, value: Any, ctx: Mapping[str, Any], msg: str) -> str:
     if kind in ("list_type", "tuple_type"):
         return f"{value!r} is not a list: write it as '- item' lines"
     return f"{value!r} is invalid: {msg.lower()}"
+
+
+def parse_section(model: type[_M], raw: Any, key: str) -> _M:
+    """One section of a stack file (``azure-gpu-k8s:<key>``) validated on its own, errors as for the whole."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_one_line(err, (key,))) from None
 
 
 def parse_config(raw: Mapping[str, Any]) -> StackConfig:

@@ -156,7 +156,7 @@ CASES: list[tuple[str, Mutation, str]] = [
     (
         "etcd storage",
         _set("cluster.etcd.storage", "hdd"),
-        "dev: azure-gpu-k8s:cluster.etcd.storage: 'hdd' is not allowed: input should be 'local-nvme' or 'premium-ssd-v2'",
+        "dev: azure-gpu-k8s:cluster.etcd.storage: 'hdd' is not allowed: use 'local-nvme' or 'premium-ssd-v2'",
     ),
     (
         "kubernetes version",

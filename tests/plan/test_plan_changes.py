@@ -213,10 +213,9 @@ def test_a_declared_allowance_lets_the_rename_pass(tmp_path: Path, base: dict[st
             ]
         }
 
-    case = changed(tmp_path, base, _rename)
-    # The review reads the allowance from the stack file. It is written after planning because the
-    # program (infra/config.py) does not declare azure-gpu-k8s:changes yet and refuses unknown keys.
-    stack_folder(case.folder, edit=both(_rename, allow))
+    # The program accepts the allowance (infra/config.py declares azure-gpu-k8s:changes) and the review
+    # reads it from the same stack file.
+    case = changed(tmp_path, base, both(_rename, allow))
     assert case.lines == RENAMED
     verdicts, violations = case.verdicts()
     assert verdicts == {

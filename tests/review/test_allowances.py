@@ -29,13 +29,16 @@ def test_reads_names_and_urns() -> None:
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ([], "dev: azure-gpu-k8s:changes: not a mapping: write 'allow:' with a list of {name, action, reason}"),
-        ({"allow": [], "deny": []}, "dev: azure-gpu-k8s:changes.deny: unknown key: the only key is 'allow'"),
-        ({"allow": {}}, "dev: azure-gpu-k8s:changes.allow: not a list: give a list of {name, action, reason}"),
-        ({"allow": ["x"]}, "dev: azure-gpu-k8s:changes.allow[0]: not a mapping: give name (or urn), action and reason"),
+        ([], "dev: azure-gpu-k8s:changes: [] is not a mapping: write it as 'key: value' lines"),
+        (
+            {"allow": [], "deny": []},
+            "dev: azure-gpu-k8s:changes.deny: unknown key: remove it or fix the spelling (see stacks/schema.json)",
+        ),
+        ({"allow": {}}, "dev: azure-gpu-k8s:changes.allow: {} is not a list: write it as '- item' lines"),
+        ({"allow": ["x"]}, "dev: azure-gpu-k8s:changes.allow[0]: 'x' is not a mapping: write it as 'key: value' lines"),
         (
             {"allow": [{"name": "a", "action": "delete", "reason": "r", "ticket": 1}]},
-            "dev: azure-gpu-k8s:changes.allow[0].ticket: unknown key: use urn, name, action, reason",
+            "dev: azure-gpu-k8s:changes.allow[0].ticket: unknown key: remove it or fix the spelling (see stacks/schema.json)",
         ),
         (
             {"allow": [{"name": "a", "urn": "u", "action": "delete", "reason": "r"}]},
@@ -43,15 +46,15 @@ def test_reads_names_and_urns() -> None:
         ),
         (
             {"allow": [{"name": 3, "action": "delete", "reason": "r"}]},
-            "dev: azure-gpu-k8s:changes.allow[0].name: 3 is not a resource name: give it as text",
+            "dev: azure-gpu-k8s:changes.allow[0].name: 3 is a number, not text: quote it in the stack file",
         ),
         (
             {"allow": [{"name": "a", "action": "update", "reason": "r"}]},
-            "dev: azure-gpu-k8s:changes.allow[0].action: 'update' is not allowed: use one of replace, delete, move",
+            "dev: azure-gpu-k8s:changes.allow[0].action: 'update' is not allowed: use 'replace', 'delete' or 'move'",
         ),
         (
             {"allow": [{"name": "a", "action": "delete", "reason": " "}]},
-            "dev: azure-gpu-k8s:changes.allow[0].reason: missing: say why the change is intended (e.g. the change ticket)",
+            "dev: azure-gpu-k8s:changes.allow[0].reason: blank: say which resource, and why the change is intended (e.g. the change ticket)",
         ),
     ],
 )
