@@ -84,7 +84,7 @@ def run(*, stack: str, out: Path, stacks_dir: Path) -> int:
         stack = config.addons_stack.cluster_stack
         config = load_stack(stacks_dir, stack)
     if config.kind != "cluster":
-        raise AgkError(f"{stack}: a {config.kind} stack boots no nodes: render a cluster stack")
+        raise AgkError(f"a {config.kind} stack boots no nodes: render a cluster stack", stack=stack)
     if out.exists() and not out.is_dir():
         raise AgkError(f"--out {out}: not a directory: name a directory to write into")
     prep = prepare_cluster(stack, config, stacks_dir)

@@ -7,6 +7,7 @@ caught before anything is deployed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 from pathlib import Path
@@ -38,7 +39,7 @@ def limits_for(config: StackConfig, stack: str = "") -> Limits:
     try:
         return Limits.default().with_overrides({k: (v.value, v.reason) for k, v in config.limits.items()})
     except ConfigError as err:
-        raise ConfigError(f"{stack}: {err}" if stack else str(err)) from None
+        raise (err.in_stack(stack) if stack else err) from None
 
 
 def hub_stack_name(cluster: ClusterConfig) -> str:
@@ -73,7 +74,37 @@ def hub_subnets(config: StackConfig) -> tuple[SubnetRequest, ...]:
     return tuple(subnets)
 
 
-def vnet_spec(stack: str, config: StackConfig, peers: tuple[str, ...]) -> VNetSpec:
+def deployed_pins(
+    stack: str, subnets: tuple[SubnetRequest, ...], deployed: Mapping[str, str], declared: Mapping[str, str]
+) -> dict[str, str]:
+    """The subnets this stack already has, where they are (its last ``address_plan``), kept there.
+
+    A pin the stack file declares wins. A deployed subnet the plan no longer has is dropped (it goes); one
+    that no longer holds what it must is an error: moving or growing a subnet with nodes in it is not
+    something to do by accident.
+    """
+    pins: dict[str, str] = {}
+    for request in subnets:
+        cidr = deployed.get(request.name)
+        if cidr is None or request.name in declared:
+            continue
+        holds = usable(parse_cidr(cidr, f"deployed subnet {request.name}").prefixlen)
+        if holds < request.ips_needed:
+            raise ConfigError(
+                f"{PROJECT}:{request.where or 'network'}: deployed subnet {request.name} is {cidr} "
+                f"({holds:,} usable) but now needs {request.ips_needed:,}: it stays where it is unless you move it "
+                f"on purpose (set network.pinned.{request.name} to a larger free CIDR and allow the move under "
+                f"{PROJECT}:changes), or keep the pool's size",
+                stack=stack,
+            )
+        pins[request.name] = cidr
+    return {**pins, **declared}
+
+
+def vnet_spec(
+    stack: str, config: StackConfig, peers: tuple[str, ...], deployed: Mapping[str, str] | None = None
+) -> VNetSpec:
+    """The VNet ``stack`` needs; ``deployed`` is where its subnets are now (name to CIDR), kept in place."""
     assert config.network is not None
     limits = limits_for(config, stack)
     other: tuple[tuple[str, str], ...] = ()
@@ -81,7 +112,7 @@ def vnet_spec(stack: str, config: StackConfig, peers: tuple[str, ...]) -> VNetSp
         try:
             subnets = cluster_subnets(config.cluster, plan_pools(config.cluster, limits))
         except ConfigError as err:
-            raise ConfigError(f"{stack}: {err}") from None
+            raise err.in_stack(stack) from None
         other = (("cluster.service_cidr", config.cluster.service_cidr),)
     else:
         subnets = hub_subnets(config)
@@ -92,10 +123,10 @@ def vnet_spec(stack: str, config: StackConfig, peers: tuple[str, ...]) -> VNetSp
         subnets=subnets,
         limits=limits,
         peers=peers,
-        pinned=dict(config.network.pinned),
+        pinned=deployed_pins(stack, subnets, deployed or {}, config.network.pinned),
         allow_public=config.network.allow_public_ranges,
         other_ranges=other,
-        key_prefix=f"{stack}: {PROJECT}:",
+        key_prefix=f"{PROJECT}:",
     )
 
 
@@ -127,7 +158,7 @@ class StackPlan:
         """Raise for a plan Azure would refuse partway through `pulumi up` (hard limits cannot be raised)."""
         for finding in self.warnings:
             if finding.code in HARD_LIMIT_FINDINGS:
-                raise ConfigError(f"{self.stack}: {PROJECT}:network: {finding.message}")
+                raise ConfigError(f"{PROJECT}:network: {finding.message}", stack=self.stack)
 
     @property
     def limits(self) -> Limits:
@@ -142,7 +173,7 @@ def network_of(stacks_dir: Path, stack: str, config: StackConfig | None = None) 
     """
     config = config or load_stack(stacks_dir, stack)
     if config.kind == "addons":
-        raise ConfigError(f"{stack}: an addons stack has no network: plan its cluster stack instead")
+        raise ConfigError("an addons stack has no network: plan its cluster stack instead", stack=stack)
     if config.kind == "hub":
         hub = stack
     else:
@@ -159,8 +190,9 @@ def network_of(stacks_dir: Path, stack: str, config: StackConfig | None = None) 
                 configs[name] = load_stack(stacks_dir, name)
             except ConfigError as err:
                 raise ConfigError(
-                    f"{stack}: sibling spoke {name} of hub {hub!r} is invalid, and {stack}'s address plan checks "
-                    f"every spoke of its hub: fix {stack_file(stacks_dir, name)} ({err})"
+                    f"sibling spoke {name} of hub {hub!r} is invalid, and {stack}'s address plan checks "
+                    f"every spoke of its hub: fix {stack_file(stacks_dir, name)} ({err})",
+                    stack=stack,
                 ) from None
     _refuse_shared_cluster_names(configs)
     return hub, configs
@@ -173,7 +205,7 @@ def _spoke_of(stacks_dir: Path, name: str, hub: str, stack: str) -> bool:
         raw = read_stack_file(stack_file(stacks_dir, name))
     except ConfigError as err:
         raise ConfigError(
-            f"{stack}: cannot tell whether stack {name} is a spoke of hub {hub!r} ({err}): fix that file"
+            f"cannot tell whether stack {name} is a spoke of hub {hub!r} ({err}): fix that file", stack=stack
         ) from None
     cluster = raw.get(f"{PROJECT}:cluster")
     if raw.get(f"{PROJECT}:kind") != "cluster" or not isinstance(cluster, dict):
@@ -191,8 +223,9 @@ def _refuse_shared_cluster_names(configs: dict[str, StackConfig]) -> None:
         first = owner.setdefault(other.cluster.name, name)
         if first != name:
             raise ConfigError(
-                f"{name}: {PROJECT}:cluster.name: {other.cluster.name!r} is already the cluster of stack {first!r} on "
-                f"the same hub (its peering, route and DNS link names would collide): give each cluster its own name"
+                f"{PROJECT}:cluster.name: {other.cluster.name!r} is already the cluster of stack {first!r} on "
+                f"the same hub (its peering, route and DNS link names would collide): give each cluster its own name",
+                stack=name,
             )
 
 
@@ -200,20 +233,37 @@ def _load_hub(stacks_dir: Path, hub: str, stack: str) -> StackConfig:
     try:
         hub_config = load_stack(stacks_dir, hub)
     except ConfigError as err:
-        raise ConfigError(f"{stack}: {PROJECT}:cluster.hub_stack: cannot read hub stack {hub!r} ({err})") from None
+        raise ConfigError(f"{PROJECT}:cluster.hub_stack: cannot read hub stack {hub!r} ({err})", stack=stack) from None
     if hub_config.kind != "hub":
         raise ConfigError(
-            f"{stack}: {PROJECT}:cluster.hub_stack: {hub!r} is a {hub_config.kind} stack: name the hub stack"
+            f"{PROJECT}:cluster.hub_stack: {hub!r} is a {hub_config.kind} stack: name the hub stack", stack=stack
         )
     return hub_config
 
 
-def plan_stack(stacks_dir: Path, stack: str, config: StackConfig | None = None) -> StackPlan:
-    """Validate the stack and its network, and lay out every VNet; raises ConfigError or AddressError."""
+def plan_stack(
+    stacks_dir: Path, stack: str, config: StackConfig | None = None, deployed: Mapping[str, str] | None = None
+) -> StackPlan:
+    """Validate the stack and its network, and lay out every VNet; raises ConfigError or AddressError.
+
+    ``deployed``: the stack's subnets as its last `pulumi up` left them (name to CIDR): they stay put, so
+    adding, growing or removing a pool never moves another subnet, without anyone copying pins by hand.
+    """
     hub, configs = network_of(stacks_dir, stack, config)
     spokes = tuple(n for n in configs if n != hub)
-    specs = [vnet_spec(hub, configs[hub], spokes)] + [vnet_spec(n, configs[n], (hub,)) for n in spokes]
+    own = {stack: deployed or {}}
+    specs = [vnet_spec(hub, configs[hub], spokes, own.get(hub))]
+    specs += [vnet_spec(n, configs[n], (hub,), own.get(n)) for n in spokes]
     return StackPlan(stack, configs[stack], plan_network(specs), configs)
+
+
+def deployed_subnets(outputs: Mapping[str, object]) -> dict[str, str]:
+    """Subnet name to CIDR from a stack's last outputs (its ``address_plan``); ``{}`` before the first deploy."""
+    plan = outputs.get("address_plan")
+    subnets = plan.get("subnets") if isinstance(plan, Mapping) else None
+    if not isinstance(subnets, list):
+        return {}
+    return {str(s["name"]): str(s["cidr"]) for s in subnets if isinstance(s, Mapping) and "name" in s and "cidr" in s}
 
 
 def cluster_addresses(plan: StackPlan) -> ClusterAddresses:

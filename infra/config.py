@@ -694,7 +694,7 @@ def load_stack(stacks_dir: Path, stack: str) -> StackConfig:
     try:
         return parse_config(read_stack_file(path))
     except ConfigError as err:
-        raise ConfigError(f"{stack}: {err}") from None
+        raise err.in_stack(stack) from None
 
 
 def stack_names(stacks_dir: Path) -> list[str]:

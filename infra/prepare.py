@@ -7,6 +7,7 @@ decisions without running Pulumi.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from modules.bootstrap.roles import POOL_STATIC_PODS
 from modules.cluster.manifests import render_manifests
 from modules.cluster.placement import NodeTaint, daemonsets_on
 from modules.cluster.spec import AddonsSpec, PoolFacts, addons_spec
-from modules.errors import AgkError, ConfigError
+from modules.errors import AgkError
 from modules.netplan.hosts import ClusterAddresses
 
 
@@ -95,11 +96,14 @@ def cluster_egress(config: StackConfig, plan: StackPlan, pools: ClusterPools) ->
     )
 
 
-def prepare_cluster(stack: str, config: StackConfig, stacks_dir: Path) -> ClusterPrep:
+def prepare_cluster(
+    stack: str, config: StackConfig, stacks_dir: Path, deployed: Mapping[str, str] | None = None
+) -> ClusterPrep:
+    """Everything before the first resource; ``deployed``: the stack's subnets as deployed (kept in place)."""
     cluster = config.cluster
     if cluster is None:
         raise ValueError(f"{stack} is a {config.kind} stack, not a cluster")
-    plan = plan_stack(stacks_dir, stack, config)
+    plan = plan_stack(stacks_dir, stack, config, deployed)
     plan.refuse_hard_limit_breaks()
     addresses = cluster_addresses(plan)
     try:
@@ -111,7 +115,7 @@ def prepare_cluster(stack: str, config: StackConfig, stacks_dir: Path) -> Cluste
         egress = cluster_egress(config, plan, pools)
         boot = bootstrap_context(config, addresses, pools)
     except AgkError as err:
-        raise ConfigError(f"{stack}: {err}") from None
+        raise err.in_stack(stack) from None
     return ClusterPrep(
         stack=stack,
         config=config,

@@ -15,7 +15,7 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import authorization, resources
 
-from infra.addresses import StackPlan, hub_stack_name, limits_for, plan_stack
+from infra.addresses import StackPlan, deployed_subnets, hub_stack_name, limits_for, plan_stack
 from infra.config import BACKUP_CONTAINER, PROJECT, StackConfig, parse_config
 from infra.egress import public_ips_for
 from infra.pools import SYSTEM
@@ -58,6 +58,21 @@ def runtime_config() -> dict[str, Any]:
 def load() -> tuple[str, StackConfig]:
     stack = pulumi.get_stack()
     return stack, parse_config(runtime_config())
+
+
+def deployed(stack: str) -> dict[str, str]:
+    """Where this stack's subnets are now: its own last outputs, read through Pulumi's StackReference sync
+    path (the builtin `pulumi:pulumi:readStackOutputs` invoke on its own fully qualified name), before any
+    resource exists. Before the first deploy there are none; a backend that cannot answer gets a warning
+    and only the pins the stack file declares."""
+    name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{stack}"
+    try:
+        result = pulumi.runtime.invoke("pulumi:pulumi:readStackOutputs", {"name": name})
+    except Exception as err:  # the SDK raises a bare Exception for an invoke's failures
+        pulumi.log.warn(f"{stack}: cannot read its last outputs ({err}): only network.pinned holds subnets in place")
+        return {}
+    outputs = result.value.get("outputs") if isinstance(result.value, dict) else None
+    return deployed_subnets(outputs) if isinstance(outputs, dict) else {}
 
 
 def context(stack: str, config: StackConfig) -> tuple[resources.ResourceGroup, DeployContext]:
@@ -374,8 +389,8 @@ def build(stack: str, config: StackConfig) -> dict[str, Any]:
 
         return build_addons(config)
     if config.kind == "hub":
-        return build_hub(stack, config, plan_stack(stacks_dir(), stack, config))
-    return build_cluster(prepare_cluster(stack, config, stacks_dir()))
+        return build_hub(stack, config, plan_stack(stacks_dir(), stack, config, deployed(stack)))
+    return build_cluster(prepare_cluster(stack, config, stacks_dir(), deployed(stack)))
 
 
 def export(outputs: dict[str, Any]) -> None:

@@ -78,7 +78,12 @@ def run(
     if base_state is not None and stack is not None and not all_stacks:
         base_state.state(stack)
     progress = Progress.for_stderr()
-    planner = Planner(stacks_dir, project_root, on_planned=lambda p: progress.line(_planned_line(p)))
+    planner = Planner(
+        stacks_dir,
+        project_root,
+        on_planned=lambda p: progress.line(_planned_line(p)),
+        last_outputs=base_state.outputs if base_state is not None else None,
+    )
     plans = _choose(stack, all_stacks, planner)
     rendered = []
     for plan in plans:

@@ -120,6 +120,18 @@ class Base:
     def has(self, stack: str) -> bool:
         return stack in self.stacks()
 
+    def outputs(self, stack: str) -> dict[str, Any]:
+        """The stack's outputs as BASE recorded them (plain values), ``{}`` when BASE lacks the stack:
+        what its program reads as its own last outputs, so `agk plan --base` pins as `pulumi up` does."""
+        if not self.has(stack):
+            return {}
+        export, _ = self.state(stack)
+        for res in (export.get("deployment") or {}).get("resources") or []:
+            if isinstance(res, dict) and res.get("type") == "pulumi:pulumi:Stack":
+                outputs = res.get("outputs")
+                return {k: wire.plain(v) for k, v in outputs.items()} if isinstance(outputs, dict) else {}
+        return {}
+
 
 def load_base(path: Path) -> Base:
     """Check ``--base`` before anything is planned: bad input fails fast, with one line."""

@@ -38,7 +38,7 @@ from pulumi.runtime.settings import ROOT, SETTINGS, Settings, configure
 from pulumi.runtime.stack import run_in_stack
 
 from agk.plan import wire
-from agk.plan.monitor import STACK_TYPE, Captured, CaptureMonitor
+from agk.plan.monitor import STACK_TYPE, Captured, CaptureMonitor, LastOutputs
 from agk.plan.stackconfig import project_name, runtime_config, stack_names
 from modules.errors import AgkError, ConfigError
 
@@ -152,19 +152,26 @@ def _exec_program(main: Path) -> None:
 
 
 def _user_error(err: BaseException, stack: str) -> AgkError | None:
-    """The configuration error behind a failed run, if that is what it was."""
-    seen: set[int] = set()
+    """The configuration error behind a failed run, if that is what it was.
+
+    The program runs in this process, so the AgkError itself is in the chain (infra/__main__.py raises
+    its one-line RunError with the error as context): it keeps the stack it names (a sibling's error
+    stays the sibling's), and gets ``stack`` only when it names none.
+    """
+    chain: list[BaseException] = []
     current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, StackGraphError):
-            return current
-        if isinstance(current, AgkError):
-            text = str(current)
-            return type(current)(text if text.startswith(f"{stack}:") else f"{stack}: {text}")
-        if isinstance(current, pulumi.RunError):
-            return ConfigError(f"{stack}: {str(current).removeprefix('error: ')}")
+    while current is not None and all(current is not c for c in chain):
+        chain.append(current)
         current = current.__cause__ or current.__context__
+    for found in chain:
+        if isinstance(found, StackGraphError):
+            return found
+    for found in chain:
+        if isinstance(found, AgkError):
+            return found.in_stack(stack)
+    for found in chain:
+        if isinstance(found, pulumi.RunError):
+            return ConfigError(str(found).removeprefix("error: "), stack=stack)
     return None
 
 
@@ -246,8 +253,11 @@ class Planner:
         stacks_dir: Path,
         project_root: Path = REPO_ROOT,
         on_planned: Callable[[StackPlan], None] | None = None,
+        last_outputs: LastOutputs | None = None,
     ) -> None:
         self.stacks_dir = stacks_dir
+        self.last_outputs = last_outputs
+        """A stack's last deployed outputs (from ``--base``): what the program pins its addresses from."""
         self.on_planned = on_planned
         """Called once per stack as its plan completes (progress lines)."""
         self.project_root = project_root
@@ -320,7 +330,7 @@ class Planner:
         # The program reads its network's other stacks (hub, sibling spokes) from files: the same
         # directory this plan reads, not the repository's default stacks/.
         os.environ["AGK_STACKS_DIR"] = str(self.stacks_dir.resolve())
-        monitor = CaptureMonitor(stack, self.project, config, self._resolve)
+        monitor = CaptureMonitor(stack, self.project, config, self._resolve, self.last_outputs)
         engine = _Engine()
         started = time.perf_counter()
 
@@ -374,7 +384,7 @@ class Planner:
                 raise user from None
             raise
         if engine.errors:
-            raise ConfigError(f"{stack}: {engine.errors[0].strip().splitlines()[0]}")
+            raise ConfigError(engine.errors[0].strip().splitlines()[0], stack=stack)
         return StackPlan(
             stack=stack,
             project=self.project,

@@ -102,13 +102,25 @@ StackResolver = Callable[[str], tuple[dict[str, Any], list[str]]]
 """Stack reference name -> (that stack's outputs, the names of its secret outputs)."""
 
 
+LastOutputs = Callable[[str], dict[str, Any]]
+"""Stack name -> its last deployed outputs in plain form (``--base``), or ``{}`` when never deployed."""
+
+
 class CaptureMonitor(MockMonitor):
-    def __init__(self, stack: str, project: str, config: dict[str, str], resolve_stack: StackResolver) -> None:
+    def __init__(
+        self,
+        stack: str,
+        project: str,
+        config: dict[str, str],
+        resolve_stack: StackResolver,
+        last_outputs: LastOutputs | None = None,
+    ) -> None:
         super().__init__(_NoMocks())
         self.stack = stack
         self.project = project
         self.config = config
         self.resolve_stack = resolve_stack
+        self.last_outputs = last_outputs
         self.cloud = Cloud()
         self.captured: dict[str, Captured] = {}
         self.references: list[str] = []
@@ -224,6 +236,15 @@ class CaptureMonitor(MockMonitor):
                 "tenantId": "00000000-0000-0000-0000-00000000aaaa",
             }
             return _invoke_response(answer)
+        if request.tok == "pulumi:pulumi:readStackOutputs":
+            # A stack reading outputs synchronously (StackReference's sync path; the program reads its own
+            # last outputs this way). Its own: the base's, when there is one; another stack: planned now.
+            name = str(wire.from_struct(request.args).get("name"))
+            if name.rsplit("/", 1)[-1] == self.stack:
+                outputs = self.last_outputs(self.stack) if self.last_outputs is not None else {}
+                return _invoke_response({"name": name, "outputs": outputs, "secretOutputNames": []})
+            values, secret = self.resolve_stack(name)
+            return _invoke_response({"name": name, "outputs": values, "secretOutputNames": secret})
         if request.tok == "pulumi:pulumi:getResource":
             urn = str(wire.from_struct(request.args).get("urn"))
             with self._lock:

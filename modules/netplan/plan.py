@@ -231,7 +231,8 @@ def _refuse_overlap(
             (first, fnet), (second, snet) = sorted(((reach[1], reach[2]), (member, net)), key=lambda x: x[0] == hub)
             raise AddressError(
                 f"{specs[first].key_prefix}network.address_space: {first}'s {fnet} overlaps {second}'s {snet} "
-                f"in {hub}'s hub-and-spoke network: give every VNet its own range"
+                f"in {hub}'s hub-and-spoke network: give every VNet its own range",
+                stack=first,
             )
         if reach is None or end > reach[0]:
             reach = (end, member, net)
@@ -243,7 +244,10 @@ def plan_network(vnets: Sequence[VNetSpec]) -> NetworkPlan:
     findings: list[Finding] = []
     specs = {v.name: v for v in vnets}
     for vnet in vnets:
-        plan, found = plan_vnet(vnet)
+        try:
+            plan, found = plan_vnet(vnet)
+        except AddressError as err:
+            raise err.in_stack(vnet.name) from None
         plans[vnet.name] = plan
         findings.extend(found)
 
@@ -253,23 +257,10 @@ def plan_network(vnets: Sequence[VNetSpec]) -> NetworkPlan:
         _refuse_overlap(hub.name, list(dict.fromkeys([hub.name, *[p for p in hub.peers if p in plans]])), plans, specs)
     for vnet in vnets:
         peered = [plans[p] for p in vnet.peers if p in plans]
-        for label, text in vnet.other_ranges:
-            where = f"{vnet.key_prefix}{label}"
-            net = parse_cidr(text, where)
-            check_usable(net, where, allow_public=vnet.allow_public)
-            for refused in AKS_REFUSED:
-                if net.overlaps(refused):
-                    raise AddressError(
-                        f"{where}: {net} {inside(net, refused)} {refused}, which AKS refuses for cluster ranges "
-                        "(Docker bridge and documentation ranges): use another private range"
-                    )
-            for other in [plans[vnet.name], *peered]:
-                for space in other.address_space:
-                    if net.overlaps(space):
-                        raise AddressError(
-                            f"{where}: {net} overlaps VNet {other.name}'s {space}: "
-                            "use a range outside this VNet and every VNet peered with it"
-                        )
+        try:
+            _refuse_own_range_overlaps(vnet, [plans[vnet.name], *peered])
+        except AddressError as err:
+            raise err.in_stack(vnet.name) from None
         lim = vnet.limits
         group = plans[vnet.name].ips_needed + sum(p.ips_needed for p in peered)
         if peered and group > lim["peered-group-private-ips"]:
@@ -284,6 +275,27 @@ def plan_network(vnets: Sequence[VNetSpec]) -> NetworkPlan:
             )
     _refuse_routed_overlaps(vnets, plans)
     return NetworkPlan(plans, tuple(findings))
+
+
+def _refuse_own_range_overlaps(vnet: VNetSpec, neighbours: Sequence[VNetPlan]) -> None:
+    """A VNet's routed ranges (its service CIDR) against itself, its peers and what AKS refuses."""
+    for label, text in vnet.other_ranges:
+        where = f"{vnet.key_prefix}{label}"
+        net = parse_cidr(text, where)
+        check_usable(net, where, allow_public=vnet.allow_public)
+        for refused in AKS_REFUSED:
+            if net.overlaps(refused):
+                raise AddressError(
+                    f"{where}: {net} {inside(net, refused)} {refused}, which AKS refuses for cluster ranges "
+                    "(Docker bridge and documentation ranges): use another private range"
+                )
+        for other in neighbours:
+            for space in other.address_space:
+                if net.overlaps(space):
+                    raise AddressError(
+                        f"{where}: {net} overlaps VNet {other.name}'s {space}: "
+                        "use a range outside this VNet and every VNet peered with it"
+                    )
 
 
 def _refuse_routed_overlaps(vnets: Sequence[VNetSpec], plans: Mapping[str, VNetPlan]) -> None:
@@ -314,13 +326,15 @@ def _refuse_routed_overlaps(vnets: Sequence[VNetSpec], plans: Mapping[str, VNetP
             if other[3] is None:
                 raise AddressError(
                     f"{owner.key_prefix}{label}: {net} overlaps VNet {other[2]}'s {other[5]}: the hub would route "
-                    f"{other[2]}'s traffic to {owner.name}; use a range outside every VNet of the network"
+                    f"{other[2]}'s traffic to {owner.name}; use a range outside every VNet of the network",
+                    stack=owner.name,
                 )
             later, first = (item, reach) if item[2] > reach[2] else (reach, item)
             assert later[3] is not None
             raise AddressError(
                 f"{later[3].key_prefix}{later[4]}: {later[5]} overlaps {first[2]}'s {first[4]} {first[5]}: the hub "
-                "routes each cluster's service CIDR to its own NAT host; give every cluster its own range"
+                "routes each cluster's service CIDR to its own NAT host; give every cluster its own range",
+                stack=later[2],
             )
         if item[1] > reach[1]:
             reach = item

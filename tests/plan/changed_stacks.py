@@ -76,3 +76,17 @@ def both(*edits: Edit) -> Edit:
             one(config)
 
     return edit
+
+
+def outputs_of(state: dict[str, Any]) -> dict[str, Any]:
+    """A planned stack's outputs in plain form: what `pulumi up` left for the next run to read."""
+    from agk.plan import wire
+
+    stack = next(r for r in resources_of(state) if r["type"] == "pulumi:pulumi:Stack")
+    return {k: wire.plain(v) for k, v in stack.get("outputs", {}).items()}
+
+
+def export_after(folder: Path, base: dict[str, Any], stack: str = "dev") -> dict[str, Any]:
+    """Plan ``stack`` as its next `pulumi up` would: the program reads its own last outputs (``base``)."""
+    last = outputs_of(base)
+    return deployment(Planner(folder, last_outputs=lambda name: last if name == stack else {}).plan(stack))

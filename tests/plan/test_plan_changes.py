@@ -18,7 +18,7 @@ from agk.plan.diff import StackDiff, resources_of
 from agk.review import ChangeSet, allowances, review
 from agk.review.export import parse
 
-from .changed_stacks import Edit, both, cluster, diff, export, line, pinned, stack_folder
+from .changed_stacks import Edit, both, cluster, diff, export, export_after, line, pinned, stack_folder
 
 NO_RADIUS = {
     "nodes": 0,
@@ -331,3 +331,58 @@ def test_change_an_image_version(tmp_path: Path, base: dict[str, Any]) -> None:
 def test_a_diff_lists_every_changed_path_once(base: dict[str, Any]) -> None:
     found: StackDiff = diff(_with_image_version(base, "1"), base)[0]
     assert all(len(set(c.paths)) == len(c.paths) for c in found.changes)
+
+
+# ---- addresses stay where they are, without anyone copying pins (issue 13, item 4) ----
+
+
+def _subnets(state: dict[str, Any]) -> dict[str, str]:
+    return {
+        r["inputs"]["subnetName"]: r["inputs"]["addressPrefix"]
+        for r in resources_of(state)
+        if r["type"] == "azure-native:network:Subnet"
+    }
+
+
+H200 = {"vm_size": "Standard_ND96isr_H200_v5", "nodes": 16, "pod_ips": 30, "surge": 1, "infiniband": True}
+
+
+def _add_h200(config: dict[str, Any]) -> None:
+    cluster(config)["gpu_pools"]["h200"] = H200
+
+
+def test_adding_a_pool_moves_no_subnet_without_pins(tmp_path: Path, base: dict[str, Any]) -> None:
+    folder = stack_folder(tmp_path / "stacks", edit=_add_h200)
+    before = _subnets(base)
+    # Laid out from scratch, the new pool's subnet would take space others hold today...
+    fresh = _subnets(export(folder))
+    assert any(fresh[name] != cidr for name, cidr in before.items())
+    # ...but the next `pulumi up` reads the stack's own last outputs and keeps every subnet in place.
+    after = _subnets(export_after(folder, base))
+    assert {name: after[name] for name in before} == before
+    assert "gpu-h200" in after
+    assert not any(
+        c.type.endswith(":Subnet") and c.action != "create" for c in diff(base, export_after(folder, base))[0].changes
+    )
+
+
+def test_pins_in_the_stack_file_still_win(tmp_path: Path, base: dict[str, Any]) -> None:
+    folder = stack_folder(tmp_path / "stacks", edit=both(_add_h200, pinned(base)))
+    assert {k: v for k, v in _subnets(export_after(folder, base)).items() if k in _subnets(base)} == _subnets(base)
+
+
+def test_removing_a_pool_moves_no_other_subnet(tmp_path: Path, base: dict[str, Any]) -> None:
+    folder = stack_folder(tmp_path / "stacks", edit=lambda c: cluster(c)["gpu_pools"].pop("a100"))
+    after = _subnets(export_after(folder, base))
+    assert after == {k: v for k, v in _subnets(base).items() if k != "gpu-a100"}
+
+
+def test_a_pool_that_outgrows_its_deployed_subnet_is_one_line(tmp_path: Path, base: dict[str, Any]) -> None:
+    from modules.errors import AgkError
+
+    folder = stack_folder(tmp_path / "stacks", edit=lambda c: cluster(c)["gpu_pools"]["h100"].__setitem__("nodes", 64))
+    with pytest.raises(AgkError) as err:
+        export_after(folder, base)
+    cidr = _subnets(base)["gpu-h100"]
+    assert str(err.value).startswith(f"dev: azure-gpu-k8s:cluster.gpu_pools.h100: deployed subnet gpu-h100 is {cidr} ")
+    assert "set network.pinned.gpu-h100 to a larger free CIDR and allow the move" in str(err.value)
