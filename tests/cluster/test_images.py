@@ -92,3 +92,15 @@ def test_a_minor_without_a_cloud_provider_release_is_one_line() -> None:
         "azure-gpu-k8s:cluster.kubernetes_version: no cloud-provider-azure release is known for Kubernetes 1.37 "
         "(its releases follow the Kubernetes minor; known: 1.30 to 1.36): use one of those minors"
     )
+
+
+def test_readme_lists_every_image_as_the_table_pins_it() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Images", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[2].strip(): line for line in section.splitlines() if line.startswith("| ")}
+    for key, image in images.IMAGES.items():
+        row = rows.get(image.repository)
+        assert row is not None, f"README's image table has no row for {image.repository} ({key})"
+        assert f"| {image.tag} |" in row and (image.digest or "unverified") in row, (key, row)
