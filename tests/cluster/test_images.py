@@ -76,7 +76,8 @@ def test_dcgm_clients_match_the_host_engine_of_the_gpu_image() -> None:
     [
         ("1.35", "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-controller-manager:v1.35.8"),
         ("1.36", "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-controller-manager:v1.36.5"),
-        ("1.31", "mcr.microsoft.com/oss/kubernetes/azure-cloud-controller-manager:v1.31.14"),
+        # No 1.37 release yet: one minor older is within the version skew policy.
+        ("1.37", "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-controller-manager:v1.36.5"),
     ],
 )
 def test_cloud_provider_release_follows_the_minor(version: str, ref: str) -> None:
@@ -85,13 +86,24 @@ def test_cloud_provider_release_follows_the_minor(version: str, ref: str) -> Non
     assert node == ref.replace("azure-cloud-controller-manager", "azure-cloud-node-manager")
 
 
-def test_a_minor_without_a_cloud_provider_release_is_one_line() -> None:
+@pytest.mark.parametrize("version", ["1.34", "1.38"])
+def test_a_minor_without_a_cloud_provider_release_is_one_line(version: str) -> None:
     with pytest.raises(ConfigError) as err:
-        images.cloud_provider_azure(images.CLOUD_CONTROLLER_MANAGER, "1.37")
+        images.cloud_provider_azure(images.CLOUD_CONTROLLER_MANAGER, version)
     assert str(err.value) == (
-        "azure-gpu-k8s:cluster.kubernetes_version: no cloud-provider-azure release is known for Kubernetes 1.37 "
-        "(its releases follow the Kubernetes minor; known: 1.30 to 1.36): use one of those minors"
+        f"azure-gpu-k8s:cluster.kubernetes_version: no cloud-provider-azure release is known for Kubernetes "
+        f"{version} or the minor before it (releases follow the Kubernetes minor; known: 1.35, 1.36): use a minor "
+        "with a release, or add its release to modules/cluster/images.py CLOUD_PROVIDER_AZURE"
     )
+
+
+def test_every_supported_minor_has_a_cloud_provider_release() -> None:
+    from modules.bootstrap import versions
+
+    for minor in versions.SUPPORTED:
+        image = images.cloud_provider_azure(images.CLOUD_NODE_MANAGER, minor)
+        built = int(image.tag.split(".")[1])
+        assert versions.release(minor).minor_number - 1 <= built <= versions.release(minor).minor_number, minor
 
 
 def test_readme_lists_every_image_as_the_table_pins_it() -> None:

@@ -323,14 +323,14 @@ def test_cluster_facts_are_checked(cluster: dict[str, Any], message: str) -> Non
 def test_cluster_stack_inputs_default_to_listed_placeholders() -> None:
     from modules.cluster.spec import CloudSpec, NetworkSpec
 
-    spec = addons_spec("dev", "1.31", "gpu.example.com", POOLS, AddonsConfig(), **CLUSTER)
+    spec = addons_spec("dev", "1.35", "gpu.example.com", POOLS, AddonsConfig(), **CLUSTER)
     assert set(spec.placeholders) == {f"cloud.{f}" for f in CloudSpec.__dataclass_fields__} | {
         "network.apiserver_cidrs",
         "network.monitoring_cidrs",
     }
     wired = addons_spec(
         "dev",
-        "1.31",
+        "1.35",
         "gpu.example.com",
         POOLS,
         AddonsConfig(),
@@ -363,5 +363,5 @@ def test_network_inputs_are_checked(network: dict[str, Any], message: str) -> No
     from modules.cluster.spec import NetworkSpec
 
     with pytest.raises(ConfigError) as err:
-        addons_spec("dev", "1.31", "gpu.example.com", POOLS, AddonsConfig(), **CLUSTER, network=NetworkSpec(**network))
+        addons_spec("dev", "1.35", "gpu.example.com", POOLS, AddonsConfig(), **CLUSTER, network=NetworkSpec(**network))
     assert str(err.value) == message

@@ -5,7 +5,7 @@ The node bootstrap writes egress-accounting rules into the mangle table, each wi
 The ruleset is read through the kernel's own interface, the ``IPT_SO_GET_INFO`` / ``IPT_SO_GET_ENTRIES``
 socket options that libiptc and ``iptables-legacy-save`` use, so the image needs no iptables binary:
 stdlib Python (ctypes) on an MCR image. That is the legacy backend, which the bootstrap switches
-every host to before kubelet starts (iptables-rules.service). The socket needs CAP_NET_RAW, the
+every host to before kubelet starts (agk-node-network.service). The socket needs CAP_NET_RAW, the
 options CAP_NET_ADMIN, both in the host's network namespace; nothing is ever written.
 
 Struct layouts (x86_64) from linux/netfilter_ipv4/ip_tables.h and linux/netfilter/x_tables.h.
