@@ -53,6 +53,7 @@ _SPEC_KINDS: dict[tuple[str, str], Any] = {
     ("apps/v1", "DaemonSet"): k8s.apps.v1.DaemonSet,
     ("batch/v1", "CronJob"): k8s.batch.v1.CronJob,
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): k8s.apiextensions.v1.CustomResourceDefinition,
+    ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
 }
 _RBAC = "rbac.authorization.k8s.io/v1"
 
@@ -69,6 +70,9 @@ def create_object(name: str, obj: Obj, opts: pulumi.ResourceOptions) -> pulumi.C
         return k8s.core.v1.Namespace(name, metadata=m, opts=opts)
     if kind == ("v1", "ConfigMap"):
         return k8s.core.v1.ConfigMap(name, metadata=m, data=obj["data"], opts=opts)
+    if kind == ("v1", "Secret"):
+        # pulumi-kubernetes stores a Secret's data and stringData as Pulumi secrets by itself.
+        return k8s.core.v1.Secret(name, metadata=m, type=obj["type"], string_data=obj["stringData"], opts=opts)
     if kind == ("v1", "ServiceAccount"):
         return k8s.core.v1.ServiceAccount(
             name, metadata=m, automount_service_account_token=obj["automountServiceAccountToken"], opts=opts
@@ -96,6 +100,14 @@ def create_object(name: str, obj: Obj, opts: pulumi.ResourceOptions) -> pulumi.C
     raise ValueError(f"no Pulumi resource for {kind[0]} {kind[1]}: add it to modules/cluster/component.py")
 
 
+def placeholder_warning(name: str, spec: AddonsSpec) -> str:
+    return (
+        f"{name}: the cluster stack has not passed {', '.join(spec.placeholders)}: until it does, "
+        "cloud-controller-manager and VM replacement cannot authenticate and the NetworkPolicies allow "
+        "placeholder addresses (192.0.2.0/24) for the API servers and Prometheus"
+    )
+
+
 def object_key(obj: Obj) -> str:
     """Stable child name: kind, namespace and name."""
     meta = obj["metadata"]
@@ -114,6 +126,8 @@ class ClusterAddons(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterAddonsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("agk:cluster:ClusterAddons", name, None, opts)
         self._name, self._provider = name, args.provider
+        if args.spec.placeholders:
+            pulumi.log.warn(placeholder_warning(name, args.spec), resource=self)
         # Children are created here, never inside an apply: preview shows each of them.
         keys = self._create(args.spec)
         teams = pulumi.Output.from_input([t.name for t in args.spec.teams])

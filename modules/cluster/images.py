@@ -1,19 +1,146 @@
-"""Every container image the add-ons run, pinned by tag, and by digest where one is known.
+"""Every container image the add-ons run: one table, each row with its registry, tag, digest and evidence.
 
-A digest is written only where it was checked against several independent pinnings (pause 3.10,
-a multi-arch index digest); the others are pinned by an immutable release tag. Bumping one is a
-one-line change reviewed like code.
+Images come only from registries without anonymous pull limits (DOMAIN.md, "First-boot facts": Docker
+Hub allows 10 anonymous pulls an hour per IP, and a cluster behind one NAT IP pulls as one client).
+A digest is written only where a public, pinned source pairs it with the tag (an OLM bundle's
+``relatedImages``, the Kubernetes image promoter's manifest, a node's ``status.images``); a row whose
+digest could not be verified says so (``digest=None``) and is pinned by its immutable release tag.
+Mirroring (README, "Images"): copy each reference byte for byte (``az acr import --source <ref>``,
+``crane copy``); the digest stays the same, so only the registry host changes.
 """
 
 from __future__ import annotations
 
-PAUSE = "registry.k8s.io/pause:3.10@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a"
-DCGM = "nvcr.io/nvidia/cloud-native/dcgm:3.3.9-1-ubuntu22.04"
-DCGM_EXPORTER = "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04"
-DEVICE_PLUGIN = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
-IPTABLES_EXPORTER = "docker.io/madron/iptables-exporter:0.3.2"
-NODE_PROBLEM_DETECTOR = "registry.k8s.io/node-problem-detector/node-problem-detector:v0.8.20"
-# The preflight reporter and the re-test job are stdlib-only Python scripts (ConfigMaps).
-PYTHON = "docker.io/library/python:3.12.8-slim-bookworm"
+from dataclasses import dataclass
+
+from modules.errors import ConfigError
+
+# Registries a node may pull from without an anonymous rate limit (DOMAIN.md, "First-boot facts").
+RATE_LIMIT_FREE = ("registry.k8s.io", "mcr.microsoft.com", "nvcr.io")
+
+
+@dataclass(frozen=True)
+class Image:
+    repository: str
+    tag: str
+    digest: str | None
+    """``sha256:...`` as the registry serves the tag (index digest for multi-arch images); None: unverified."""
+    evidence: str
+    """Where the tag and the digest were read, so a reviewer can check them."""
+
+    @property
+    def registry(self) -> str:
+        return self.repository.split("/", 1)[0]
+
+    @property
+    def ref(self) -> str:
+        """What a pod spec names: tag for people, digest for the runtime (the digest wins)."""
+        return f"{self.repository}:{self.tag}" + (f"@{self.digest}" if self.digest else "")
+
+
+IMAGES: dict[str, Image] = {
+    "pause": Image(
+        "registry.k8s.io/pause",
+        "3.10",
+        "sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a",
+        "nodes' status.images pair registry.k8s.io/pause:3.10 with this digest (several public kind/kubeadm dumps)",
+    ),
+    # dcgm-exporter also serves as the DCGM client of the preflight diagnostics: its image carries
+    # the datacenter-gpu-manager package (dcgmi), and both talk to the host's nv-hostengine, whose
+    # major version they must match (HOST_DCGM below).
+    "dcgm-exporter": Image(
+        "nvcr.io/nvidia/k8s/dcgm-exporter",
+        "3.3.9-3.6.1-ubuntu22.04",
+        "sha256:3d4e0dfa5fc4d7d12689d29fc6b56cd6c610750e8d187a393882e341fbba6c12",
+        "a GPU node's status.images (kubectl get nodes -o json, kept as a public test fixture) pairs the tag "
+        "with this digest; docker/Dockerfile.ubuntu22.04 @ NVIDIA/dcgm-exporter tag 3.3.9-3.6.1 installs "
+        "datacenter-gpu-manager (dcgmi)",
+    ),
+    "nvidia-device-plugin": Image(
+        "nvcr.io/nvidia/k8s-device-plugin",
+        "v0.17.0",
+        "sha256:7089559ce6153018806857f5049085bae15b3bf6f1c8bd19d8b12f707d087dea",
+        "NVIDIA/gpu-operator v24.9.2 OLM bundle relatedImages (device-plugin-image, values.yaml v0.17.0) and a "
+        "GPU node's status.images pairing v0.17.0 with the same digest",
+    ),
+    "rdma-shared-device-plugin": Image(
+        "nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin",
+        "network-operator-v26.4.1",
+        "sha256:464970d3197fe982b779c48cce74d90f7563ede5daef834bf169db39ee4541c7",
+        "Mellanox/network-operator tag v26.4.1: hack/release.yaml (repository nvcr.io/nvidia/mellanox, version "
+        "network-operator-v26.4.1) and bundle/manifests/nvidia-network-operator.clusterserviceversion.yaml "
+        "relatedImages rdma-shared-device-plugin",
+    ),
+    "node-problem-detector": Image(
+        "registry.k8s.io/node-problem-detector/node-problem-detector",
+        "v0.8.20",
+        "sha256:52f0618e9bc2cea60b7aa9d9c962a0b84dace6ef3cff62d1e1a29c92ba1c4177",
+        "kubernetes/k8s.io registry.k8s.io/images/k8s-staging-npd/images.yaml (the image promoter's manifest)",
+    ),
+    # Stdlib-only scripts (ConfigMaps): the preflight reporter, the re-test and remediation jobs and
+    # the iptables exporter (ctypes + the kernel's iptables socket options, no iptables binary).
+    "python": Image(
+        "mcr.microsoft.com/azurelinux/base/python",
+        "3.12",
+        "sha256:d1a693353b7db0383e66a61416a049f617fdfb89435dcaac543749fb4f14950a",
+        "a public daily MCR image scan (generated 2026-10-08): azurelinux/base/python:3.12, Python 3.12.15, "
+        "created 2026-10-06, 0 known vulnerabilities. The tag moves; the digest does not",
+    ),
+}
+
+PAUSE = IMAGES["pause"].ref
+DCGM_EXPORTER = IMAGES["dcgm-exporter"].ref
+DCGM_CLIENT = DCGM_EXPORTER
+DEVICE_PLUGIN = IMAGES["nvidia-device-plugin"].ref
+RDMA_DEVICE_PLUGIN = IMAGES["rdma-shared-device-plugin"].ref
+NODE_PROBLEM_DETECTOR = IMAGES["node-problem-detector"].ref
+PYTHON = IMAGES["python"].ref
+
+# The DCGM host engine (nvidia-dcgm.service, nv-hostengine on 127.0.0.1:5555) each GPU image ships,
+# by Ubuntu-HPC marketplace version. The in-cluster DCGM clients above connect to it and must share
+# its major version: bump them together with infra's GPU image.
+HOST_DCGM: dict[str, str] = {
+    # Azure/azhpc-images tag ubuntu-hpc-20241023: versions.json "dcgm" 3.3.7; ubuntu/common/install_dcgm.sh
+    # installs datacenter-gpu-manager=1:3.3.7 and enables nvidia-dcgm.
+    "22.04.2024102301": "3.3.7",
+}
+
+# cloud-provider-azure releases, one per Kubernetes minor ("Minor release versions match Kubernetes
+# minor release versions"): the newest tag of each release-1.y branch in kubernetes-sigs/cloud-provider-azure
+# (git tags @ 7b31c76, 2026-08-19: v1.35.8, v1.36.5). No release exists for 1.37 yet. Images live under
+# oss/v2/kubernetes from 1.32 on (helm/cloud-provider-azure/README.md, templates/cloud-provider-azure.yaml).
+# Digests unverified (MCR manifests are not reachable from here): pinned by release tag.
+# TODO(versions table): a column of modules/bootstrap/versions.py ("a new column is a new Release field").
+CLOUD_PROVIDER_AZURE: dict[int, str] = {35: "v1.35.8", 36: "v1.36.5"}
+CLOUD_PROVIDER_REPO = "mcr.microsoft.com/oss/v2/kubernetes"
+CLOUD_CONTROLLER_MANAGER = "azure-cloud-controller-manager"
+CLOUD_NODE_MANAGER = "azure-cloud-node-manager"
+
+
+def cloud_provider_azure(component: str, kubernetes_version: str) -> Image:
+    """The cloud-controller-manager or cloud-node-manager release for ``kubernetes_version``.
+
+    The release of the same minor, else of the one before: cloud-controller-manager "must not be newer
+    than the kube-apiserver ... may be up to one minor version older" (kubernetes.io version skew
+    policy), as the gang scheduler's rule in the versions table. cloud-provider-azure itself
+    recommends the same minor; a 1.37 cluster runs the 1.36 release until v1.37.x exists.
+    """
+    minor = int(kubernetes_version.split(".")[1])
+    found = next((m for m in (minor, minor - 1) if m in CLOUD_PROVIDER_AZURE), None)
+    if found is None:
+        known = ", ".join(f"1.{m}" for m in sorted(CLOUD_PROVIDER_AZURE))
+        raise ConfigError(
+            f"azure-gpu-k8s:cluster.kubernetes_version: no cloud-provider-azure release is known for Kubernetes "
+            f"{kubernetes_version} or the minor before it (releases follow the Kubernetes minor; known: {known}): "
+            "use a minor with a release, or add its release to modules/cluster/images.py CLOUD_PROVIDER_AZURE"
+        )
+    return Image(
+        f"{CLOUD_PROVIDER_REPO}/{component}",
+        CLOUD_PROVIDER_AZURE[found],
+        None,
+        "kubernetes-sigs/cloud-provider-azure git tag; digest unverified",
+    )
+
+
 # CoreDNS, kube-state-metrics and scheduler-plugins follow the Kubernetes minor: their tags live in
 # the one versions table, modules/bootstrap/versions.py.

@@ -6,11 +6,14 @@ from modules.cluster.objects import (
     access,
     admission,
     balloons,
+    cloud_provider,
     dns,
     gang,
     health,
+    network_policies,
     preflight,
     priorities,
+    rdma,
     remediation,
     state_metrics,
     teams,
@@ -29,12 +32,15 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         + admission.admission(spec)
         + dns.dns(spec)
         + state_metrics.state_metrics(spec)
+        + cloud_provider.cloud_provider(spec)
         + health.health(spec)
+        + rdma.rdma(spec)
         + remediation.remediation(spec)
         + preflight.preflight(spec)
         + balloons.balloons(spec)
         + gang.gang(spec)
         + access.access(spec)
+        + network_policies.network_policies(spec)
     )
     rank = {kind: i for i, kind in enumerate(_FIRST)}
     return sorted(objs, key=lambda o: rank.get(o["kind"], len(_FIRST)))

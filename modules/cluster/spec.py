@@ -18,6 +18,7 @@ from typing import Any
 
 from modules import labels
 from modules.bootstrap import versions
+from modules.cluster import images
 from modules.cluster.config import AddonsConfig
 from modules.errors import ConfigError
 
@@ -113,6 +114,67 @@ class StateMetricsSpec:
     memory_mib: int
 
 
+PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
+PLACEHOLDER_NAME = "<unset>"
+# RFC 5737 documentation range: never a real cluster's address.
+PLACEHOLDER_CIDR = "192.0.2.0/24"
+
+
+@dataclass(frozen=True)
+class CloudSpec:
+    """Where the cluster's VMs live in Azure: cloud-provider-azure's ``azure.json`` and the remediation job.
+
+    Inputs from the cluster stack (its resource group, VNet, subnet, NSG, identities); nothing here
+    is a secret (managed identities, no client secret). The defaults are placeholders, listed by
+    :attr:`placeholders`, until the cluster stack passes its values.
+    """
+
+    tenant_id: str = PLACEHOLDER_ID
+    subscription_id: str = PLACEHOLDER_ID
+    resource_group: str = PLACEHOLDER_NAME
+    """The resource group of the nodes' scale sets (``resourceGroup``)."""
+    location: str = PLACEHOLDER_NAME
+    vnet_name: str = PLACEHOLDER_NAME
+    vnet_resource_group: str = PLACEHOLDER_NAME
+    subnet_name: str = PLACEHOLDER_NAME
+    """Subnet of internal load-balancer frontends (``subnetName``), e.g. the system pool's."""
+    security_group_name: str = PLACEHOLDER_NAME
+    """NSG the controller adds load-balancer rules to (``securityGroupName``): that subnet's NSG."""
+    controller_client_id: str = PLACEHOLDER_ID
+    """Client id of the user-assigned identity cloud-controller-manager uses (``userAssignedIdentityID``)."""
+    remediation_client_id: str = PLACEHOLDER_ID
+    """Client id of the identity the remediation job deletes GPU scale-set instances with."""
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        """Fields still holding a placeholder (the cluster stack has not passed them)."""
+        return tuple(k for k, v in asdict(self).items() if v in (PLACEHOLDER_ID, PLACEHOLDER_NAME))
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    """Addresses the add-on namespaces' NetworkPolicies allow (inputs from the address plan)."""
+
+    apiserver_cidrs: tuple[str, ...] = (PLACEHOLDER_CIDR,)
+    """The API servers' VNet addresses (control-plane subnet, VIP included)."""
+    apiserver_port: int = 6443
+    monitoring_cidrs: tuple[str, ...] = (PLACEHOLDER_CIDR,)
+    """Where Prometheus scrapes from (the monitoring subnet)."""
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        fields = {"apiserver_cidrs": self.apiserver_cidrs, "monitoring_cidrs": self.monitoring_cidrs}
+        return tuple(k for k, v in fields.items() if PLACEHOLDER_CIDR in v)
+
+
+@dataclass(frozen=True)
+class CloudProviderSpec:
+    """cloud-provider-azure's images: the release of the cluster's Kubernetes minor."""
+
+    controller_image: str
+    node_manager_image: str
+
+
 @dataclass(frozen=True)
 class AddonsSpec:
     """Validated, JSON-round-trippable input of every add-on object builder."""
@@ -129,6 +191,9 @@ class AddonsSpec:
     health: HealthSpec
     dns: DnsSpec
     state_metrics: StateMetricsSpec
+    cloud_provider: CloudProviderSpec
+    cloud: CloudSpec
+    network: NetworkSpec
 
     # Node label and taint keys shared with the node bootstrap (modules.labels).
     @property
@@ -157,6 +222,13 @@ class AddonsSpec:
     def fatal_xid_key(self) -> str:
         """Taint (NoExecute) the remediation controller puts on a node with a fatal XID."""
         return labels.key(self.label_domain, labels.FATAL_XID)
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        """Inputs the cluster stack has not passed yet (``cloud.<field>``, ``network.<field>``)."""
+        return tuple(f"cloud.{f}" for f in self.cloud.placeholders) + tuple(
+            f"network.{f}" for f in self.network.placeholders
+        )
 
     @property
     def minor(self) -> int:
@@ -188,6 +260,15 @@ class AddonsSpec:
                 health=HealthSpec(**{**raw["health"], "fatal_xids": tuple(raw["health"]["fatal_xids"])}),
                 dns=DnsSpec(**raw["dns"]),
                 state_metrics=StateMetricsSpec(**raw["state_metrics"]),
+                cloud_provider=CloudProviderSpec(**raw["cloud_provider"]),
+                cloud=CloudSpec(**raw["cloud"]),
+                network=NetworkSpec(
+                    **{
+                        **raw["network"],
+                        "apiserver_cidrs": tuple(raw["network"]["apiserver_cidrs"]),
+                        "monitoring_cidrs": tuple(raw["network"]["monitoring_cidrs"]),
+                    }
+                ),
             )
         except (KeyError, TypeError) as err:
             raise ConfigError(
@@ -372,6 +453,29 @@ def _state_metrics(total_nodes: int, version: str) -> StateMetricsSpec:
     )
 
 
+def _cloud_provider(version: str) -> CloudProviderSpec:
+    return CloudProviderSpec(
+        controller_image=images.cloud_provider_azure(images.CLOUD_CONTROLLER_MANAGER, version).ref,
+        node_manager_image=images.cloud_provider_azure(images.CLOUD_NODE_MANAGER, version).ref,
+    )
+
+
+def _network(network: NetworkSpec) -> NetworkSpec:
+    for key, cidrs in (("apiserver_cidrs", network.apiserver_cidrs), ("monitoring_cidrs", network.monitoring_cidrs)):
+        if not cidrs:
+            raise _fail(f"addons_spec.network.{key}", "empty: pass the subnet CIDRs from the address plan")
+        for cidr in cidrs:
+            try:
+                ipaddress.IPv4Network(cidr)
+            except ValueError:
+                raise _fail(
+                    f"addons_spec.network.{key}", f"{cidr!r} is not an IPv4 network: pass e.g. 10.16.0.0/24"
+                ) from None
+    if not 1 <= network.apiserver_port <= 65535:
+        raise _fail("addons_spec.network.apiserver_port", f"{network.apiserver_port} is not a TCP port: use 1-65535")
+    return network
+
+
 def addons_spec(
     cluster_name: str,
     kubernetes_version: str,
@@ -383,12 +487,16 @@ def addons_spec(
     system_nodes: int,
     peak_nodes: int,
     cluster_domain: str = CLUSTER_DOMAIN,
+    cloud: CloudSpec | None = None,
+    network: NetworkSpec | None = None,
 ) -> AddonsSpec:
     """Validate the ``addons`` section against the pools and build the spec (pure, no Pulumi).
 
     ``dns_service_ip`` is the kubelets' clusterDNS from the address plan; ``system_nodes`` the
     system (CPU) pool's node count, where cluster services run; ``peak_nodes`` the most nodes the
     cluster can hold at once (every pool at its maximum plus surge), which services are sized for.
+    ``cloud`` and ``network`` are the cluster stack's Azure coordinates and subnet addresses; left out,
+    they are placeholders that :attr:`AddonsSpec.placeholders` lists.
     """
     if not _DNS_SUBDOMAIN.match(label_domain) or "." not in label_domain or len(label_domain) > 253:
         raise _fail(
@@ -418,4 +526,7 @@ def addons_spec(
         health=_health(addons),
         dns=_dns(dns_service_ip, cluster_domain, system_nodes, peak_nodes, kubernetes_version),
         state_metrics=_state_metrics(peak_nodes, kubernetes_version),
+        cloud_provider=_cloud_provider(kubernetes_version),
+        cloud=cloud or CloudSpec(),
+        network=_network(network or NetworkSpec()),
     )

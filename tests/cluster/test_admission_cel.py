@@ -118,3 +118,100 @@ def test_mutating_policy_match_condition(spec_136: AddonsSpec) -> None:
     # The JSONPatch expression uses Kubernetes' CEL types (JSONPatch, Object.*), which cel-python
     # lacks; parsing it still catches syntax errors.
     ENV.compile(mutating["spec"]["mutations"][0]["jsonPatch"]["expression"])
+
+
+# --- GPU isolation: only device-plugin-allocated GPUs are visible ----------------------------------------
+
+
+def refused(policy: dict[str, Any], pod_obj: dict[str, Any]) -> list[str]:
+    """Messages of a variable-free policy's failed validations (empty: admitted)."""
+    activation = {"object": celpy.json_to_cel(pod_obj)}
+    return [v["message"] for v in policy["spec"]["validations"] if not bool(_eval(v["expression"], activation))]
+
+
+def gpu_pod(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"containers": [{"name": "c", "image": "i"}]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {**base, **spec}}
+
+
+def container(**fields: Any) -> dict[str, Any]:
+    return {"name": "c", "image": "i", **fields}
+
+
+ALL_GPUS = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}
+GPU_ADMITTED = {
+    "plain pod": gpu_pod(),
+    "GPUs through the device plugin": gpu_pod(
+        containers=[container(resources={"limits": {"nvidia.com/gpu": "8", "rdma/ib": "1"}})]
+    ),
+    "CUDA_VISIBLE_DEVICES selects among allocated GPUs": gpu_pod(
+        containers=[container(env=[{"name": "CUDA_VISIBLE_DEVICES", "value": "0,1"}])]
+    ),
+    "IPC_LOCK for InfiniBand": gpu_pod(containers=[container(securityContext={"capabilities": {"add": ["IPC_LOCK"]}})]),
+    "an unrelated mount": gpu_pod(containers=[container(volumeMounts=[{"name": "v", "mountPath": "/var/run/x"}])]),
+    "privileged: false": gpu_pod(containers=[container(securityContext={"privileged": False})]),
+}
+GPU_REFUSED = {
+    "NVIDIA_VISIBLE_DEVICES=all without a GPU request": (gpu_pod(containers=[container(env=[ALL_GPUS])]), 0),
+    "NVIDIA_VISIBLE_DEVICES in an init container": (
+        gpu_pod(initContainers=[container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "0"}])]),
+        0,
+    ),
+    "NVIDIA_VISIBLE_DEVICES in an ephemeral container": (gpu_pod(ephemeralContainers=[container(env=[ALL_GPUS])]), 0),
+    "privileged": (gpu_pod(containers=[container(securityContext={"privileged": True})]), 1),
+    "SYS_ADMIN": (gpu_pod(containers=[container(securityContext={"capabilities": {"add": ["SYS_ADMIN"]}})]), 1),
+    "CAP_SYS_ADMIN": (
+        gpu_pod(containers=[container(securityContext={"capabilities": {"add": ["IPC_LOCK", "CAP_SYS_ADMIN"]}})]),
+        1,
+    ),
+    "ALL capabilities": (gpu_pod(containers=[container(securityContext={"capabilities": {"add": ["ALL"]}})]), 1),
+    "a device-list mount": (
+        gpu_pod(
+            containers=[
+                container(volumeMounts=[{"name": "null", "mountPath": "/var/run/nvidia-container-devices/all"}])
+            ]
+        ),
+        2,
+    ),
+    "host network": (gpu_pod(hostNetwork=True), 3),
+}
+
+
+@pytest.fixture(scope="module")
+def gpu_policy() -> dict[str, Any]:
+    return admission.gpu_isolation()[0]
+
+
+@pytest.mark.parametrize("case", list(GPU_ADMITTED))
+def test_gpu_isolation_admits(gpu_policy: dict[str, Any], case: str) -> None:
+    assert refused(gpu_policy, GPU_ADMITTED[case]) == []
+
+
+@pytest.mark.parametrize("case", list(GPU_REFUSED))
+def test_gpu_isolation_refuses(gpu_policy: dict[str, Any], case: str) -> None:
+    pod_obj, which = GPU_REFUSED[case]
+    assert refused(gpu_policy, pod_obj) == [gpu_policy["spec"]["validations"][which]["message"]]
+
+
+def test_gpu_isolation_spares_only_the_node_agents_namespaces(dev_spec: AddonsSpec, gpu_policy: dict[str, Any]) -> None:
+    binding = admission.gpu_isolation()[1]
+    (expr,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert (expr["key"], expr["operator"], sorted(expr["values"])) == (
+        "kubernetes.io/metadata.name",
+        "NotIn",
+        ["gpu-health", "kube-system"],
+    )
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    assert {r for rule in gpu_policy["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]} == {
+        "pods",
+        "pods/ephemeralcontainers",
+    }
+    # The documented job passes; every agent that sets NVIDIA_VISIBLE_DEVICES lives in a spared namespace.
+    statefulset = gang.example(dev_spec, dev_spec.teams[0])[1]
+    assert refused(gpu_policy, {"spec": statefulset["spec"]["template"]["spec"]}) == []
+    from modules.cluster.manifests import render_manifests
+
+    for obj in render_manifests(dev_spec):
+        template = obj.get("spec", {}).get("template")
+        if template and refused(gpu_policy, {"spec": template["spec"]}):
+            assert obj["metadata"]["namespace"] in expr["values"], obj["metadata"]["name"]

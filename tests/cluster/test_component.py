@@ -14,7 +14,7 @@ from agk.plan.engine import export_state
 from infra.addresses import cluster_addresses, plan_stack
 from infra.config import load_stack, parse_config, read_stack_file
 from infra.prepare import prepare_cluster
-from modules.cluster.component import ClusterAddons, ClusterAddonsArgs, object_key
+from modules.cluster.component import ClusterAddons, ClusterAddonsArgs, object_key, placeholder_warning
 from modules.cluster.manifests import render_manifests
 from modules.cluster.spec import AddonsSpec
 from modules.errors import ConfigError
@@ -36,10 +36,15 @@ class Capture(pulumi.runtime.Mocks):
         return {}, None
 
 
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # Pulumi's marker of a secret value on the wire
+
+
 def _ints(value: Any) -> Any:
-    """The engine carries numbers as doubles; the builders use ints."""
+    """The engine carries numbers as doubles; the builders use ints. Secrets arrive wrapped."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    if isinstance(value, dict) and SECRET_SIG in value:
+        return _ints(value["value"])
     if isinstance(value, dict):
         return {k: _ints(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -99,7 +104,8 @@ def test_addons_stack_builds_from_the_cluster_stack_file(stacks_dir: Path, monke
         assert teams == ["research"]
         assert objects == [object_key(o) for o in render_manifests(spec)]
         assert outputs["cluster_stack"] == "dev"
-        assert warnings == []
+        # The stack file cannot know the Azure identities and addresses yet: said once, loudly.
+        assert warnings == ([placeholder_warning("dev-addons", spec)] if spec.placeholders else [])
         svc = _k8s(mocks)["dev-addons-service-kube-system-kube-dns"]
         assert svc["spec"]["clusterIP"] == "172.20.0.10"
 
@@ -122,8 +128,9 @@ def test_addons_stack_warns_when_the_cluster_stack_is_behind(
         assert current is False
         # Nothing the objects are built from comes through the reference, so all of them exist.
         assert objects == [object_key(o) for o in render_manifests(spec)] and len(_k8s(mocks)) == len(objects)
-        assert len(warnings) == 1
-        assert warnings[0].startswith("dev: its exported addons_spec differs from its stack file: run `pulumi up")
+        stale = [w for w in warnings if w != placeholder_warning("dev-addons", spec)]
+        assert len(stale) == 1
+        assert stale[0].startswith("dev: its exported addons_spec differs from its stack file: run `pulumi up")
 
     check(settled(pulumi.Output.all(outputs["objects"], outputs["cluster_stack_current"])))
 

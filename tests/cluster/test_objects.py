@@ -44,8 +44,11 @@ def test_preflight_daemonset_selects_and_tolerates_preflight(dev_spec: AddonsSpe
         {"key": "gpu.example.com/team", "operator": "Exists", "effect": "NoSchedule"},
     ]
     diag = pod["initContainers"][0]["command"][-1]
-    assert f"dcgmi diag -r {dev_spec.preflight.level} " in diag
+    # The host's engine runs the tests (one DCGM engine per node): the pod starts none of its own.
+    assert f"dcgmi diag --host localhost:5555 -r {dev_spec.preflight.level} " in diag
+    assert "nv-hostengine" not in diag
     assert "echo pass" in diag and "echo fail" in diag
+    assert pod["hostNetwork"] is True  # nv-hostengine listens on the host's 127.0.0.1 only
 
 
 def test_preflight_rbac_is_get_and_patch_nodes_only(dev_spec: AddonsSpec) -> None:
@@ -133,29 +136,72 @@ def test_containers_are_restricted_or_the_exception_is_justified(prod_spec: Addo
     for obj, template in _pods(prod_spec):
         pod = template["spec"]
         for c in pod.get("initContainers", []) + pod["containers"]:
-            assert c["securityContext"].get("readOnlyRootFilesystem") is True or c["name"] == "dcgm-diag"
+            assert c["securityContext"].get("readOnlyRootFilesystem") is True, c["name"]
             if not _hardened(c, pod):
                 why = obj["metadata"].get("annotations", {}).get(exception_key(prod_spec), "")
                 assert len(why) > 40, f"{obj['metadata']['name']}/{c['name']} needs a justified exception"
                 assert template["metadata"]["annotations"][exception_key(prod_spec)] == why
                 exceptions.append(c["name"])
     assert sorted(exceptions) == [
+        "cloud-node-manager",  # restricted, host network (the node's own identity, before any pod network)
         "coredns",
-        "dcgm-diag",
+        "dcgm-diag",  # restricted, host network (the host's DCGM engine listens on 127.0.0.1)
         "dcgm-exporter",
         "iptables-exporter",
         "node-problem-detector",
         "nvidia-device-plugin",
+        "rdma-shared-device-plugin",
         "report",  # the preflight reporter: restricted, but its pod is host-network (pod IPs go to workloads)
     ]
 
 
-def test_iptables_exporter_has_net_admin_only_and_reads_mangle(prod_spec: AddonsSpec) -> None:
+def test_no_add_on_container_needs_privilege_for_gpu_telemetry_or_diagnostics(prod_spec: AddonsSpec) -> None:
+    """The host's DCGM engine does the GPU work: exporter and diagnostics run without privilege or capabilities."""
+    for name in ("dcgm-exporter", "gpu-preflight"):
+        pod = by_name(prod_spec, "DaemonSet", name)["spec"]["template"]["spec"]
+        for c in pod.get("initContainers", []) + pod["containers"]:
+            sc = c["securityContext"]
+            assert not sc.get("privileged") and sc["capabilities"] == {"drop": ["ALL"]}, (name, c["name"])
+            assert "NVIDIA_VISIBLE_DEVICES" not in {e["name"] for e in c.get("env", [])}, (name, c["name"])
+
+
+def test_one_dcgm_engine_per_node(prod_spec: AddonsSpec) -> None:
+    """No add-on starts an nv-hostengine; everything that talks DCGM uses the host's (localhost:5555)."""
+    for _, template in _pods(prod_spec):
+        for c in template["spec"].get("initContainers", []) + template["spec"]["containers"]:
+            assert "nv-hostengine" not in " ".join(c.get("command", []) + c.get("args", [])), c["name"]
+    pod = by_name(prod_spec, "DaemonSet", "dcgm-exporter")["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    # A set DCGM_REMOTE_HOSTENGINE_INFO turns dcgm-exporter's remote mode on (pkg/cmd/app.go: UseRemoteHE = IsSet).
+    assert env["DCGM_REMOTE_HOSTENGINE_INFO"] == "localhost:5555"
+    assert pod["hostNetwork"] is True
+
+
+def test_device_plugin_passes_gpus_as_mounts_not_environment(prod_spec: AddonsSpec) -> None:
+    pod = by_name(prod_spec, "DaemonSet", "nvidia-device-plugin")["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["DEVICE_LIST_STRATEGY"] == "volume-mounts"
+    # The runtime honours the plugin's own NVIDIA_VISIBLE_DEVICES=all only with CAP_SYS_ADMIN once the node
+    # refuses the variable from unprivileged containers (nvidia-container-toolkit privileged.go).
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
+    assert not c["securityContext"].get("privileged")
+
+
+def test_iptables_exporter_reads_mangle_with_a_stdlib_script(prod_spec: AddonsSpec) -> None:
+    from modules.cluster import images
+
     pod = by_name(prod_spec, "DaemonSet", "iptables-exporter")["spec"]["template"]["spec"]
     c = pod["containers"][0]
     assert pod["hostNetwork"] is True
-    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN"]}
-    assert c["command"][-2:] == ["--tables", "mangle"]
+    assert c["image"] == images.PYTHON and c["image"].startswith("mcr.microsoft.com/")
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_ADMIN", "NET_RAW"]}
+    assert c["command"][:2] == ["python3", "/scripts/iptables_exporter.py"]
+    assert c["command"][-2:] == ["--table", "mangle"]
+    scripts = by_name(prod_spec, "ConfigMap", "iptables-exporter-scripts")["data"]
+    compile(scripts["iptables_exporter.py"], "iptables_exporter.py", "exec")
+    assert pod["volumes"] == [{"name": "scripts", "configMap": {"name": "iptables-exporter-scripts"}}]
 
 
 @pytest.mark.parametrize("name", ["dcgm-exporter", "iptables-exporter", "node-problem-detector"])
@@ -185,7 +231,14 @@ def test_remediation_rule_is_config_the_controller_reads(prod_spec: AddonsSpec) 
     assert rule["condition"] == health.XID_CONDITION
     assert rule["node_selector"] == "gpu.example.com/accelerator=nvidia"
     assert rule["taint"] == {"key": "gpu.example.com/gpu-fatal-xid", "value": "true", "effect": "NoExecute"}
-    assert rule["actions"] == ["cordon", "evict"] and rule["replace"].startswith("manual:")
+    assert rule["actions"] == ["cordon", "evict", "replace"] and rule["replace"].startswith("automatic")
+    assert rule["replace_after_minutes"] == prod_spec.health.replace_after_minutes
+    assert rule["max_replaced_per_run"] == 1 and rule["max_fenced_percent"] == 10
+    assert rule["azure"] == {
+        "client_id": prod_spec.cloud.remediation_client_id,
+        "arm_endpoint": "https://management.azure.com",
+        "imds_endpoint": "http://169.254.169.254",
+    }
     job = by_name(prod_spec, "CronJob", "gpu-remediation")
     pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert job["spec"]["schedule"] == "* * * * *" and job["spec"]["concurrencyPolicy"] == "Forbid"
@@ -198,8 +251,9 @@ def test_remediation_rule_is_config_the_controller_reads(prod_spec: AddonsSpec) 
 
 
 def test_remediation_rbac_is_minimal(prod_spec: AddonsSpec) -> None:
+    # delete: the Node object of a replaced VM.
     assert by_name(prod_spec, "ClusterRole", "gpu-remediation")["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch", "delete"]}
     ]
     assert by_name(prod_spec, "Role", "gpu-remediation")["rules"] == [
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["gpu-remediation"], "verbs": ["get"]}

@@ -1,10 +1,13 @@
-"""The preflight reporter, the re-test job and the XID remediation against a fake API server on loopback."""
+"""The preflight reporter, the re-test job and the XID remediation against fake API, IMDS and ARM servers on loopback."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import threading
+import time
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -46,6 +49,7 @@ class FakeApi:
         self.pods = pods
         self.configmaps = configmaps or {}
         self.patches: list[str] = []
+        self.deleted: list[str] = []
         self.bind_on_patch: dict[str, Any] | None = None
         self.change_on_patch: dict[str, Any] | None = None
 
@@ -64,9 +68,15 @@ class FakeApi:
                 pods = [p for p in pods if p["spec"].get("nodeName") == field.split("=", 1)[1]]
             return 200, {"items": pods}
         name = path.rsplit("/", 1)[1]
+        if name not in self.nodes:
+            return 404, {"reason": "NotFound"}
         node = self.nodes[name]
         if method == "GET":
             return 200, node
+        if method == "DELETE":
+            del self.nodes[name]
+            self.deleted.append(name)
+            return 200, {"status": "Success"}
         if self.change_on_patch is not None:  # someone else writes the node first: the patch is stale
             self.nodes[name] = node = merge(node, self.change_on_patch)
             node["metadata"]["resourceVersion"] = str(int(node["metadata"]["resourceVersion"]) + 1)
@@ -111,13 +121,13 @@ def serve() -> Iterator[Any]:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_PATCH = _do
+            do_GET = do_PATCH = do_DELETE = _do
 
             def log_message(self, *args: Any) -> None:
                 pass
 
         server = HTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(server)
         return Api(f"http://127.0.0.1:{server.server_port}", "t", None)
 
@@ -267,3 +277,262 @@ def test_remediation_rereads_a_node_that_changed(serve: Any, dev_spec: AddonsSpe
     assert remediate_xid.run(api, remediate_xid.load_rule(api, "gpu-health", "gpu-remediation")) == (["bad"], [])
     taints = fake.nodes["bad"]["spec"]["taints"]
     assert TEAM_TAINT in taints and any(t["key"] == XID_TAINT for t in taints)
+
+
+# --- VM replacement after the grace period, against loopback IMDS + ARM speaking the documented calls ---
+
+SUB, GROUP = "22222222-2222-2222-2222-222222222222", "agk-dev"
+CLIENT_ID = "44444444-4444-4444-4444-444444444444"
+ARM_TOKEN = "arm-token"
+NOW = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
+
+
+class FakeAzure:
+    """IMDS's token endpoint and the ARM calls of Delete Instances / Update / Get, with 202 + Azure-AsyncOperation.
+
+    Deleting an instance lowers the set's capacity (what cluster-autoscaler's Azure provider assumes when it
+    decrements the set's size after the same call); an Update sets it.
+    """
+
+    def __init__(self, capacity: dict[str, int], instances: dict[str, set[str]], polls: int = 1) -> None:
+        self.capacity, self.instances = capacity, instances
+        self.polls = polls  # InProgress answers before an operation succeeds
+        self.operations: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, str, Any]] = []
+        self.token_requests: list[dict[str, list[str]]] = []
+        self.base = ""
+
+    def finish(self) -> None:
+        """Azure completes every running operation (as it does whether or not anyone polls)."""
+        for op in self.operations.values():
+            op["left"] = 0
+            if op["apply"] is not None:
+                op["apply"]()
+                op["apply"] = None
+
+    def _vmss(self, path: str) -> tuple[str, str]:
+        prefix = f"/subscriptions/{SUB}/resourceGroups/{GROUP}/providers/Microsoft.Compute/virtualMachineScaleSets/"
+        assert path.startswith(prefix), path
+        name, _, rest = path[len(prefix) :].partition("/")
+        return name, rest
+
+    def _accept(self, apply: Any) -> tuple[int, dict[str, str], Any]:
+        op = f"op{len(self.operations)}"
+        self.operations[op] = {"left": self.polls, "apply": apply}
+        url = f"{self.base}/subscriptions/{SUB}/providers/Microsoft.Compute/locations/eastus2/operations/{op}"
+        return 202, {"Azure-AsyncOperation": f"{url}?api-version=2024-07-01", "Retry-After": "0"}, None
+
+    def handle(self, method: str, path: str, query: dict[str, list[str]], headers: Any, body: Any) -> Any:
+        if path == "/metadata/identity/oauth2/token":
+            assert headers["Metadata"] == "true"
+            self.token_requests.append(query)
+            return 200, {}, {"access_token": ARM_TOKEN, "expires_on": str(int(time.time()) + 3600)}
+        assert headers["Authorization"] == f"Bearer {ARM_TOKEN}"
+        assert query["api-version"] == ["2024-07-01"]
+        self.calls.append((method, path, body))
+        if "/operations/" in path:
+            op = self.operations[path.rsplit("/", 1)[1]]
+            if op["left"] > 0:
+                op["left"] -= 1
+                return 200, {"Retry-After": "0"}, {"status": "InProgress"}
+            if op["apply"] is not None:
+                op["apply"]()
+                op["apply"] = None
+            return 200, {}, {"status": "Succeeded"}
+        vmss, rest = self._vmss(path)
+        if method == "GET" and rest == "":
+            return (
+                200,
+                {},
+                {
+                    "name": vmss,
+                    "sku": {"name": "Standard_ND96isr_H100_v5", "tier": "Standard", "capacity": self.capacity[vmss]},
+                },
+            )
+        if method == "GET" and rest.startswith("virtualMachines/"):
+            instance = rest.rsplit("/", 1)[1]
+            deleting = any(
+                o["apply"] is not None and o.get("instance") == (vmss, instance) for o in self.operations.values()
+            )
+            if instance not in self.instances[vmss]:
+                return 404, {}, {"error": {"code": "NotFound", "message": "not found"}}
+            return 200, {}, {"properties": {"provisioningState": "Deleting" if deleting else "Succeeded"}}
+        if method == "POST" and rest == "delete":
+            (instance,) = body["instanceIds"]
+
+            def apply() -> None:
+                self.instances[vmss].discard(instance)
+                self.capacity[vmss] -= 1
+
+            status = self._accept(apply)
+            self.operations[f"op{len(self.operations) - 1}"]["instance"] = (vmss, instance)
+            return status
+        if method == "PATCH" and rest == "":
+            capacity = body["sku"]["capacity"]
+            assert body["sku"]["name"] == "Standard_ND96isr_H100_v5"
+            return self._accept(lambda: self.capacity.__setitem__(vmss, capacity))
+        return 400, {}, {"error": {"code": "BadRequest", "message": f"{method} {path}"}}
+
+
+@pytest.fixture
+def azure() -> Iterator[Any]:
+    servers: list[HTTPServer] = []
+
+    def start(fake: FakeAzure, *, poll_timeout: float = 5) -> remediate_xid.Arm:
+        class Handler(BaseHTTPRequestHandler):
+            def _do(self) -> None:
+                url = urlparse(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                code, headers, out = fake.handle(self.command, url.path, parse_qs(url.query), self.headers, body)
+                data = json.dumps(out).encode() if out is not None else b""
+                self.send_response(code)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = _do
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        server = HTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        servers.append(server)
+        fake.base = f"http://127.0.0.1:{server.server_port}"
+        return remediate_xid.Arm(
+            client_id=CLIENT_ID,
+            arm_endpoint=fake.base,
+            imds_endpoint=fake.base,
+            poll_timeout=poll_timeout,
+            sleep=lambda _: None,
+        )
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def provider_id(vmss: str, instance: str) -> str:
+    return (
+        f"azure:///subscriptions/{SUB}/resourceGroups/{GROUP}/providers/Microsoft.Compute/"
+        f"virtualMachineScaleSets/{vmss}/virtualMachines/{instance}"
+    )
+
+
+def fenced_node(name: str, minutes_ago: int, vmss: str = "h100-0", instance: str = "3", **annotations: str) -> Any:
+    n = xid(node(name, taints=[{"key": XID_TAINT, "value": "true", "effect": "NoExecute"}]))
+    since = (NOW - datetime.timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    n["metadata"]["annotations"] = {f"{XID_TAINT}-since": since, **annotations}
+    n["spec"]["unschedulable"] = True
+    n["spec"]["providerID"] = provider_id(vmss, instance)
+    return n
+
+
+def wired_rule(serve: Any, spec: AddonsSpec, nodes: list[Any]) -> tuple[FakeApi, Any, dict[str, Any]]:
+    spec = replace(spec, cloud=replace(spec.cloud, remediation_client_id=CLIENT_ID))
+    fake = FakeApi(nodes, [], rule_configmaps(spec))
+    api = serve(fake)
+    return fake, api, remediate_xid.load_rule(api, "gpu-health", "gpu-remediation")
+
+
+def test_replace_after_minutes_really_replaces_the_vm(serve: Any, azure: Any, dev_spec: AddonsSpec) -> None:
+    grace = dev_spec.health.replace_after_minutes
+    nodes = [fenced_node("bad", grace + 1), fenced_node("recent", grace - 1, instance="5")]
+    fake, api, rule = wired_rule(serve, dev_spec, nodes + [node(f"n{i}") for i in range(8)])
+    cloud = FakeAzure({"h100-0": 4}, {"h100-0": {"0", "1", "3", "5"}})
+    arm = azure(cloud)
+    result = remediate_xid.replace(api, arm, rule, NOW)
+    assert (result.replaced, result.pending, result.held, result.failed) == (["bad"], [], [], [])
+    # The managed identity named in the rule, for ARM.
+    assert cloud.token_requests == [
+        {"api-version": ["2018-02-01"], "resource": [f"{cloud.base}/"], "client_id": [CLIENT_ID]}
+    ]
+    writes = [(m, p.rsplit("/", 1)[-1], b) for m, p, b in cloud.calls if m in ("POST", "PATCH")]
+    assert writes == [
+        ("POST", "delete", {"instanceIds": ["3"]}),  # Delete Instances
+        ("PATCH", "h100-0", {"sku": {"name": "Standard_ND96isr_H100_v5", "tier": "Standard", "capacity": 4}}),
+    ]
+    # The set is back at its capacity without the dead VM: the fresh one boots into preflight.
+    assert cloud.capacity == {"h100-0": 4} and cloud.instances == {"h100-0": {"0", "1", "5"}}
+    assert fake.deleted == ["bad"] and "recent" in fake.nodes
+    assert "unschedulable" in fake.nodes["recent"]["spec"]  # still fenced, waiting for its grace period
+
+
+def test_replacements_per_run_are_capped(serve: Any, azure: Any, dev_spec: AddonsSpec) -> None:
+    nodes = [fenced_node(f"bad{i}", 60, instance=str(i)) for i in range(3)]
+    fake, api, rule = wired_rule(serve, dev_spec, nodes + [node(f"n{i}") for i in range(27)])
+    cloud = FakeAzure({"h100-0": 30}, {"h100-0": {str(i) for i in range(30)}})
+    result = remediate_xid.replace(api, azure(cloud), rule, NOW)
+    assert (result.replaced, result.held) == (["bad0"], ["bad1", "bad2"])
+    assert fake.deleted == ["bad0"] and cloud.capacity == {"h100-0": 30}
+
+
+def test_a_cleared_xid_or_an_unfenced_node_is_not_replaced(serve: Any, azure: Any, dev_spec: AddonsSpec) -> None:
+    cleared = fenced_node("cleared", 60)
+    cleared["status"]["conditions"][1]["status"] = "False"
+    uncordoned = fenced_node("uncordoned", 60, instance="4")
+    del uncordoned["spec"]["unschedulable"]
+    fake, api, rule = wired_rule(serve, dev_spec, [cleared, uncordoned])
+    cloud = FakeAzure({"h100-0": 4}, {"h100-0": {"3", "4"}})
+    assert remediate_xid.replace(api, azure(cloud), rule, NOW).replaced == []
+    assert cloud.calls == [] and fake.deleted == []
+
+
+def test_a_slow_delete_is_finished_by_a_later_run(serve: Any, azure: Any, dev_spec: AddonsSpec) -> None:
+    fake, api, rule = wired_rule(serve, dev_spec, [fenced_node("bad", 60)])
+    cloud = FakeAzure({"h100-0": 4}, {"h100-0": {"0", "3"}}, polls=10**9)
+    first = remediate_xid.replace(api, azure(cloud, poll_timeout=0.05), rule, NOW)
+    assert first.pending == ["bad"] and fake.deleted == []
+    # The capacity to restore was written on the node before anything changed.
+    assert fake.nodes["bad"]["metadata"]["annotations"][f"{XID_TAINT}-capacity"] == "4"
+    # Next minute: Azure still deleting (provisioningState Deleting): no second delete, still pending.
+    posts = sum(1 for m, _, _ in cloud.calls if m == "POST")
+    assert remediate_xid.replace(api, azure(cloud, poll_timeout=0.05), rule, NOW).pending == ["bad"]
+    assert sum(1 for m, _, _ in cloud.calls if m == "POST") == posts == 1
+    # Azure finishes (capacity down to 3); the next run restores 4 and deletes the Node.
+    cloud.finish()
+    cloud.polls = 1
+    assert cloud.capacity == {"h100-0": 3}
+    assert remediate_xid.replace(api, azure(cloud), rule, NOW).replaced == ["bad"]
+    assert cloud.capacity == {"h100-0": 4} and fake.deleted == ["bad"]
+
+
+def test_a_run_that_died_after_the_delete_restores_the_capacity(serve: Any, azure: Any, dev_spec: AddonsSpec) -> None:
+    n = fenced_node("bad", 60, **{f"{XID_TAINT}-capacity": "4"})
+    fake, api, rule = wired_rule(serve, dev_spec, [n])
+    cloud = FakeAzure({"h100-0": 3}, {"h100-0": {"0", "1", "2"}})  # instance 3 already gone
+    assert remediate_xid.replace(api, azure(cloud), rule, NOW).replaced == ["bad"]
+    assert [m for m, _, _ in cloud.calls if m in ("POST", "PATCH")] == ["PATCH"]
+    assert cloud.capacity == {"h100-0": 4} and fake.deleted == ["bad"]
+
+
+def test_a_node_without_a_scale_set_provider_id_is_reported(serve: Any, azure: Any, dev_spec: AddonsSpec) -> None:
+    n = fenced_node("bad", 60)
+    n["spec"]["providerID"] = "rke2://bad"
+    fake, api, rule = wired_rule(serve, dev_spec, [n])
+    result = remediate_xid.replace(api, azure(FakeAzure({}, {})), rule, NOW)
+    assert result.failed == [
+        "bad: providerID 'rke2://bad' names no scale-set VM (cloud-node-manager sets it): replace the VM by hand"
+    ]
+    assert fake.deleted == []
+
+
+@pytest.mark.parametrize(
+    ("provider", "parsed"),
+    [
+        (provider_id("h100-0", "3"), (SUB, GROUP, "h100-0", "3")),
+        # Azure may spell resourcegroups in lower case (cloud-provider-azure parses it case-insensitively).
+        (provider_id("h100-0", "12").replace("resourceGroups", "resourcegroups"), (SUB, GROUP, "h100-0", "12")),
+        ("azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/vm1", None),
+        ("", None),
+    ],
+)
+def test_provider_id_names_the_scale_set_instance(provider: str, parsed: Any) -> None:
+    from modules.cluster.scripts.azure import instance_of
+
+    vm = instance_of(provider)
+    assert (vm and (vm.subscription, vm.group, vm.vmss, vm.instance)) == parsed

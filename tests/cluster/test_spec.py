@@ -318,3 +318,50 @@ def test_cluster_facts_are_checked(cluster: dict[str, Any], message: str) -> Non
     with pytest.raises(ConfigError) as err:
         addons_spec("dev", "1.35", "gpu.example.com", POOLS, AddonsConfig(), **cluster)
     assert str(err.value) == message
+
+
+def test_cluster_stack_inputs_default_to_listed_placeholders() -> None:
+    from modules.cluster.spec import CloudSpec, NetworkSpec
+
+    spec = addons_spec("dev", "1.35", "gpu.example.com", POOLS, AddonsConfig(), **CLUSTER)
+    assert set(spec.placeholders) == {f"cloud.{f}" for f in CloudSpec.__dataclass_fields__} | {
+        "network.apiserver_cidrs",
+        "network.monitoring_cidrs",
+    }
+    wired = addons_spec(
+        "dev",
+        "1.35",
+        "gpu.example.com",
+        POOLS,
+        AddonsConfig(),
+        **CLUSTER,
+        cloud=CloudSpec(*(f"v{i}" for i in range(len(CloudSpec.__dataclass_fields__)))),
+        network=NetworkSpec(("10.16.0.0/26",), 6443, ("10.16.0.64/27",)),
+    )
+    assert wired.placeholders == ()
+
+
+@pytest.mark.parametrize(
+    ("network", "message"),
+    [
+        (
+            {"apiserver_cidrs": ("10.16.0.0/33",)},
+            "azure-gpu-k8s:addons_spec.network.apiserver_cidrs: '10.16.0.0/33' is not an IPv4 network: "
+            "pass e.g. 10.16.0.0/24",
+        ),
+        (
+            {"monitoring_cidrs": ()},
+            "azure-gpu-k8s:addons_spec.network.monitoring_cidrs: empty: pass the subnet CIDRs from the address plan",
+        ),
+        (
+            {"apiserver_port": 0},
+            "azure-gpu-k8s:addons_spec.network.apiserver_port: 0 is not a TCP port: use 1-65535",
+        ),
+    ],
+)
+def test_network_inputs_are_checked(network: dict[str, Any], message: str) -> None:
+    from modules.cluster.spec import NetworkSpec
+
+    with pytest.raises(ConfigError) as err:
+        addons_spec("dev", "1.35", "gpu.example.com", POOLS, AddonsConfig(), **CLUSTER, network=NetworkSpec(**network))
+    assert str(err.value) == message

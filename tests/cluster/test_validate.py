@@ -101,7 +101,8 @@ def test_object_names_are_unique(prod_spec: AddonsSpec) -> None:
 
 
 def test_scheduler_config_enables_coscheduling(dev_spec: AddonsSpec) -> None:
-    cm = next(o for o in render_manifests(dev_spec) if o["metadata"]["name"].endswith("-config"))
+    name = f"{dev_spec.gang.scheduler_name}-config"
+    cm = next(o for o in render_manifests(dev_spec) if o["kind"] == "ConfigMap" and o["metadata"]["name"] == name)
     config = yaml.safe_load(cm["data"]["scheduler-config.yaml"])
     profile = config["profiles"][0]
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"

@@ -5,6 +5,16 @@ taint; only the ``borrow`` priority class may tolerate every team. Nobody may to
 preflight taint (that is how untested nodes stay empty), so wildcard tolerations are refused.
 From Kubernetes 1.36 a MutatingAdmissionPolicy adds the team toleration itself; before that,
 users write it in their pod spec (README).
+
+A second policy keeps pods to the GPUs the device plugin allocated them. With nvidia as the default
+runtime, the node's nvidia-container-runtime ignores ``NVIDIA_VISIBLE_DEVICES`` from unprivileged
+containers (the node bootstrap sets ``accept-nvidia-visible-devices-envvar-when-unprivileged =
+false``) and reads allocations from the device plugin's mounts; "privileged" to the runtime means
+CAP_SYS_ADMIN in the bounding set (nvidia-container-toolkit internal/config/image/privileged.go), and
+it accepts any mount from /dev/null under /var/run/nvidia-container-devices (cuda_image.go,
+requestsFromMounts). So outside the namespaces of this toolkit's own node agents a pod may not set
+the variable, run privileged, add SYS_ADMIN, mount under that directory, or use the host network
+(which reaches the node's DCGM engine on localhost:5555).
 """
 
 from __future__ import annotations
@@ -14,6 +24,11 @@ from modules.cluster.spec import AddonsSpec
 
 POLICY = "team-tolerations"
 MUTATING_POLICY = "team-toleration-default"
+GPU_POLICY = "gpu-isolation"
+# Namespaces of the toolkit's own node agents (device plugins, dcgm-exporter, preflight), which must see every GPU.
+GPU_AGENT_NAMESPACES = ("kube-system", "gpu-health")
+DEVICE_MOUNTS = "/var/run/nvidia-container-devices"
+_LISTS = ("containers", "initContainers", "ephemeralContainers")
 
 
 def variables(spec: AddonsSpec) -> list[dict[str, str]]:
@@ -153,5 +168,97 @@ def mutating(spec: AddonsSpec) -> list[Obj]:
     return [policy, binding]
 
 
+def _any_container(condition: str) -> str:
+    """True when some container of any kind matches ``condition`` (over ``c``).
+
+    One clause per list: containers, init and ephemeral containers are different types to the API
+    server's CEL type checker, so the lists are not concatenated.
+    """
+    return " || ".join(f"(has(object.spec.{lst}) && object.spec.{lst}.exists(c, {condition}))" for lst in _LISTS)
+
+
+def gpu_validations() -> list[dict[str, str]]:
+    fix = "request GPUs with resources.limits nvidia.com/gpu instead"
+    return [
+        {
+            "expression": "!("
+            + _any_container("has(c.env) && c.env.exists(e, e.name == 'NVIDIA_VISIBLE_DEVICES')")
+            + ")",
+            "message": f"a container sets NVIDIA_VISIBLE_DEVICES, which would expose GPUs it was not allocated: {fix}",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "!("
+            + _any_container(
+                "has(c.securityContext) && ((has(c.securityContext.privileged) && c.securityContext.privileged) || "
+                "(has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add) && "
+                "c.securityContext.capabilities.add.exists(a, a in ['SYS_ADMIN', 'CAP_SYS_ADMIN', 'ALL'])))"
+            )
+            + ")",
+            "message": "a container is privileged or adds SYS_ADMIN, which sees every GPU on the node: drop it and "
+            f"{fix}",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "!("
+            + _any_container(
+                f"has(c.volumeMounts) && c.volumeMounts.exists(m, m.mountPath.startsWith('{DEVICE_MOUNTS}'))"
+            )
+            + ")",
+            "message": f"a container mounts under {DEVICE_MOUNTS}, the device plugin's GPU list: {fix}",
+            "reason": "Forbidden",
+        },
+        {
+            "expression": "!(has(object.spec.hostNetwork) && object.spec.hostNetwork)",
+            "message": "the pod uses the host network, which reaches the node's DCGM engine and agents: use the pod "
+            "network (InfiniBand comes from rdma/ib, not from the host network)",
+            "reason": "Forbidden",
+        },
+    ]
+
+
+def gpu_isolation() -> list[Obj]:
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": meta(GPU_POLICY, app="admission"),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["pods", "pods/ephemeralcontainers"],
+                    }
+                ]
+            },
+            "validations": gpu_validations(),
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": meta(GPU_POLICY, app="admission"),
+        "spec": {
+            "policyName": GPU_POLICY,
+            "validationActions": ["Deny"],
+            "matchResources": {
+                "namespaceSelector": {
+                    "matchExpressions": [
+                        {
+                            "key": "kubernetes.io/metadata.name",
+                            "operator": "NotIn",
+                            "values": list(GPU_AGENT_NAMESPACES),
+                        }
+                    ]
+                }
+            },
+        },
+    }
+    return [policy, binding]
+
+
 def admission(spec: AddonsSpec) -> list[Obj]:
-    return validating(spec) + mutating(spec)
+    return validating(spec) + mutating(spec) + gpu_isolation()

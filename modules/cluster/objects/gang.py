@@ -27,6 +27,7 @@ from modules.cluster.objects.common import (
     service_account,
     system_nodes,
 )
+from modules.cluster.objects.rdma import RESOURCE as RDMA
 from modules.cluster.objects.teams import GPU
 from modules.cluster.spec import AddonsSpec, TeamSpec
 
@@ -36,6 +37,31 @@ POD_GROUP_LABEL = f"{GROUP}/pod-group"
 CONFIG_PATH = "/etc/kubernetes/scheduler-config.yaml"
 
 _INT32: Obj = {"type": "integer", "format": "int32"}
+
+# NCCL topology files the Ubuntu-HPC image writes at boot, by VM family (Azure/azhpc-images
+# components/setup_sku_customizations.sh: standard_nd*v4 -> ndv4, standard_nd96is*_h[1-2]00_v5 -> ndv5;
+# customizations/ndv5.sh also writes /etc/nccl.conf, which a container does not see: hence the env below).
+TOPO_FILES = {"v4": "/opt/microsoft/ndv4/topo.xml", "v5": "/opt/microsoft/ndv5/topo.xml"}
+
+
+def nccl_env(vm_size: str) -> list[Obj]:
+    """NCCL over InfiniBand on Azure ND (the HPC image's /etc/nccl.conf, as environment variables).
+
+    NCCL_IB_HCA=mlx5_ib: the image names the InfiniBand HCAs mlx5_ib<N> and the Ethernet VF mlx5_an0
+    (install_azure_persistent_rdma_naming.sh); NCCL matches the value as a prefix (NCCL docs, Environment
+    Variables). NCCL_SOCKET_IFNAME=eth0: bootstrap traffic over the pod's interface.
+    """
+    env = [
+        {"name": "NCCL_IB_HCA", "value": "mlx5_ib"},
+        {"name": "NCCL_SOCKET_IFNAME", "value": "eth0"},
+        {"name": "NCCL_IB_PCI_RELAXED_ORDERING", "value": "1"},
+        {"name": "NCCL_IGNORE_CPU_AFFINITY", "value": "1"},
+        {"name": "NCCL_DEBUG", "value": "WARN"},
+    ]
+    family = vm_size.lower().rsplit("_", 1)[-1]
+    if family in TOPO_FILES:
+        env.append({"name": "NCCL_TOPO_FILE", "value": TOPO_FILES[family]})
+    return env
 
 
 def podgroup_schema() -> Obj:
@@ -255,8 +281,14 @@ def gang(spec: AddonsSpec) -> list[Obj]:
 
 
 def example(spec: AddonsSpec, team: TeamSpec, *, name: str = "pretrain", nodes: int = 4) -> list[Obj]:
-    """A documented gang job: a PodGroup and a StatefulSet whose pods all start or none do."""
-    gpus = next((p.gpus_per_node for p in spec.pools if p.name in team.pools), 8)
+    """A documented gang job: a PodGroup and a StatefulSet whose pods all start or none do.
+
+    Each member takes a whole node (all its GPUs and, through ``rdma/ib``, all its InfiniBand HCAs),
+    and all members share one InfiniBand island (the scale set: one placement group, one fabric).
+    """
+    pool = next((p for p in spec.pools if p.name in team.pools), None)
+    gpus = pool.gpus_per_node if pool else 8
+    vm_size = pool.vm_size if pool else "Standard_ND96isr_H100_v5"
     group = {
         "apiVersion": f"{GROUP}/v1alpha1",
         "kind": "PodGroup",
@@ -303,11 +335,24 @@ def example(spec: AddonsSpec, team: TeamSpec, *, name: str = "pretrain", nodes: 
                             "name": "trainer",
                             "image": "registry.example.com/research/trainer:2024.06",
                             "command": ["torchrun", f"--nnodes={nodes}", f"--nproc-per-node={gpus}", "train.py"],
+                            "env": nccl_env(vm_size),
                             "resources": {
-                                "requests": {GPU: str(gpus), "cpu": "80", "memory": "1500Gi"},
-                                "limits": {GPU: str(gpus), "cpu": "90", "memory": "1500Gi"},
+                                "requests": {GPU: str(gpus), RDMA: "1", "cpu": "80", "memory": "1500Gi"},
+                                "limits": {GPU: str(gpus), RDMA: "1", "cpu": "90", "memory": "1500Gi"},
                             },
+                            # InfiniBand registers (pins) memory: IPC_LOCK lifts the memlock limit
+                            # (Mellanox's example RDMA pod adds exactly this).
+                            "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                            "volumeMounts": [
+                                {"name": "dshm", "mountPath": "/dev/shm"},
+                                {"name": "topology", "mountPath": "/opt/microsoft", "readOnly": True},
+                            ],
                         }
+                    ],
+                    "volumes": [
+                        # NCCL's intra-node transport and the data loaders use /dev/shm; the runtime's is 64 MiB.
+                        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
+                        {"name": "topology", "hostPath": {"path": "/opt/microsoft", "type": "Directory"}},
                     ],
                 },
             },

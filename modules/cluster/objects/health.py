@@ -2,11 +2,25 @@
 
 Node agents here need more than the restricted baseline; each exception is stated next to the
 security context and on the object (``azure-gpu-k8s/justification``) so reviewers see why.
+
+One DCGM host engine per node: the GPU image runs nv-hostengine as the ``nvidia-dcgm`` service on
+127.0.0.1:5555 (Azure/azhpc-images install_dcgm.sh). dcgm-exporter connects to it
+(``DCGM_REMOTE_HOSTENGINE_INFO``; NVIDIA/dcgm-exporter pkg/cmd/app.go: a set ``-r``/env turns on the
+remote host engine) instead of embedding a second engine, and the preflight diagnostics do the same
+(``dcgmi diag --host``). NVIDIA: "Operate one site-managed DCGM endpoint per host ... Starting another
+engine creates a separate inventory and cache" (DCGM docs, Getting Started for System Administrators).
+
+Only allocated GPUs are visible in a pod: the device plugin hands the runtime its devices as volume
+mounts (``DEVICE_LIST_STRATEGY=volume-mounts``), and the node's nvidia-container-runtime ignores
+``NVIDIA_VISIBLE_DEVICES`` from unprivileged containers (``accept-nvidia-visible-devices-envvar-when-
+unprivileged = false``, written by the node bootstrap); admission refuses the ways around it
+(objects/admission.py, ``gpu-isolation``).
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from modules.cluster import images
@@ -27,19 +41,27 @@ from modules.cluster.objects.common import (
 from modules.cluster.spec import AddonsSpec
 
 XID_CONDITION = "GPUFatalXid"
-DCGM_PORT, IPTABLES_PORT, NPD_PORT = 9400, 9119, 20257
+DCGM_PORT, IPTABLES_PORT, NPD_PORT, NPD_HEALTH_PORT = 9400, 9119, 20257, 20256
+# The host's DCGM host engine (nvidia-dcgm.service: nv-hostengine's default TCP listener).
+HOST_ENGINE = "localhost:5555"
+IPTABLES_APP = "iptables-exporter"
+IPTABLES_SCRIPTS = ("iptables_exporter.py",)
+SCRIPT_DIR = Path(__file__).resolve().parent.parent / "scripts"
 
 DEVICE_PLUGIN_WHY = (
-    "root (no privilege escalation, no capabilities): the plugin creates its socket in the "
-    "root-owned kubelet directory /var/lib/kubelet/device-plugins"
+    "root with SYS_ADMIN only (no privilege escalation): the plugin creates its socket in the root-owned "
+    "kubelet directory /var/lib/kubelet/device-plugins, and nvidia-container-runtime honours the plugin's own "
+    "NVIDIA_VISIBLE_DEVICES=all (so NVML sees every GPU to advertise) only for containers with CAP_SYS_ADMIN "
+    "once the node refuses that variable from unprivileged ones; NVIDIA's chart adds SYS_ADMIN for "
+    "deviceListStrategy volume-mounts the same way"
 )
 DCGM_WHY = (
-    "root with SYS_ADMIN only: DCGM profiling metrics (DCP: tensor/SM activity) need SYS_ADMIN, and "
-    "the kubelet pod-resources socket that maps GPUs to pods is root-only"
+    "root (no capabilities): the kubelet pod-resources socket that maps GPUs to pods is root-only; metrics "
+    "come from the host's DCGM engine, reached on localhost:5555 over the host network"
 )
 IPTABLES_WHY = (
-    "root with NET_ADMIN only and host networking: counters of the host's mangle table can only be read "
-    "in the host network namespace with NET_ADMIN"
+    "root with NET_RAW and NET_ADMIN only and host networking: the host's mangle-table counters are read "
+    "through a raw socket's iptables options, in the host network namespace"
 )
 NPD_WHY = (
     "privileged: reading the host kernel log (/dev/kmsg) needs the host's character device, which the "
@@ -67,7 +89,7 @@ def host_network(pod: Obj) -> Obj:
     return {"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet", **pod}
 
 
-def _daemonset(spec: AddonsSpec, name: str, why: str, pod: Obj, annotations: dict[str, str] | None = None) -> Obj:
+def node_agent(spec: AddonsSpec, name: str, why: str, pod: Obj, annotations: dict[str, str] | None = None) -> Obj:
     if pod.get("hostNetwork"):
         why = f"{why}; {HOST_NETWORK_WHY}"
     notes = {exception_key(spec): why}
@@ -90,7 +112,8 @@ def _daemonset(spec: AddonsSpec, name: str, why: str, pod: Obj, annotations: dic
 
 
 def device_plugin(spec: AddonsSpec) -> Obj:
-    return _daemonset(
+    # No probe: the plugin serves gRPC on a unix socket only; kubelet re-registration is its health.
+    return node_agent(
         spec,
         "nvidia-device-plugin",
         DEVICE_PLUGIN_WHY,
@@ -101,9 +124,17 @@ def device_plugin(spec: AddonsSpec) -> Obj:
                     {
                         "name": "nvidia-device-plugin",
                         "image": images.DEVICE_PLUGIN,
-                        "env": [{"name": "FAIL_ON_INIT_ERROR", "value": "false"}],
+                        "env": [
+                            {"name": "FAIL_ON_INIT_ERROR", "value": "false"},
+                            # Allocated GPUs reach the runtime as mounts under /var/run/nvidia-container-devices
+                            # (from /dev/null), not as an environment variable any pod could set itself.
+                            {"name": "DEVICE_LIST_STRATEGY", "value": "volume-mounts"},
+                            {"name": "DEVICE_ID_STRATEGY", "value": "uuid"},
+                            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+                        ],
                         "resources": resources("50m", "128Mi", cpu_limit="200m"),
-                        "securityContext": _root(),  # exception: DEVICE_PLUGIN_WHY
+                        "securityContext": _root(add=["SYS_ADMIN"]),  # exception: DEVICE_PLUGIN_WHY
                         "volumeMounts": [{"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"}],
                     }
                 ],
@@ -120,7 +151,7 @@ def device_plugin(spec: AddonsSpec) -> Obj:
 
 def dcgm_exporter(spec: AddonsSpec) -> Obj:
     probe = {"httpGet": {"path": "/health", "port": DCGM_PORT}}
-    return _daemonset(
+    return node_agent(
         spec,
         "dcgm-exporter",
         DCGM_WHY,
@@ -134,13 +165,17 @@ def dcgm_exporter(spec: AddonsSpec) -> Obj:
                         "env": [
                             {"name": "DCGM_EXPORTER_LISTEN", "value": f":{DCGM_PORT}"},
                             {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
-                            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                            # The host's engine, not an embedded second one.
+                            {"name": "DCGM_REMOTE_HOSTENGINE_INFO", "value": HOST_ENGINE},
+                            # The entrypoint would setcap SYS_ADMIN on the binary for embedded profiling; the
+                            # host engine does the profiling, and the root filesystem is read-only.
+                            {"name": "NO_SETCAP", "value": "1"},
                         ],
                         "ports": [{"name": "metrics", "containerPort": DCGM_PORT}],
                         "livenessProbe": {**probe, "initialDelaySeconds": 45},
                         "readinessProbe": probe,
                         "resources": resources("100m", "512Mi", cpu_limit="500m"),
-                        "securityContext": _root(add=["SYS_ADMIN"]),  # exception: DCGM_WHY
+                        "securityContext": _root(),  # exception: DCGM_WHY
                         "volumeMounts": [
                             {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True},
                             {"name": "tmp", "mountPath": "/tmp"},
@@ -160,33 +195,53 @@ def dcgm_exporter(spec: AddonsSpec) -> Obj:
     )
 
 
-def iptables_exporter(spec: AddonsSpec) -> Obj:
-    return _daemonset(
+def iptables_scripts() -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(f"{IPTABLES_APP}-scripts", HEALTH_NS, app=IPTABLES_APP),
+        "data": {name: (SCRIPT_DIR / name).read_text() for name in IPTABLES_SCRIPTS},
+    }
+
+
+def iptables_exporter(spec: AddonsSpec) -> list[Obj]:
+    """Counters of the mangle rules commented ``iptables-exporter <labels>`` (scripts/iptables_exporter.py)."""
+    probe = {"httpGet": {"path": "/healthz", "port": IPTABLES_PORT}, "timeoutSeconds": 5}
+    ds = node_agent(
         spec,
-        "iptables-exporter",
+        IPTABLES_APP,
         IPTABLES_WHY,
         host_network(
             {
                 "automountServiceAccountToken": False,
                 "containers": [
                     {
-                        "name": "iptables-exporter",
-                        "image": images.IPTABLES_EXPORTER,
-                        # Without --tables it reads only the filter table; the egress accounting rules
-                        # ("iptables-exporter <name>" comments) live in mangle.
-                        "command": ["iptables-exporter", "--port", str(IPTABLES_PORT), "--tables", "mangle"],
+                        "name": IPTABLES_APP,
+                        "image": images.PYTHON,
+                        # The egress accounting rules live in mangle (the node bootstrap's mangle.rules).
+                        "command": [
+                            "python3",
+                            "/scripts/iptables_exporter.py",
+                            "--port",
+                            str(IPTABLES_PORT),
+                            "--table",
+                            "mangle",
+                        ],
                         "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
-                        "ports": [{"name": "metrics", "containerPort": IPTABLES_PORT, "hostPort": IPTABLES_PORT}],
+                        "ports": [{"name": "metrics", "containerPort": IPTABLES_PORT}],
+                        "livenessProbe": {**probe, "initialDelaySeconds": 10},
+                        "readinessProbe": probe,
                         "resources": resources("20m", "64Mi", cpu_limit="200m"),
-                        "securityContext": _root(add=["NET_ADMIN"]),  # exception: IPTABLES_WHY
-                        "volumeMounts": [{"name": "run", "mountPath": "/run"}],
+                        "securityContext": _root(add=["NET_ADMIN", "NET_RAW"]),  # exception: IPTABLES_WHY
+                        "volumeMounts": [{"name": "scripts", "mountPath": "/scripts", "readOnly": True}],
                     }
                 ],
-                "volumes": [{"name": "run", "emptyDir": {"sizeLimit": "1Mi"}}],
+                "volumes": [{"name": "scripts", "configMap": {"name": f"{IPTABLES_APP}-scripts"}}],
             }
         ),
         scrape_annotations(IPTABLES_PORT),
     )
+    return [iptables_scripts(), ds]
 
 
 def xid_pattern(xids: tuple[int, ...]) -> str:
@@ -218,6 +273,7 @@ def xid_monitor(spec: AddonsSpec) -> dict[str, Any]:
 
 def node_problem_detector(spec: AddonsSpec) -> list[Obj]:
     name = "node-problem-detector"
+    npd_probe = {"httpGet": {"host": "127.0.0.1", "path": "/healthz", "port": NPD_HEALTH_PORT}, "timeoutSeconds": 5}
     config = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -229,7 +285,7 @@ def node_problem_detector(spec: AddonsSpec) -> list[Obj]:
         {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
         {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
     ]
-    ds = _daemonset(
+    ds = node_agent(
         spec,
         name,
         NPD_WHY,
@@ -249,6 +305,10 @@ def node_problem_detector(spec: AddonsSpec) -> list[Obj]:
                         ],
                         "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
                         "ports": [{"name": "metrics", "containerPort": NPD_PORT}],
+                        # /healthz on --address 127.0.0.1:--port 20256, its defaults (cmd/options/options.go,
+                        # pkg/exporters/k8sexporter/k8s_exporter.go @ v0.8.20); the kubelet probes from the host.
+                        "livenessProbe": {**npd_probe, "initialDelaySeconds": 30},
+                        "readinessProbe": npd_probe,
                         "resources": resources("20m", "128Mi", cpu_limit="200m"),
                         # Exception: NPD_WHY.
                         "securityContext": {"privileged": True, "readOnlyRootFilesystem": True},
@@ -284,7 +344,7 @@ def health(spec: AddonsSpec) -> list[Obj]:
     if spec.health.dcgm_exporter:
         objs.append(dcgm_exporter(spec))
     if spec.health.iptables_exporter:
-        objs.append(iptables_exporter(spec))
+        objs += iptables_exporter(spec)
     if spec.health.node_problem_detector:
         objs += node_problem_detector(spec)
     return objs

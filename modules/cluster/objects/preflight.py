@@ -4,8 +4,11 @@ GPU nodes register (node bootstrap) with the labels ``<domain>/accelerator=nvidi
 ``<domain>/preflight=pending`` and the taint ``<domain>/preflight=pending:NoSchedule``. The
 DaemonSet selects both labels and tolerates that taint, so it lands on exactly the untested GPU
 nodes (never a CPU system node, where DCGM has nothing to test) and nothing else does. Its init container runs
-``dcgmi diag -r <level>``; the reporter then removes taint and label (pass) or sets the label to
-``failed`` (fail, taint kept). Either way the label no longer matches and the pod goes away.
+``dcgmi diag --host localhost:5555 -r <level>``: the host's DCGM engine (nvidia-dcgm.service) runs the
+tests, so the pod needs no GPU, no privilege and no engine of its own (dcgmi diag's ``--host``:
+"Connect to the specified host engine", DCGM docs, dcgmi diag). The reporter then removes taint and
+label (pass) or sets the label to ``failed`` (fail, taint kept). Either way the label no longer
+matches and the pod goes away.
 The CronJob re-labels a few idle nodes so that nodes are re-tested between jobs.
 """
 
@@ -29,17 +32,16 @@ from modules.cluster.objects.common import (
     service_account,
     system_nodes,
 )
-from modules.cluster.objects.health import HOST_NETWORK_WHY, host_network
+from modules.cluster.objects.health import HOST_ENGINE, HOST_NETWORK_WHY, host_network
 from modules.cluster.spec import AddonsSpec
 
 APP = "gpu-preflight"
 RETEST = "gpu-preflight-retest"
 SCRIPTS = ("kube.py", "preflight_report.py", "retest_idle.py")
 SCRIPT_DIR = Path(__file__).resolve().parent.parent / "scripts"
-DIAG_PRIVILEGE = (
-    "dcgm-diag runs privileged: DCGM diagnostics drive every GPU directly (stress, PCIe, memory and "
-    "NVLink tests need SYS_ADMIN, all /dev/nvidia* devices and profiling counters); the reporter "
-    "container is restricted"
+DIAG_WHY = (
+    "both containers are restricted (non-root, no capabilities); the pod is on the host network because the "
+    "diagnostics run in the host's DCGM engine, which listens on localhost:5555 only"
 )
 
 
@@ -47,9 +49,7 @@ def diag_script(spec: AddonsSpec) -> str:
     # Always exit 0 and record the verdict: a failing init container would be restarted forever.
     timeout = spec.preflight.timeout_minutes * 60
     return (
-        "nv-hostengine -n -b 127.0.0.1 &\n"
-        "sleep 5\n"
-        f"if timeout {timeout} dcgmi diag -r {spec.preflight.level} > /results/diag.log 2>&1; "
+        f"if timeout {timeout} dcgmi diag --host {HOST_ENGINE} -r {spec.preflight.level} > /results/diag.log 2>&1; "
         "then echo pass > /results/status; else echo fail > /results/status; fi\n"
         "cat /results/diag.log\n"
     )
@@ -72,7 +72,7 @@ def tolerations(spec: AddonsSpec) -> list[Obj]:
 
 
 def daemonset(spec: AddonsSpec) -> Obj:
-    why = f"{DIAG_PRIVILEGE}; {HOST_NETWORK_WHY}"
+    why = f"{DIAG_WHY}; {HOST_NETWORK_WHY}"
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -93,16 +93,16 @@ def daemonset(spec: AddonsSpec) -> Obj:
                         "initContainers": [
                             {
                                 "name": "dcgm-diag",
-                                "image": images.DCGM,
+                                "image": images.DCGM_CLIENT,
                                 "command": ["/bin/bash", "-c", diag_script(spec)],
-                                "env": [
-                                    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-                                    {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+                                # dcgmi is only the client: the GPUs are tested by the host's engine.
+                                "env": [{"name": "HOME", "value": "/tmp"}],
+                                "resources": resources("100m", "256Mi", cpu_limit="1"),
+                                "securityContext": {**restricted(), "runAsUser": 65532, "runAsGroup": 65532},
+                                "volumeMounts": [
+                                    {"name": "results", "mountPath": "/results"},
+                                    {"name": "tmp", "mountPath": "/tmp"},
                                 ],
-                                "resources": resources("2", "4Gi", cpu_limit="8"),
-                                # Exception (annotation above): the diagnostics need the whole GPU.
-                                "securityContext": {"privileged": True, "runAsUser": 0, "runAsNonRoot": False},
-                                "volumeMounts": [{"name": "results", "mountPath": "/results"}],
                             }
                         ],
                         "containers": [
@@ -126,6 +126,7 @@ def daemonset(spec: AddonsSpec) -> Obj:
                         ],
                         "volumes": [
                             {"name": "results", "emptyDir": {"sizeLimit": "16Mi"}},
+                            {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
                             {"name": "scripts", "configMap": {"name": "gpu-preflight-scripts"}},
                         ],
                     }

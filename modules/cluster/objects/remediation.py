@@ -3,8 +3,11 @@
 node-problem-detector sets the node condition ``GPUFatalXid`` when the kernel log shows an XID
 from the fatal list. Every minute a CronJob (``scripts/remediate_xid.py``) reads the rule from
 the ConfigMap ``gpu-remediation``, cordons each GPU node whose condition is True and taints it
-``<domain>/gpu-fatal-xid=true:NoExecute`` so its pods are evicted. Replacing the VM is manual
-(it destroys the node's state, and a wrong rule must not be able to recycle the fleet).
+``<domain>/gpu-fatal-xid=true:NoExecute`` so its pods are evicted. ``replace_after_minutes``
+later it deletes the node's scale-set instance through Azure Resource Manager (a managed identity's
+token from IMDS), restores the set's capacity and deletes the Node: a fresh VM boots and goes through
+preflight. Two caps keep a wrong rule from recycling the fleet: at most ``MAX_FENCED_PERCENT`` of
+the GPU nodes fenced, at most ``MAX_REPLACED_PER_RUN`` VMs deleted per run (one run a minute).
 """
 
 from __future__ import annotations
@@ -34,14 +37,21 @@ from modules.cluster.spec import AddonsSpec
 
 APP = "gpu-remediation"
 RULE = "gpu-remediation"
-SCRIPTS = ("kube.py", "remediate_xid.py")
 SCRIPT_DIR = Path(__file__).resolve().parent.parent / "scripts"
 # At most this share of the GPU nodes is ever fenced automatically (a wrong rule's blast radius).
 MAX_FENCED_PERCENT = 10
+# At most this many VMs deleted per run (a run a minute): a wrong rule replaces one VM a minute at
+# worst, and only among the fenced ones (themselves capped above).
+MAX_REPLACED_PER_RUN = 1
+SCRIPTS = ("kube.py", "azure.py", "remediate_xid.py")
 REPLACE = (
-    "manual: reimage or delete the node's scale set instance (az vmss reimage / delete-instances) once its "
-    "jobs have moved; the new VM registers clean and goes through preflight"
+    "automatic after replace_after_minutes: the scale-set instance named by the node's providerID is deleted "
+    "(Delete Instances), the scale set's capacity restored and the Node deleted; the new VM registers with the "
+    "preflight taint and is tested before it takes work"
 )
+ARM_ENDPOINT = "https://management.azure.com"
+IMDS_ENDPOINT = "http://169.254.169.254"
+IMDS_ADDRESS = "169.254.169.254/32"
 
 
 def remediation_rule(spec: AddonsSpec) -> dict[str, Any]:
@@ -51,11 +61,20 @@ def remediation_rule(spec: AddonsSpec) -> dict[str, Any]:
         "metric": "DCGM_FI_DEV_XID_ERRORS",
         "fatal_xids": list(spec.health.fatal_xids),
         "node_selector": gpu_node_selector(spec),
-        "actions": ["cordon", "evict"],
+        "actions": ["cordon", "evict", "replace"],
         "taint": {"key": spec.fatal_xid_key, "value": "true", "effect": "NoExecute"},
         "max_fenced_percent": MAX_FENCED_PERCENT,
         "replace": REPLACE,
         "replace_after_minutes": spec.health.replace_after_minutes,
+        "max_replaced_per_run": MAX_REPLACED_PER_RUN,
+        # The identity (attached to the system pool's scale sets) whose token IMDS hands out; its role
+        # on the GPU scale sets: .../virtualMachineScaleSets/read, .../virtualMachines/read, .../delete/action,
+        # .../write (capacity back after the delete).
+        "azure": {
+            "client_id": spec.cloud.remediation_client_id,
+            "arm_endpoint": ARM_ENDPOINT,
+            "imds_endpoint": IMDS_ENDPOINT,
+        },
         "source": "Azure azurehpc-health-checks XID list",
     }
 
@@ -132,7 +151,7 @@ def remediation(spec: AddonsSpec) -> list[Obj]:
     objs = [rule_configmap(spec)]
     if not spec.health.node_problem_detector:
         return objs  # nothing raises the condition the controller acts on
-    nodes = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}]
+    nodes = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch", "delete"]}]
     read_rule = [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [RULE], "verbs": ["get"]}]
     return [
         *objs,

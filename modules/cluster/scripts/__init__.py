@@ -1,1 +1,1 @@
-"""Stdlib-only scripts shipped to the cluster in ConfigMaps (run by python:*-slim images)."""
+"""Stdlib-only scripts shipped to the cluster in ConfigMaps (run by the MCR Python image, images.PYTHON)."""

@@ -17,6 +17,10 @@ class Conflict(Exception):
     """HTTP 409: the object changed since it was read."""
 
 
+class NotFound(Exception):
+    """HTTP 404: the object does not exist (any more)."""
+
+
 class Api:
     def __init__(self, base: str, token: str, context: ssl.SSLContext | None) -> None:
         self.base, self.token, self.context = base.rstrip("/"), token, context
@@ -42,6 +46,8 @@ class Api:
         except urllib.error.HTTPError as err:
             if err.code == 409:
                 raise Conflict(path) from None
+            if err.code == 404:
+                raise NotFound(path) from None
             raise
 
     def get(self, path: str, **query: str) -> Any:
@@ -49,3 +55,6 @@ class Api:
 
     def patch(self, path: str, body: Any) -> Any:
         return self.request("PATCH", path, body)
+
+    def delete(self, path: str) -> Any:
+        return self.request("DELETE", path)

@@ -1,27 +1,40 @@
-"""CronJob (every minute): fence GPU nodes that node-problem-detector marked with a fatal XID.
+"""CronJob (every minute): fence GPU nodes that node-problem-detector marked with a fatal XID, and
+replace their VMs once the grace period is over.
 
 Settings come from the ConfigMap ``gpu-health/gpu-remediation`` (``remediation.json``), the one
 place the rule lives. A node whose condition (``GPUFatalXid``) is True is cordoned
 (``spec.unschedulable``) and gets the NoExecute taint from the rule, so its pods are evicted
-and nothing new lands there. Replacing the VM stays manual: an operator reimages or deletes
-the scale set instance, and the new node registers clean.
+and nothing new lands there.
 
-A cap (``max_fenced_percent`` of the GPU nodes, counting nodes fenced earlier) bounds the damage
-of a wrong rule: past it the job fences nobody more and fails, so a person looks.
+``replace_after_minutes`` after it was fenced, a node whose condition is still True is replaced:
+its scale-set instance (named by ``spec.providerID``) is deleted through Azure Resource Manager,
+the scale set's capacity is put back to what it was (Delete Instances lowers it: cluster-autoscaler's
+Azure provider decrements the set's size after the same call), and the Node object is deleted. The
+scale set then creates a fresh VM, which registers with the preflight taint and is tested before it
+takes work. Each step is idempotent and the capacity to restore is written on the node first, so a
+run that dies half way is finished by the next one.
+
+Two caps bound the damage of a wrong rule: ``max_fenced_percent`` of the GPU nodes fenced at once
+(past it the job fences nobody more and fails, so a person looks) and ``max_replaced_per_run``
+VMs deleted per run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 if __package__:  # imported as part of the toolkit (tests, type checking)
-    from modules.cluster.scripts.kube import Api, Conflict
-else:  # run from the ConfigMap mount, next to kube.py
-    from kube import Api, Conflict  # type: ignore[import-not-found,no-redef]
+    from modules.cluster.scripts.azure import Arm, AzureError, instance_of
+    from modules.cluster.scripts.kube import Api, Conflict, NotFound
+else:  # run from the ConfigMap mount, next to kube.py and azure.py
+    from azure import Arm, AzureError, instance_of  # type: ignore[import-not-found,no-redef]
+    from kube import Api, Conflict, NotFound  # type: ignore[import-not-found,no-redef]
 
 RULE_KEY = "remediation.json"
 
@@ -98,19 +111,132 @@ def run(api: Api, rule: dict[str, Any], *, attempts: int = 5) -> tuple[list[str]
     return done, held
 
 
+def _stamp(when: datetime.datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _since(node: dict[str, Any], key: str) -> datetime.datetime | None:
+    raw = (node["metadata"].get("annotations") or {}).get(f"{key}-since")
+    try:
+        return datetime.datetime.strptime(raw or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return None
+
+
+def due(node: dict[str, Any], rule: dict[str, Any], now: datetime.datetime) -> bool:
+    """Fenced for ``replace_after_minutes`` and the fatal XID still reported."""
+    key = rule["taint"]["key"]
+    since = _since(node, key)
+    if not fenced(node, key) or failing(node, rule["condition"]) is None or since is None:
+        return False
+    return now - since >= datetime.timedelta(minutes=int(rule["replace_after_minutes"]))
+
+
+@dataclass
+class Replaced:
+    replaced: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    """Azure is still deleting the VM or restoring capacity: the next run finishes them."""
+    held: list[str] = field(default_factory=list)
+    """Due, but over this run's ``max_replaced_per_run``: the next run takes them."""
+    failed: list[str] = field(default_factory=list)
+    """``<node>: <why>`` for nodes that could not be replaced (no Azure providerID, an ARM error)."""
+
+
+def replace_vm(api: Api, arm: Arm, node: dict[str, Any], key: str) -> bool:
+    """Delete the node's scale-set instance, restore the set's capacity, delete the Node object.
+
+    True when all three are done; False when Azure is still deleting the VM (the next run goes on).
+    """
+    name = node["metadata"]["name"]
+    vm = instance_of(node.get("spec", {}).get("providerID", ""))
+    if vm is None:
+        raise AzureError(
+            f"providerID {node.get('spec', {}).get('providerID')!r} names no scale-set VM "
+            "(cloud-node-manager sets it): replace the VM by hand"
+        )
+    scale_set = arm.scale_set(vm)
+    annotations = node["metadata"].get("annotations") or {}
+    target = annotations.get(f"{key}-capacity")
+    if target is None:  # first attempt: remember the capacity to restore before anything changes
+        target = str(scale_set["sku"]["capacity"])
+        api.patch(
+            f"/api/v1/nodes/{name}",
+            {
+                "metadata": {
+                    "resourceVersion": node["metadata"].get("resourceVersion"),
+                    "annotations": {f"{key}-capacity": target, f"{key}-replacing": _stamp(_now())},
+                }
+            },
+        )
+    state = arm.instance_state(vm)
+    if state == "Deleting":
+        return False
+    if state is not None and not arm.delete_instance(vm):
+        return False
+    scale_set = arm.scale_set(vm)
+    if int(scale_set["sku"]["capacity"]) < int(target) and not arm.set_capacity(vm, scale_set["sku"], int(target)):
+        return False
+    # NotFound: cloud-controller-manager's node lifecycle controller got there first.
+    with contextlib.suppress(NotFound):
+        api.delete(f"/api/v1/nodes/{name}")
+    return True
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def replace(api: Api, arm: Arm, rule: dict[str, Any], now: datetime.datetime | None = None) -> Replaced:
+    """Replace the VMs of nodes fenced longer than the grace period, at most ``max_replaced_per_run``."""
+    now = now or _now()
+    key = rule["taint"]["key"]
+    nodes = api.get("/api/v1/nodes", labelSelector=rule["node_selector"])["items"]
+    # A replacement a previous run started (capacity written) is finished first.
+    todo = sorted(
+        (n for n in nodes if due(n, rule, now)),
+        key=lambda n: (f"{key}-capacity" not in (n["metadata"].get("annotations") or {}), n["metadata"]["name"]),
+    )
+    out = Replaced()
+    room = int(rule["max_replaced_per_run"])
+    for node in todo:
+        name = node["metadata"]["name"]
+        if room <= 0:
+            out.held.append(name)
+            continue
+        room -= 1
+        try:
+            (out.replaced if replace_vm(api, arm, node, key) else out.pending).append(name)
+        except Conflict:
+            out.failed.append(f"{name}: changed while being replaced (next run retries)")
+        except AzureError as err:
+            out.failed.append(f"{name}: {err}")
+    return out
+
+
 def main() -> None:
     api = Api.in_cluster()
     rule = load_rule(api, os.environ["RULE_NAMESPACE"], os.environ["RULE_NAME"])
     done, held = run(api, rule)
     stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     print(f"{stamp} fenced (cordon + {rule['taint']['key']}:NoExecute): {', '.join(done) or 'none'}", flush=True)
-    if done:
-        print(f"replace these VMs by hand: {rule['replace']}", flush=True)
+    azure = rule["azure"]
+    arm = Arm(client_id=azure["client_id"], arm_endpoint=azure["arm_endpoint"], imds_endpoint=azure["imds_endpoint"])
+    result = replace(api, arm, rule)
+    print(f"{stamp} replaced (scale-set instance deleted): {', '.join(result.replaced) or 'none'}", flush=True)
+    problems = []
     if held:
-        raise SystemExit(
+        problems.append(
             f"not fenced, over the cap of {rule['max_fenced_percent']}% of GPU nodes: {', '.join(held)}: "
             "check the rule and the nodes, then fence by hand or raise max_fenced_percent"
         )
+    for what, names in (("still in progress", result.pending), ("over max_replaced_per_run", result.held)):
+        if names:
+            print(f"next run continues ({what}): {', '.join(names)}", flush=True)
+    if result.failed:
+        problems.append(f"not replaced: {'; '.join(result.failed)}")
+    if problems:
+        raise SystemExit(" | ".join(problems))
 
 
 if __name__ == "__main__":
