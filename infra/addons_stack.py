@@ -15,6 +15,7 @@ is compared with the local one, and a difference (cluster stack not yet updated)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pulumi
@@ -60,14 +61,32 @@ def _current(exported: Any, spec: AddonsSpec, cluster: str) -> bool:
     return False
 
 
+def cluster_outputs(cluster_stack: str) -> dict[str, Any]:
+    """The cluster stack's outputs, now, before any object is built (StackReference's sync path, the
+    builtin `pulumi:pulumi:readStackOutputs` invoke): objects must not be created inside an apply."""
+    result = pulumi.runtime.invoke("pulumi:pulumi:readStackOutputs", {"name": cluster_stack})
+    outputs = result.value.get("outputs") if isinstance(result.value, dict) else None
+    return outputs if isinstance(outputs, dict) else {}
+
+
+def with_cloud_ids(spec: AddonsSpec, outputs: dict[str, Any]) -> AddonsSpec:
+    """The spec with the Azure ids only a deployed cluster stack knows (its ``cloud_ids`` output)."""
+    ids = outputs.get("cloud_ids")
+    if not isinstance(ids, dict):
+        return spec  # not deployed yet (or an older toolkit): the objects warn about the placeholders
+    keys = ("tenant_id", "subscription_id", "controller_client_id", "remediation_client_id")
+    return replace(spec, cloud=replace(spec.cloud, **{k: str(ids[k]) for k in keys if ids.get(k)}))
+
+
 def build(config: StackConfig) -> dict[str, object]:
     """Create the add-ons of ``config.addons_stack.cluster_stack``; returns the outputs to export."""
     if config.addons_stack is None:
         raise ConfigError("azure-gpu-k8s:addons_stack: missing: add cluster_stack: <the cluster stack>")
     cluster = config.addons_stack.cluster_stack
-    spec = cluster_spec(cluster)
+    local = cluster_spec(cluster)
+    spec = with_cloud_ids(local, cluster_outputs(cluster))
     ref = pulumi.StackReference(f"{cluster}-ref", stack_name=cluster)
-    current = ref.get_output("addons_spec").apply(lambda exported: _current(exported, spec, cluster))
+    current = ref.get_output("addons_spec").apply(lambda exported: _current(exported, local, cluster))
     provider = k8s.Provider(
         f"{cluster}-k8s",
         kubeconfig=ref.require_output("kubeconfig"),

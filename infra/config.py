@@ -612,6 +612,12 @@ def parse_config(raw: Mapping[str, Any]) -> StackConfig:
         raise ConfigError(_one_line(err)) from None
 
 
+def resource_group_name(stack: str) -> str:
+    """The resource group a hub or cluster stack deploys into (named once: the program and the cloud
+    provider's azure.json must agree)."""
+    return f"agk-{stack}"
+
+
 def stack_file(stacks_dir: Path, stack: str) -> Path:
     return stacks_dir / f"Pulumi.{stack}.yaml"
 

@@ -13,16 +13,16 @@ from pathlib import Path
 
 from infra.addresses import StackPlan, cluster_addresses, limits_for, plan_stack
 from infra.bootstrap import bootstrap_context
-from infra.config import StackConfig
+from infra.config import StackConfig, resource_group_name
 from infra.egress import EgressGroup, spoke_egress
 from infra.pools import ClusterPools, plan_pools
 from infra.prerequisites import Prerequisites, cluster_prerequisites
 from infra.sizing import SizeChoice, size_cluster
-from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.context import PORTS, BootstrapContext
 from modules.bootstrap.roles import POOL_STATIC_PODS
 from modules.cluster.manifests import render_manifests
 from modules.cluster.placement import NodeTaint, daemonsets_on
-from modules.cluster.spec import AddonsSpec, PoolFacts, addons_spec
+from modules.cluster.spec import AddonsSpec, CloudSpec, NetworkSpec, PoolFacts, addons_spec
 from modules.errors import AgkError
 from modules.netplan.hosts import ClusterAddresses
 
@@ -46,7 +46,7 @@ class ClusterPrep:
     """What the `<cluster>-addons` stack builds, validated with the pools (exported as `addons_spec`)."""
 
 
-def addons_for(config: StackConfig, addresses: ClusterAddresses, pools: ClusterPools) -> AddonsSpec:
+def addons_for(stack: str, config: StackConfig, addresses: ClusterAddresses, pools: ClusterPools) -> AddonsSpec:
     """The add-ons spec: the ``addons`` section checked against the pools, plus the cluster DNS address."""
     cluster = config.cluster
     assert cluster is not None
@@ -60,6 +60,19 @@ def addons_for(config: StackConfig, addresses: ClusterAddresses, pools: ClusterP
         dns_service_ip=str(addresses.dns_service_ip),
         system_nodes=pools.system.nodes,
         peak_nodes=pools.peak_nodes,
+        cloud=CloudSpec(
+            resource_group=resource_group_name(stack),
+            location=config.location or "",
+            vnet_name=f"{cluster.name}-vnet",
+            vnet_resource_group=resource_group_name(stack),
+            subnet_name=pools.system.subnet,
+            security_group_name=f"{cluster.name}-{pools.system.subnet}-nsg",
+        ),
+        network=NetworkSpec(
+            apiserver_cidrs=(str(addresses.subnets["control-plane"]),),
+            apiserver_port=PORTS.apiserver,
+            monitoring_cidrs=(str(addresses.subnets["monitoring"]),),
+        ),
     )
 
 
@@ -108,7 +121,7 @@ def prepare_cluster(
     addresses = cluster_addresses(plan)
     try:
         pools = plan_pools(cluster, limits_for(config))
-        addons = addons_for(config, addresses, pools)
+        addons = addons_for(stack, config, addresses, pools)
         pools = with_node_agents(pools, addons)
         sizes = size_cluster(cluster, pools)
         prerequisites = cluster_prerequisites(config, pools, sizes)

@@ -16,7 +16,7 @@ import pulumi
 from pulumi_azure_native import authorization, resources
 
 from infra.addresses import StackPlan, deployed_subnets, hub_stack_name, limits_for, plan_stack
-from infra.config import BACKUP_CONTAINER, PROJECT, StackConfig, parse_config
+from infra.config import BACKUP_CONTAINER, PROJECT, StackConfig, parse_config, resource_group_name
 from infra.egress import public_ips_for
 from infra.pools import SYSTEM
 from infra.prepare import ClusterPrep, prepare_cluster
@@ -27,6 +27,7 @@ from modules.azure.context import DeployContext
 from modules.azure.control_plane import APISERVER_PORT, ControlPlane, ControlPlaneArgs, EtcdGroup
 from modules.azure.hosts import NatHost, NatHostArgs, PrometheusHosts, PrometheusHostsArgs
 from modules.azure.hub import HubNetwork, HubNetworkArgs
+from modules.azure.identities import ClusterIdentities, ClusterIdentitiesArgs
 from modules.azure.keyvault import ClusterVault, ClusterVaultArgs, VaultSecret, vault_name
 from modules.azure.node_pool import NodePool, NodePoolArgs
 from modules.azure.nsg import Rule
@@ -79,7 +80,9 @@ def context(stack: str, config: StackConfig) -> tuple[resources.ResourceGroup, D
     assert config.tags is not None and config.admin is not None and config.location is not None
     cluster = config.cluster.name if config.cluster else stack
     tags = tagging.base_tags(config.tags.owner, config.tags.cost_center, cluster, config.tags.extra)
-    rg = resources.ResourceGroup(f"{stack}-rg", resource_group_name=f"agk-{stack}", location=config.location, tags=tags)
+    rg = resources.ResourceGroup(
+        f"{stack}-rg", resource_group_name=resource_group_name(stack), location=config.location, tags=tags
+    )
     ctx = DeployContext(
         resource_group_name=rg.name,
         resource_group_id=rg.id,
@@ -293,6 +296,9 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         ),
     )
     control_endpoint = f"https://{addresses.apiserver_vip}:{APISERVER_PORT}"
+    client = authorization.get_client_config_output()
+    location = config.location or ""
+    controllers = ClusterIdentities(f"{cluster.name}-controllers", ClusterIdentitiesArgs(ctx=ctx, cluster=cluster.name))
     node_pools: dict[str, NodePool] = {}
     for pool in prep.pools.pools.values():
         component = f"{cluster.name}-system" if pool.name == SYSTEM else pool.name
@@ -312,10 +318,15 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
                 zone=pool.zone,
                 image="gpu" if pool.role == "gpu-node" else "general",
                 depends_on=ready,
+                # The cluster's controllers (cloud-provider-azure, XID remediation) run on system nodes.
+                extra_identities=(
+                    [controllers.cloud_provider_id, controllers.remediation_id] if pool.name == SYSTEM else []
+                ),
             ),
         )
-    client = authorization.get_client_config_output()
-    location = config.location or ""
+        if pool.role == "gpu-node":
+            for set_name, set_id in node_pools[pool.name].scale_set_refs.items():
+                controllers.grant_replacer(set_name, set_id)
     keys = ClusterVault(
         f"{cluster.name}-keys",
         ClusterVaultArgs(
@@ -368,6 +379,14 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         "egress": [e.to_dict() for e in prep.egress],
         "prerequisites": prep.prerequisites.to_json(),
         "key_vault": {"name": keys.name, "uri": keys.uri},
+        # What the add-ons stack cannot know from the stack file: cloud-provider-azure's azure.json and the
+        # remediation job name these (none is a secret: managed identities, no client secret).
+        "cloud_ids": {
+            "tenant_id": client.tenant_id,
+            "subscription_id": client.subscription_id,
+            "controller_client_id": controllers.cloud_provider_client_id,
+            "remediation_client_id": controllers.remediation_client_id,
+        },
         "sizing": {role: choice.to_dict() for role, choice in sizes.items()},
         "address_plan": plan.vnet.to_dict(),
         "hub": hub_stack_name(cluster),

@@ -21,7 +21,7 @@ from pulumi.runtime.mocks import MockMonitor, MockResourceArgs, Mocks
 from pulumi.runtime.proto import resource_pb2
 
 from agk.plan import wire
-from agk.plan.cloud import Cloud, stable_uuid
+from agk.plan.cloud import SUBSCRIPTION, TENANT, Cloud, stable_uuid
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 STACK_REFERENCE = "pulumi:pulumi:StackReference"
@@ -232,8 +232,8 @@ class CaptureMonitor(MockMonitor):
             answer = {
                 "clientId": stable_uuid("client"),
                 "objectId": stable_uuid("object"),
-                "subscriptionId": "00000000-0000-0000-0000-000000000000",
-                "tenantId": "00000000-0000-0000-0000-00000000aaaa",
+                "subscriptionId": SUBSCRIPTION,
+                "tenantId": TENANT,
             }
             return _invoke_response(answer)
         if request.tok == "pulumi:pulumi:readStackOutputs":

@@ -48,6 +48,9 @@ class NodePoolArgs:
     """Key into DeployContext.images."""
     depends_on: Sequence[pulumi.Resource] = ()
     """Wait for these (the VNet's last subnet) before creating scale sets in the VNet."""
+    extra_identities: Sequence[pulumi.Input[str]] = ()
+    """Further user-assigned identities the scale sets carry (the system pool: the cluster's controllers').
+    With more than one, every IMDS token request must name its identity's client id."""
 
 
 # Application Health extension, rich health states (virtual-machine-scale-sets-health-extension): the
@@ -131,7 +134,8 @@ class NodePool(pulumi.ComponentResource):
                 platform_fault_domain_count=1,
                 upgrade_policy=compute.UpgradePolicyArgs(mode=compute.UpgradeMode.MANUAL),
                 identity=compute.VirtualMachineScaleSetIdentityArgs(
-                    type=compute.ResourceIdentityType.USER_ASSIGNED, user_assigned_identities=[identity.id]
+                    type=compute.ResourceIdentityType.USER_ASSIGNED,
+                    user_assigned_identities=[identity.id, *args.extra_identities],
                 ),
                 virtual_machine_profile=compute.VirtualMachineScaleSetVMProfileArgs(
                     os_profile=compute.VirtualMachineScaleSetOSProfileArgs(
@@ -175,7 +179,9 @@ class NodePool(pulumi.ComponentResource):
             )
         self.id = pulumi.Output.from_input(name)
         self.name = pulumi.Output.from_input(name)
-        self.scale_sets = pulumi.Output.all(**{k: v.id for k, v in created.items()}).apply(dict)
+        self.scale_set_refs: dict[str, pulumi.Output[str]] = {k: v.id for k, v in created.items()}
+        """Scale set name to its id, for grants inside this program."""
+        self.scale_sets = pulumi.Output.all(**self.scale_set_refs).apply(dict)
         self.capacity = pulumi.Output.from_input(sum(p.capacity for p in args.scale_sets))
         self.identity_id = identity.id
         self.principal_id = identity.principal_id

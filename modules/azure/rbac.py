@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 import pulumi
 from pulumi_azure_native import authorization
@@ -30,6 +31,7 @@ def grant(
     role: tuple[str, str],
     resource_group_id: pulumi.Input[str],
     parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource] = (),
 ) -> authorization.RoleAssignment:
     """Give ``principal_id`` the built-in ``role`` (display name, GUID) on ``scope``.
 
@@ -48,5 +50,5 @@ def grant(
         role_definition_id=role_definition_id(resource_group_id, guid),
         scope=scope,
         description=display,
-        opts=pulumi.ResourceOptions(parent=parent),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
     )

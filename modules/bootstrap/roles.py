@@ -259,6 +259,17 @@ def _kube_proxy(ctx: BootstrapContext, host_name: str | None) -> tuple[NodeFile,
 
 
 STATIC_PODS = {"kube-system/kube-proxy": _kube_proxy}
+# The HPC image makes nvidia containerd's default runtime, which by default hands a container every
+# GPU its NVIDIA_VISIBLE_DEVICES names, requested or not. Only the device plugin's volume mounts
+# (DEVICE_LIST_STRATEGY=volume-mounts) may select GPUs (NVIDIA's "Preventing unprivileged access to
+# GPUs", nvidia-container-toolkit docs). The edit persists in config.toml; it runs before containerd
+# first starts so no container ever starts under the permissive default.
+GPU_ISOLATION_STEP = Step(
+    "gpu-isolation",
+    "nvidia-ctk config --in-place --set accept-nvidia-visible-devices-envvar-when-unprivileged=false "
+    "--set accept-nvidia-visible-devices-as-volume-mounts=true",
+)
+
 POOL_STATIC_PODS: tuple[str, ...] = ("kube-system/kube-proxy",)
 """Static pods on every pool node (all host-network); the kubelet's maxPods counts them. ``_pool``
 renders exactly these (from ``STATIC_PODS``), so the count cannot drift from what the nodes run."""
@@ -533,6 +544,7 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
         RELOAD_STEP,
         Step("host-network", start(NODE_NETWORK_UNIT)),
         *((Step("node-identity", start(NODE_IDENTITY_UNIT)),) if gpu else ()),
+        *((GPU_ISOLATION_STEP,) if gpu else ()),
         Step("egress-accounting", start("agk-egress-accounting.service")),
         Step("containerd", start("containerd")),
         Step("kubelet", start("kubelet")),

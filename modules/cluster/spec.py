@@ -114,7 +114,8 @@ class StateMetricsSpec:
     memory_mib: int
 
 
-PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
+PLACEHOLDER_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
+"""GUID-shaped, never a real tenant, subscription or client id (nor the offline plan's mock ones)."""
 PLACEHOLDER_NAME = "<unset>"
 # RFC 5737 documentation range: never a real cluster's address.
 PLACEHOLDER_CIDR = "192.0.2.0/24"

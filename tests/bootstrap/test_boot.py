@@ -218,3 +218,27 @@ def test_images_come_from_the_versions_table(ctx: BootstrapContext) -> None:
     node = bundle(ctx, "system-node", "system")
     assert f'sandbox_image = "{release.pause_image}"' in node.file("containerd/config.toml").content
     assert f"kubelet={release.release()}-1.1" in node.file("install-kubernetes.sh").content
+
+
+def test_only_allocated_gpus_are_visible_before_containerd_starts(dev: BootstrapContext) -> None:
+    """nvidia is the HPC image's default runtime: without these two settings any pod naming
+    NVIDIA_VISIBLE_DEVICES=all sees every GPU of the node, whatever its quota (issue 11)."""
+    for pool in dev.pools:
+        node = bundle(dev, pool.role, pool.name)
+        runcmd = "\n".join(node.runcmd)
+        if not pool.gpus:
+            assert "nvidia-ctk" not in runcmd
+            continue
+        step = next(line for line in node.runcmd if " gpu-isolation " in line)
+        assert "accept-nvidia-visible-devices-envvar-when-unprivileged=false" in step
+        assert "accept-nvidia-visible-devices-as-volume-mounts=true" in step
+        assert runcmd.index("agk-step gpu-isolation ") < runcmd.index("agk-step containerd ")
+
+
+def test_cluster_nodes_leave_azure_to_the_cloud_controller(dev: BootstrapContext) -> None:
+    for pool in dev.pools:
+        unit = bundle(dev, pool.role, pool.name).file("systemd/kubelet.service.d/10-agk.conf").content
+        assert "--cloud-provider=external" in unit
+    api = bundle(dev, "apiserver", next(h.name for h in dev.control_plane.apiservers))
+    assert "--cloud-provider=external" in api.file("manifests/kube-controller-manager.yaml").content
+    assert "--cloud-provider" not in api.file("manifests/kube-apiserver.yaml").content

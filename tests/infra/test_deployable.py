@@ -149,10 +149,18 @@ def test_blob_access_is_granted_per_container_to_the_gpu_pools(state: Callable[[
         a["inputs"]["principalType"] == "ServicePrincipal"
         for a in st.of_type("azure-native:authorization:RoleAssignment")
     )
-    # Every scale set runs as its pool's identity, so the grant holds for every VM of the pool.
+    # Every scale set runs as its pool's identity, so the grant holds for every VM of the pool; the
+    # system pool also carries the controllers' identities (cloud-provider-azure, remediation), and
+    # no GPU pool does (a GPU workload must not reach them through IMDS).
     ids = {i["inputs"]["tags"]["agk-pool"]: i["id"] for i in pool_identities}
+    controllers = sorted(
+        i["id"] for i in st.of_type("azure-native:managedidentity:UserAssignedIdentity") if "-controllers-" in i["urn"]
+    )
+    assert len(controllers) == 2
     for vmss in st.of_type("azure-native:compute:VirtualMachineScaleSet"):
-        assert vmss["inputs"]["identity"]["userAssignedIdentities"] == [ids[vmss["inputs"]["tags"]["agk-pool"]]]
+        pool = vmss["inputs"]["tags"]["agk-pool"]
+        extra = controllers if pool == "system" else []
+        assert vmss["inputs"]["identity"]["userAssignedIdentities"] == [ids[pool], *extra]
 
 
 @pytest.mark.parametrize("stack", CLUSTERS)

@@ -88,6 +88,7 @@ def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
     assert case.lines == [
         *APISERVERS_REFUSED,
         "create NodePool h200 []",
+        "create RoleAssignment dev-controllers-replacer-h200-00 []",
         "create RoleAssignment dev-keys-pool-h200-pki-h200-reader []",
         "create RoleAssignment dev-storage-checkpoints-h200-read-write []",
         "create RoleAssignment dev-storage-datasets-h200-read []",
@@ -138,6 +139,7 @@ def _rename(config: dict[str, Any]) -> None:
 
 RENAMED = [
     "delete NodePool h100 []",
+    "delete RoleAssignment dev-controllers-replacer-h100-00 []",
     "delete RoleAssignment dev-keys-pool-h100-pki-h100-reader []",
     "delete RoleAssignment dev-storage-checkpoints-h100-read-write []",
     "delete RoleAssignment dev-storage-datasets-h100-read []",
@@ -152,6 +154,7 @@ RENAMED = [
     "delete LocallySignedCert dev-pki-kubelet-bootstrap-h100 []",
     "delete PrivateKey dev-pki-kubelet-bootstrap-h100-key []",
     "create NodePool h100x []",
+    "create RoleAssignment dev-controllers-replacer-h100x-00 []",
     "create RoleAssignment dev-keys-pool-h100x-pki-h100x-reader []",
     "create RoleAssignment dev-storage-checkpoints-h100x-read-write []",
     "create RoleAssignment dev-storage-datasets-h100x-read []",
