@@ -79,7 +79,8 @@ def deployed_pins(
 ) -> dict[str, str]:
     """The subnets this stack already has, where they are (its last ``address_plan``), kept there.
 
-    A pin the stack file declares wins. A deployed subnet the plan no longer has is dropped (it goes); one
+    A pin the stack file declares wins. A deployed subnet the plan no longer has goes (its range stays
+    taken until the update is over: ``VNetSpec.going``); one
     that no longer holds what it must is an error: moving or growing a subnet with nodes in it is not
     something to do by accident.
     """
@@ -124,6 +125,7 @@ def vnet_spec(
         limits=limits,
         peers=peers,
         pinned=deployed_pins(stack, subnets, deployed or {}, config.network.pinned),
+        going={n: c for n, c in (deployed or {}).items() if n not in {s.name for s in subnets}},
         allow_public=config.network.allow_public_ranges,
         other_ranges=other,
         key_prefix=f"{PROJECT}:",

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.addresses import StackPlan, cluster_addresses, limits_for, plan_stack
+from infra.addresses import StackPlan, cluster_addresses, hub_stack_name, limits_for, plan_stack
 from infra.bootstrap import bootstrap_context
 from infra.config import StackConfig, resource_group_name
 from infra.egress import EgressGroup, spoke_egress
@@ -124,8 +124,15 @@ def prepare_cluster(
         addons = addons_for(stack, config, addresses, pools)
         pools = with_node_agents(pools, addons)
         sizes = size_cluster(cluster, pools)
-        prerequisites = cluster_prerequisites(config, pools, sizes)
         egress = cluster_egress(config, plan, pools)
+        prerequisites = cluster_prerequisites(
+            config,
+            pools,
+            sizes,
+            stack=stack,
+            hub_group=resource_group_name(hub_stack_name(cluster)),
+            public_ips=sum(g.public_ips for g in egress),
+        )
         boot = bootstrap_context(config, addresses, pools)
     except AgkError as err:
         raise err.in_stack(stack) from None

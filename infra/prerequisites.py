@@ -1,4 +1,5 @@
-"""What a subscription needs before `pulumi up`: feature registrations and regional vCPU quotas.
+"""What a subscription needs before `pulumi up`: feature registrations, regional vCPU quotas, public IPs,
+and the deploying identity's roles.
 
 Quotas are the limits Azure does raise on request, so a stack may declare the quota it has been
 granted (``azure-gpu-k8s:limits.vcpus-<family>``). A declared quota below what the plan needs at its
@@ -15,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from infra.addresses import limits_for
-from infra.config import PROJECT, StackConfig
+from infra.config import PROJECT, StackConfig, resource_group_name
 from infra.pools import ClusterPools
 from infra.sizing import SizeChoice
 from modules.bootstrap.config import AZURE_CNI_URL, UNSET_SHA256
@@ -59,12 +60,25 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Permission:
+    """A role the identity running `pulumi up` needs, where, and for what."""
+
+    scope: str
+    role: str
+    why: str
+
+
+@dataclass(frozen=True)
 class Prerequisites:
     features: tuple[Feature, ...]
     quotas: tuple[Quota, ...]
     regional_vcpus: int
     regional_declared: int | None
     steps: tuple[Step, ...] = ()
+    permissions: tuple[Permission, ...] = ()
+    public_ips: int = 0
+    """Standard public IPv4 addresses the stack creates (NAT gateway prefixes, Bastion): a per-region
+    subscription limit ('Public IP addresses - Standard', networking limits) that varies by offer."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,6 +100,13 @@ class Prerequisites:
             "regional_vcpus": self.regional_vcpus,
             "regional_declared": self.regional_declared,
             "steps": [{"what": t.what, "command": t.command, "why": t.why} for t in self.steps],
+            "permissions": [{"scope": p.scope, "role": p.role, "why": p.why} for p in self.permissions],
+            "public_ips": {
+                "count": self.public_ips,
+                "why": "Standard public IPv4 addresses in the region (NAT gateway prefixes, Bastion): check "
+                "'Public IP Addresses - Standard' in the subscription's network usage (az network list-usages "
+                "--location <region>) and request more before `pulumi up` if it does not leave this many free",
+            },
         }
 
 
@@ -126,7 +147,56 @@ def vm_vcpus(counts: Iterable[tuple[str, int]], limits: Limits) -> Prerequisites
     return Prerequisites(FEATURES, quotas, total, regional)
 
 
-def cluster_prerequisites(config: StackConfig, pools: ClusterPools, sizes: Mapping[str, SizeChoice]) -> Prerequisites:
+# Contributor does not include Microsoft.Authorization/roleAssignments/write or roleDefinitions/write
+# (built-in-roles: Contributor's NotActions exclude Microsoft.Authorization/*/Write); User Access
+# Administrator has Microsoft.Authorization/* (both). The program creates the resource group itself,
+# so both are needed at subscription scope (or on a resource group of that name created beforehand).
+_SUBSCRIPTION = "subscription (or resource group {group}, created beforehand)"
+
+
+def deployer_permissions(stack: str, hub_group: str | None) -> tuple[Permission, ...]:
+    """What the identity running `pulumi up` for ``stack`` needs (``hub_group``: a spoke's hub)."""
+    group = resource_group_name(stack)
+    own = (
+        Permission(
+            _SUBSCRIPTION.format(group=group),
+            "Contributor",
+            f"creates resource group {group} and everything in it",
+        ),
+        Permission(
+            _SUBSCRIPTION.format(group=group),
+            "User Access Administrator",
+            "writes role assignments for the hosts' managed identities and the remediation job's custom role "
+            "definition, which Contributor cannot (Owner covers both rows)",
+        ),
+    )
+    if hub_group is None:
+        return own
+    return (
+        *own,
+        Permission(
+            f"resource group {hub_group}",
+            "Network Contributor",
+            "writes the hub half of the peering (on the hub VNet) and this cluster's route in the hub's route table",
+        ),
+        Permission(
+            f"resource group {hub_group}",
+            "Private DNS Zone Contributor",
+            "links this VNet to the hub's private DNS zones, and the private endpoints' zone groups write records "
+            "into them",
+        ),
+    )
+
+
+def cluster_prerequisites(
+    config: StackConfig,
+    pools: ClusterPools,
+    sizes: Mapping[str, SizeChoice],
+    *,
+    stack: str,
+    hub_group: str,
+    public_ips: int,
+) -> Prerequisites:
     cluster = config.cluster
     assert cluster is not None
     hosts = [
@@ -138,7 +208,12 @@ def cluster_prerequisites(config: StackConfig, pools: ClusterPools, sizes: Mappi
     if cluster.events_etcd is not None:
         hosts.append((sizes["events-etcd"].chosen, cluster.events_etcd.count))
     counts = hosts + [(p.vm_size, p.peak_nodes) for p in pools.pools.values()]
-    return replace(vm_vcpus(counts, limits_for(config)), steps=checksum_steps(config))
+    return replace(
+        vm_vcpus(counts, limits_for(config)),
+        steps=checksum_steps(config),
+        permissions=deployer_permissions(stack, hub_group),
+        public_ips=public_ips,
+    )
 
 
 def checksum_steps(config: StackConfig) -> tuple[Step, ...]:
@@ -157,9 +232,11 @@ def checksum_steps(config: StackConfig) -> tuple[Step, ...]:
     )
 
 
-def hub_prerequisites(config: StackConfig) -> Prerequisites:
+def hub_prerequisites(config: StackConfig, stack: str, egress_ips: int) -> Prerequisites:
     assert config.hub is not None
     try:
-        return vm_vcpus([(config.hub.jump_vm_size, config.hub.jump_hosts)], limits_for(config))
+        found = vm_vcpus([(config.hub.jump_vm_size, config.hub.jump_hosts)], limits_for(config))
     except ConfigError as err:
         raise ConfigError(str(err).replace("VM size", f"{PROJECT}:hub.jump_vm_size: VM size", 1)) from None
+    bastion = 1 if config.hub.bastion else 0
+    return replace(found, permissions=deployer_permissions(stack, None), public_ips=egress_ips + bastion)

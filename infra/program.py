@@ -101,13 +101,13 @@ def _limits_tag(config: StackConfig) -> str:
 
 def build_hub(stack: str, config: StackConfig, plan: StackPlan) -> dict[str, Any]:
     assert config.hub is not None
-    prerequisites = hub_prerequisites(config)
     egress_ips = public_ips_for(
         max(config.hub.jump_hosts, 1),
         config.network.egress.connections_per_node if config.network else 1,
         plan.limits,
         "NAT gateway jump",
     )
+    prerequisites = hub_prerequisites(config, stack, egress_ips)
     _, ctx = context(stack, config)
     jump = {
         f"{stack}-jump-{i}": minimal_cloud_config(f"{stack}-jump-{i}", "jump") for i in range(config.hub.jump_hosts)

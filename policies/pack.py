@@ -77,6 +77,14 @@ POLICIES: list[Policy] = [
         ),
     ),
     ResourceValidationPolicy(
+        name="nsg-lets-load-balancer-probes-in",
+        description="An NSG that denies inbound from the Internet (or *) allows AzureLoadBalancer first: "
+        "health probes come from 168.63.129.16, and Azure's own allow (65001) comes after any custom deny, "
+        "so the internal load balancer would mark every API server down.",
+        validate=network.nsg_lets_load_balancer_probes_in,
+        severity=HIGH,
+    ),
+    ResourceValidationPolicy(
         name="subnet-has-nsg",
         description="Every subnet has a network security group (except the ones Azure forbids it on).",
         validate=network.subnet_has_nsg,

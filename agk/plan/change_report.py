@@ -125,7 +125,35 @@ def prerequisites(outputs: dict[str, Any]) -> dict[str, list[dict[str, Any]]] | 
         "features": [f for f in raw.get("features") or [] if isinstance(f, dict)],
         "quotas": [q for q in raw.get("quotas") or [] if isinstance(q, dict)],
         "steps": [t for t in raw.get("steps") or [] if isinstance(t, dict)],
+        "regional": (
+            [{"vcpus": raw["regional_vcpus"], "declared": raw.get("regional_declared")}]
+            if isinstance(raw.get("regional_vcpus"), int)
+            else []
+        ),
+        "public_ips": [raw["public_ips"]] if isinstance(raw.get("public_ips"), dict) else [],
+        "permissions": [p for p in raw.get("permissions") or [] if isinstance(p, dict)],
     }
+
+
+def _regional(item: dict[str, Any]) -> str:
+    declared = item.get("declared")
+    state = f"declared: {declared:,}" if isinstance(declared, int) else "not declared yet"
+    return f"Total Regional vCPUs: {item['vcpus']:,} vCPUs; {state}"
+
+
+def _extra_lines(needed: dict[str, list[dict[str, Any]]], code: str) -> list[str]:
+    """Rows after the quotas, in the form ``code`` wraps commands in (markdown backticks or nothing)."""
+    out = [f"regional vCPU quota {_regional(item)}" for item in needed.get("regional", [])]
+    out += [
+        f"{item.get('count')} {item['why']}"
+        for item in needed.get("public_ips", [])
+        if item.get("count")
+    ]
+    out += [
+        f"role {code}{item.get('role')}{code} on {item.get('scope')} for the identity running `pulumi up` ({item.get('why')})"
+        for item in needed.get("permissions", [])
+    ]
+    return out
 
 
 def _feature(item: dict[str, Any]) -> tuple[str, str]:
@@ -153,6 +181,7 @@ def prerequisites_text(needed: dict[str, list[dict[str, Any]]]) -> list[str]:
         lines.append(f"  register feature {feature}: {command}" + (f"  ({item['why']})" if item.get("why") else ""))
     for item in needed["quotas"]:
         lines.append(f"  regional vCPU quota {_quota(item)}" + (f"  ({item['why']})" if item.get("why") else ""))
+    lines += [f"  {line}" for line in _extra_lines(needed, "")]
     for item in needed.get("steps", []):
         lines.append(f"  {item.get('what')}: {item.get('command')}" + (f"  ({item['why']})" if item.get("why") else ""))
     if len(lines) == 1:
@@ -169,6 +198,7 @@ def prerequisites_markdown(needed: dict[str, list[dict[str, Any]]]) -> list[str]
         )
     for item in needed["quotas"]:
         out.append(f"- regional vCPU quota {_quota(item)}" + (f" ({item['why']})" if item.get("why") else ""))
+    out += [f"- {line}" for line in _extra_lines(needed, "`")]
     for item in needed.get("steps", []):
         out.append(f"- {item.get('what')}: `{item.get('command')}`" + (f" ({item['why']})" if item.get("why") else ""))
     if len(out) == 2:

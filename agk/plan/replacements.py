@@ -123,6 +123,31 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "azure-native:compute:VirtualMachineScaleSet",
+        "zones",
+        Effect.REFUSED,
+        f"{_VMSS_DOC}: 'Create-time properties ... Availability Zones'",
+    ),
+    Rule(
+        "azure-native:compute:VirtualMachineScaleSet",
+        "virtualMachineProfile.storageProfile.imageReference.publisher",
+        Effect.REFUSED,
+        f"{_VMSS_DOC}: 'Create-time properties ... Image reference publisher'",
+    ),
+    Rule(
+        "azure-native:compute:VirtualMachineScaleSet",
+        "virtualMachineProfile.storageProfile.imageReference.offer",
+        Effect.REFUSED,
+        f"{_VMSS_DOC}: 'Create-time properties ... Image reference offer'",
+    ),
+    Rule(
+        "azure-native:network:NatGateway",
+        "zones",
+        Effect.REFUSED,
+        "learn.microsoft.com nat-gateway-resource: 'After a NAT gateway is deployed, the zone selection can't be"
+        " changed'; replacement.go has no entry, so the provider sends an update",
+    ),
+    Rule(
+        "azure-native:compute:VirtualMachineScaleSet",
         "singlePlacementGroup",
         Effect.ONE_WAY,
         f"{_VMSS_DOC}: changes depend on the current value; REST convertToSinglePlacementGroup converts to false only",

@@ -16,7 +16,7 @@ from pulumi_azure_native import network
 from modules.azure.context import DeployContext
 from modules.azure.dns import private_zone
 from modules.azure.keyvault import VAULT_ZONE
-from modules.azure.nsg import BASTION_RULES, DENY_INTERNET_INBOUND, Rule
+from modules.azure.nsg import BASELINE_INBOUND, BASTION_RULES, Rule
 from modules.azure.storage import BLOB_ZONE
 from modules.azure.vm import VmSpec, first_private_ip, linux_vm
 from modules.azure.vnet import last, nat_gateway, static_public_ip, subnets, virtual_network
@@ -71,8 +71,21 @@ class HubNetwork(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
+        bastion_net = args.plan.subnets.get("AzureBastionSubnet")
+
         def rules(subnet: str) -> tuple[Rule, ...]:
-            return BASTION_RULES if subnet == "AzureBastionSubnet" else (DENY_INTERNET_INBOUND,)
+            if subnet == "AzureBastionSubnet":
+                return BASTION_RULES
+            if subnet == "jump" and bastion_net is not None:
+                # VirtualNetwork includes every peered spoke: without this, any pod IP of any cluster could
+                # reach the jump hosts, the one place that reaches every cluster. Bastion sessions come
+                # from its subnet (NSG access and Azure Bastion).
+                return (
+                    Rule("allow-ssh-from-bastion", 100, "Inbound", "Allow", "Tcp", str(bastion_net.cidr), "*", ("22",)),
+                    Rule("deny-vnet-inbound", 3000, "Inbound", "Deny", "*", "VirtualNetwork", "*", ("*",)),
+                    *BASELINE_INBOUND,
+                )
+            return BASELINE_INBOUND
 
         egress = nat_gateway(f"{name}-egress-jump", ctx, args.egress_public_ips, None, self)
         created, _ = subnets(

@@ -28,6 +28,23 @@ class Rule:
 DENY_INTERNET_INBOUND = Rule(
     "deny-internet-inbound", DENY_INTERNET_PRIORITY, "Inbound", "Deny", "*", "Internet", "*", ("*",)
 )
+# Load-balancer health probes come from 168.63.129.16 ("you must allow 168.63.129.16 ... The
+# AzureLoadBalancer service tag identifies this source IP address", load-balancer-custom-probe-overview).
+# Azure's own allow (AllowAzureLoadBalancerInBound) sits at 65001, after the Internet deny, and the
+# Internet tag includes Azure-owned public space: allow the probes explicitly, ahead of the deny, or the
+# API server VIP goes dark while every API server is healthy.
+ALLOW_AZURE_LB_INBOUND = Rule(
+    "allow-azure-load-balancer-inbound",
+    DENY_INTERNET_PRIORITY - 100,
+    "Inbound",
+    "Allow",
+    "*",
+    "AzureLoadBalancer",
+    "*",
+    ("*",),
+)
+BASELINE_INBOUND = (ALLOW_AZURE_LB_INBOUND, DENY_INTERNET_INBOUND)
+"""Every subnet's NSG ends with these (Bastion's has its own required set)."""
 
 # Azure Bastion only works with these rules on its subnet (Microsoft's "NSG access and Azure
 # Bastion" page). 443 from the Internet is the Bastion portal itself; no SSH/RDP comes from there.

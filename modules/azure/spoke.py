@@ -18,7 +18,7 @@ from pulumi_azure_native import network
 
 from modules.azure.context import DeployContext
 from modules.azure.dns import link_vnet
-from modules.azure.nsg import DENY_INTERNET_INBOUND, Rule
+from modules.azure.nsg import BASELINE_INBOUND, Rule
 from modules.azure.vnet import last, nat_gateway, subnets, virtual_network
 from modules.netplan.plan import VNetPlan
 
@@ -92,7 +92,7 @@ class SpokeNetwork(pulumi.ComponentResource):
         nat_of_subnet = {subnet: gateways[e.name].id for e in args.egress for subnet in e.subnets}
 
         def rules(subnet: str) -> tuple[Rule, ...]:
-            return (*args.extra_rules.get(subnet, ()), DENY_INTERNET_INBOUND)
+            return (*args.extra_rules.get(subnet, ()), *BASELINE_INBOUND)
 
         created, nsgs = subnets(name, args.plan, vnet, ctx, self, rules_for=rules, nat_gateway_ids=nat_of_subnet)
         ready = last(created)

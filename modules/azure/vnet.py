@@ -9,7 +9,7 @@ from pulumi_azure_native import network
 
 from modules import tags as tagging
 from modules.azure.context import DeployContext
-from modules.azure.nsg import DENY_INTERNET_INBOUND, Rule, security_group
+from modules.azure.nsg import BASELINE_INBOUND, Rule, security_group
 from modules.netplan.plan import VNetPlan
 
 # Azure refuses an NSG on these subnets.
@@ -57,7 +57,9 @@ def nat_gateway(
         location=ctx.location,
         sku=network.NatGatewaySkuArgs(name="Standard"),
         public_ip_prefixes=[network.SubResourceArgs(id=prefix.id)],
-        idle_timeout_in_minutes=10,
+        # Azure's default; "it isn't recommended to increase the TCP idle timeout duration to longer than
+        # the default time of 4 minutes" (nat-gateway-resource): longer holds SNAT ports of dead flows.
+        idle_timeout_in_minutes=4,
         zones=zones,
         tags=ctx.tags_for("network"),
         opts=pulumi.ResourceOptions(parent=parent),
@@ -85,7 +87,7 @@ def subnets(
     ctx: DeployContext,
     parent: pulumi.Resource,
     *,
-    rules_for: Callable[[str], tuple[Rule, ...]] = lambda _: (DENY_INTERNET_INBOUND,),
+    rules_for: Callable[[str], tuple[Rule, ...]] = lambda _: BASELINE_INBOUND,
     nat_gateway_ids: Mapping[str, pulumi.Input[str]] | None = None,
     route_table_ids: Mapping[str, pulumi.Input[str]] | None = None,
 ) -> tuple[dict[str, network.Subnet], dict[str, network.NetworkSecurityGroup]]:

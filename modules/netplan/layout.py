@@ -61,15 +61,29 @@ def allocate(
     blocks: Sequence[Block],
     pinned: Mapping[str, IPv4Network] | None = None,
     *,
+    reserved: Mapping[str, IPv4Network] | None = None,
     key_prefix: str = "",
 ) -> dict[str, IPv4Network]:
     """Place every block; return name -> CIDR. Raises ``AddressError`` when they cannot fit.
 
-    ``key_prefix`` leads the config keys named in errors (``<stack>: azure-gpu-k8s:``).
+    ``reserved`` is space no block may take though no block is placed there: subnets that exist
+    until the end of this update (Pulumi creates new resources first and deletes last, so a new
+    subnet on a going one's range would overlap it, which Azure refuses). ``key_prefix`` leads the
+    config keys named in errors (``<stack>: azure-gpu-k8s:``).
     """
     pins = dict(pinned or {})
     capacity = sum(space.num_addresses for space in spaces)
     free: _Free = sorted((int(n.network_address), n.prefixlen) for n in spaces)
+    for name, net in sorted((reserved or {}).items()):
+        clash = next((p for p in sorted(pins) if pins[p].overlaps(net)), None)
+        if clash:
+            raise AddressError(
+                f"{key_prefix}network.pinned.{clash}: {pins[clash]} overlaps subnet {name} ({net}), which this "
+                "update deletes only after creating the new one (Pulumi creates first, deletes last; Azure refuses "
+                "overlapping subnets): pin it elsewhere, or remove the old subnet in an update of its own first"
+            )
+        if any(net.subnet_of(space) for space in spaces):
+            _take(free, int(net.network_address), net.prefixlen)
     placed: dict[str, IPv4Network] = {}
     for name in sorted(pins):
         net = pins[name]

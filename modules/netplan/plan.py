@@ -41,6 +41,9 @@ class VNetSpec:
     limits: Limits
     peers: tuple[str, ...] = ()
     pinned: Mapping[str, str] = field(default_factory=dict)
+    going: Mapping[str, str] = field(default_factory=dict)
+    """Deployed subnets this plan no longer has (name to CIDR): they exist until the update ends, so their
+    ranges stay taken in this plan and are free again in the next."""
     allow_public: bool = False
     other_ranges: tuple[tuple[str, str], ...] = ()
     """Ranges routed to this VNet's workloads that must not overlap any peered VNet (service CIDR)."""
@@ -176,7 +179,8 @@ def plan_vnet(vnet: VNetSpec) -> tuple[VNetPlan, list[Finding]]:
             )
         pinned[name] = net
     blocks = [_block(s, vnet) for s in vnet.subnets]
-    placed = allocate(spaces, blocks, pinned, key_prefix=vnet.key_prefix)
+    going = {name: parse_cidr(text, f"deployed subnet {name}") for name, text in vnet.going.items()}
+    placed = allocate(spaces, blocks, pinned, reserved=going, key_prefix=vnet.key_prefix)
     subnets = {
         s.name: SubnetPlan(s.name, s.role, placed[s.name], s.ips_needed)
         for s in sorted(vnet.subnets, key=lambda s: placed[s.name])

@@ -194,6 +194,48 @@ def nsg_no_admin_ports_from_internet(args: ResourceValidationArgs, report_violat
             report_violation(f"security rule {args.name} {problem}: allow only the hub or VNet ranges", None)
 
 
+PROBE_SOURCES = frozenset({"azureloadbalancer", "168.63.129.16", "168.63.129.16/32"})
+"""Where Azure's load-balancer health probes come from (load-balancer-custom-probe-overview)."""
+
+
+def _inbound(rule: Any, access: str) -> bool:
+    return (
+        str(wire.get(rule, "direction", "")).lower() == "inbound"
+        and str(wire.get(rule, "access", "")).lower() == access
+    )
+
+
+def _priority(rule: Any) -> float:
+    value = wire.get(rule, "priority", 65000)
+    return float(value) if isinstance(value, int | float) else 65000.0
+
+
+def nsg_lets_load_balancer_probes_in(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    if args.resource_type != wire.NSG:
+        return
+    rules = list(wire.items(args.props, "securityRules"))
+    allows = [
+        _priority(r)
+        for r in rules
+        if _inbound(r, "allow")
+        and any(
+            s.strip().lower() in PROBE_SOURCES for s in wire.texts(r, "sourceAddressPrefix", "sourceAddressPrefixes")
+        )
+    ]
+    for rule in rules:
+        sources = list(wire.texts(rule, "sourceAddressPrefix", "sourceAddressPrefixes"))
+        if not _inbound(rule, "deny") or not any(s.strip().lower() in OPEN_SOURCES for s in sources):
+            continue
+        priority = _priority(rule)
+        if not any(p < priority for p in allows):
+            report_violation(
+                f"NSG {args.name} rule {wire.get(rule, 'name', '?')} (priority {priority:.0f}) denies inbound from "
+                f"{sources[0]} ahead of Azure's load-balancer probes (168.63.129.16, allowed by default only at "
+                f"65001): add an inbound allow from AzureLoadBalancer with a priority below {priority:.0f}",
+                None,
+            )
+
+
 def subnet_has_nsg(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     if args.resource_type == wire.SUBNET:
         name = wire.get(args.props, "subnetName") or wire.get(args.props, "name") or args.name

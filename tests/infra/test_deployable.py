@@ -310,3 +310,31 @@ def test_an_untaken_checksum_is_listed_before_pulumi_up(state: Callable[[str], S
         }
     )
     assert prepare_cluster("dev", taken, STACKS).prerequisites.steps == ()
+
+
+@pytest.mark.parametrize("stack", ["hub", *CLUSTERS])
+def test_load_balancer_probes_come_in_before_any_internet_deny(state: Callable[[str], State], stack: str) -> None:
+    """Probes come from 168.63.129.16 (AzureLoadBalancer); Azure's own allow sits at 65001, after ours."""
+    for nsg in state(stack).of_type("azure-native:network:NetworkSecurityGroup"):
+        rules = {r["name"]: r for r in nsg["inputs"]["securityRules"]}
+        probes = [r for r in rules.values() if r["sourceAddressPrefix"] == "AzureLoadBalancer" and r["access"] == "Allow"]
+        denies = [r for r in rules.values() if r["sourceAddressPrefix"] == "Internet" and r["access"] == "Deny"]
+        assert probes, nsg["inputs"]["networkSecurityGroupName"]
+        assert all(min(p["priority"] for p in probes) < d["priority"] for d in denies)
+
+
+def test_only_bastion_reaches_the_jump_hosts(state: Callable[[str], State]) -> None:
+    st = state("hub")
+    subnets = {s["inputs"]["subnetName"]: s["inputs"]["addressPrefix"] for s in st.of_type(SUBNET)}
+    nsg = next(n for n in st.of_type("azure-native:network:NetworkSecurityGroup") if "jump" in n["urn"])
+    inbound = sorted(
+        (r["priority"], r["access"], r["sourceAddressPrefix"], r["destinationPortRange"])
+        for r in nsg["inputs"]["securityRules"]
+        if r["direction"] == "Inbound"
+    )
+    assert inbound == [
+        (100, "Allow", subnets["AzureBastionSubnet"], "22"),
+        (3000, "Deny", "VirtualNetwork", "*"),
+        (3900, "Allow", "AzureLoadBalancer", "*"),
+        (4000, "Deny", "Internet", "*"),
+    ]

@@ -83,6 +83,44 @@ def test_single_placement_group_converts_to_false_only() -> None:
     assert back is not None and back.refused == ("singlePlacementGroup",)
 
 
+@pytest.mark.parametrize(
+    ("type_", "old", "new", "refused"),
+    [
+        (VMSS, {"zones": ["1"]}, {"zones": ["2"]}, ("zones",)),
+        (
+            VMSS,
+            {"virtualMachineProfile": {"storageProfile": {"imageReference": {"offer": "ubuntu-hpc", "version": "1"}}}},
+            {
+                "virtualMachineProfile": {
+                    "storageProfile": {"imageReference": {"offer": "ubuntu-hpc-next", "version": "1"}}
+                }
+            },
+            ("virtualMachineProfile.storageProfile.imageReference.offer",),
+        ),
+        (
+            VMSS,
+            {"virtualMachineProfile": {"storageProfile": {"imageReference": {"publisher": "a", "version": "1"}}}},
+            {"virtualMachineProfile": {"storageProfile": {"imageReference": {"publisher": "b", "version": "1"}}}},
+            ("virtualMachineProfile.storageProfile.imageReference.publisher",),
+        ),
+        # A new image version is what a scale set's model update is for: new instances boot it.
+        (
+            VMSS,
+            {"virtualMachineProfile": {"storageProfile": {"imageReference": {"offer": "o", "version": "1"}}}},
+            {"virtualMachineProfile": {"storageProfile": {"imageReference": {"offer": "o", "version": "2"}}}},
+            (),
+        ),
+        ("azure-native:network:NatGateway", {"zones": ["1"]}, {"zones": ["3"]}, ("zones",)),
+    ],
+)
+def test_create_time_properties_azure_refuses_to_change(
+    type_: str, old: dict[str, Any], new: dict[str, Any], refused: tuple[str, ...]
+) -> None:
+    base = {"resourceGroupName": "rg", "name": "x"}
+    found = classify(type_, {**base, **old}, {**base, **new})
+    assert found is not None and (found.action, found.refused) == ("update", refused)
+
+
 def test_private_endpoint_subnet_forces_replacement() -> None:
     old = {"resourceGroupName": "rg", "privateEndpointName": "pe", "subnet": {"id": "a"}}
     found = classify("azure-native:network:PrivateEndpoint", old, {**old, "subnet": {"id": "b"}})

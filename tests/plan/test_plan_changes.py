@@ -389,3 +389,36 @@ def test_a_pool_that_outgrows_its_deployed_subnet_is_one_line(tmp_path: Path, ba
     cidr = _subnets(base)["gpu-h100"]
     assert str(err.value).startswith(f"dev: azure-gpu-k8s:cluster.gpu_pools.h100: deployed subnet gpu-h100 is {cidr} ")
     assert "set network.pinned.gpu-h100 to a larger free CIDR and allow the move" in str(err.value)
+
+
+def test_a_renamed_pools_subnet_never_takes_the_range_of_the_one_it_replaces(
+    tmp_path: Path, base: dict[str, Any]
+) -> None:
+    """Pulumi creates the new subnet before it deletes the old one (deletes run last), and Azure refuses
+    overlapping subnets in a VNet: the going subnet's range stays taken for this update."""
+    from ipaddress import IPv4Network
+
+    folder = stack_folder(tmp_path / "stacks", edit=_rename)
+    after = _subnets(export_after(folder, base))
+    before = _subnets(base)
+    assert {k: v for k, v in after.items() if k in before} == {k: v for k, v in before.items() if k != "gpu-h100"}
+    new = IPv4Network(after["gpu-h100x"])
+    assert not any(new.overlaps(IPv4Network(cidr)) for cidr in before.values())
+
+
+def test_pinning_onto_a_going_subnet_is_one_line(tmp_path: Path, base: dict[str, Any]) -> None:
+    from modules.errors import AgkError
+
+    old = _subnets(base)["gpu-h100"]
+
+    def pin(config: dict[str, Any]) -> None:
+        config["azure-gpu-k8s:network"]["pinned"] = {"gpu-h100x": old}
+
+    folder = stack_folder(tmp_path / "stacks", edit=both(_rename, pin))
+    with pytest.raises(AgkError) as err:
+        export_after(folder, base)
+    assert str(err.value) == (
+        f"dev: azure-gpu-k8s:network.pinned.gpu-h100x: {old} overlaps subnet gpu-h100 ({old}), which this update"
+        " deletes only after creating the new one (Pulumi creates first, deletes last; Azure refuses overlapping"
+        " subnets): pin it elsewhere, or remove the old subnet in an update of its own first"
+    )

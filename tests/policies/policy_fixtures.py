@@ -265,6 +265,7 @@ def good_cluster() -> Stack:
             "tags": tags("network"),
             "securityRules": [
                 nsg_rule("hub-to-apiserver", 100, "10.0.0.0/20", ["6443", "22"]),
+                nsg_rule("allow-probes", 3900, "AzureLoadBalancer", ["*"]),
                 nsg_rule("deny-internet", 4000, "Internet", ["*"], access="Deny"),
             ],
         },

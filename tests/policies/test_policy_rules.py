@@ -84,6 +84,15 @@ def _ports_from_internet(st: Stack) -> None:
     st.inputs("nsg-dev")["securityRules"].append(nsg_rule("oops", 300, "0.0.0.0/0", ["2000-2379", "10250,3389"]))
 
 
+def _probes_after_the_deny(st: Stack) -> None:
+    rules = st.inputs("nsg-dev")["securityRules"]
+    next(r for r in rules if r["name"] == "allow-probes")["priority"] = 4001.0
+
+
+def _deny_everything(st: Stack) -> None:
+    st.inputs("nsg-dev")["securityRules"].insert(0, nsg_rule("deny-all", 3000, "*", ["*"], access="Deny"))
+
+
 def _second_vmss_nic(st: Stack) -> None:
     nic = st.inputs("gpu-h100-0")["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"][0]
     nic["ipConfigurations"] = nic["ipConfigurations"][:5]
@@ -164,6 +173,24 @@ CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
             "VNet vnet-dev declares vnet-private-ips=70000, but private IP addresses per VNet (hard Azure limit) "
             "cannot be raised: remove the override and lower the pools' pod_ips (subnet-calc fit prints the most "
             "that fit) or split the workload across clusters"
+        ],
+    ),
+    (
+        "nsg-lets-load-balancer-probes-in",
+        _probes_after_the_deny,
+        [
+            "NSG nsg-dev rule deny-internet (priority 4000) denies inbound from Internet ahead of Azure's "
+            "load-balancer probes (168.63.129.16, allowed by default only at 65001): add an inbound allow from "
+            "AzureLoadBalancer with a priority below 4000"
+        ],
+    ),
+    (
+        "nsg-lets-load-balancer-probes-in",
+        _deny_everything,
+        [
+            "NSG nsg-dev rule deny-all (priority 3000) denies inbound from * ahead of Azure's load-balancer probes "
+            "(168.63.129.16, allowed by default only at 65001): add an inbound allow from AzureLoadBalancer with a "
+            "priority below 3000"
         ],
     ),
     (
@@ -337,7 +364,7 @@ CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
 def test_compliant_cluster_passes_every_policy() -> None:
     report = review(good_cluster())
     assert report.violations == []
-    assert report.policies_run == len(POLICIES) == 25
+    assert report.policies_run == len(POLICIES) == 26
 
 
 def test_every_policy_has_a_violating_case() -> None:

@@ -15,6 +15,9 @@ from agk.cli import app
 from policies.changes import CHANGE_POLICIES
 from policies.pack import POLICIES
 
+ALL = len(POLICIES) + len(CHANGE_POLICIES)
+"""Resource policies plus the change policies that run with --base."""
+
 ROOT = Path(__file__).resolve().parents[2]
 HINT = "give a folder written by 'agk plan --out' or a 'pulumi stack export' file"
 
@@ -81,7 +84,7 @@ def test_plan_json_lists_changes_and_the_blast_radius(base: Path, renamed: Path)
         "subnets_moved": [],
     }
     assert body["review"] == (
-        "FAIL: 1 mandatory and 1 advisory violations of 30 policies (details: agk review --stack dev --base BASE)"
+        f"FAIL: 1 mandatory and 1 advisory violations of {ALL} policies (details: agk review --stack dev --base BASE)"
     )
 
 
@@ -112,7 +115,7 @@ def test_review_with_base_fails_on_a_stateful_deletion(base: Path, renamed: Path
     )
     assert (code, err) == (1, "")
     body = json.loads(out)
-    assert body["policies_run"] == len(POLICIES) + len(CHANGE_POLICIES) == 30
+    assert body["policies_run"] == ALL
     assert {(v["policy"], v["enforcement"]) for v in body["violations"]} == {
         ("no-stateful-replacement", "mandatory"),
         ("pool-shrink-below-running", "advisory"),
@@ -122,7 +125,7 @@ def test_review_with_base_fails_on_a_stateful_deletion(base: Path, renamed: Path
 def test_review_without_changes_passes_with_every_policy(base: Path) -> None:
     code, out, _ = agk("review", "--stack", "dev", "--base", str(base))
     assert code == 0
-    assert out.splitlines()[0] == "agk review: dev: 30 policies, 0 mandatory and 0 advisory violation(s)"
+    assert out.splitlines()[0] == f"agk review: dev: {ALL} policies, 0 mandatory and 0 advisory violation(s)"
 
 
 def test_sarif_carries_the_change_rules(base: Path, renamed: Path) -> None:

@@ -47,7 +47,7 @@ def test_committed_fixtures_match_their_generator() -> None:
 def test_good_stack_passes() -> None:
     code, out, _ = agk("--file", str(GOOD), "--format", "json")
     assert code == 0
-    assert json.loads(out) == {"violations": [], "policies_run": 25}
+    assert json.loads(out) == {"violations": [], "policies_run": len(POLICIES)}
 
 
 def test_broken_stack_fails_with_exactly_the_expected_rules() -> None:
@@ -73,7 +73,7 @@ def test_broken_stack_fails_with_exactly_the_expected_rules() -> None:
 def test_text_states_the_verdict() -> None:
     code, out, _ = agk("--file", str(BROKEN))
     assert code == 1
-    assert out.splitlines()[0] == "agk review: dev: 25 policies, 7 mandatory and 1 advisory violation(s)"
+    assert out.splitlines()[0] == f"agk review: dev: {len(POLICIES)} policies, 7 mandatory and 1 advisory violation(s)"
     assert out.splitlines()[-1] == "verdict: FAIL (7 mandatory violation(s))"
 
 
@@ -106,7 +106,9 @@ def test_sarif_carries_every_required_field() -> None:
 def test_markdown_is_a_pr_comment() -> None:
     code, out, _ = agk("--file", str(BROKEN), "--format", "markdown")
     assert code == 1
-    assert out.startswith("### Policy review\n\n❌ **fails**: 25 policies over `dev`; 7 mandatory, 1 advisory")
+    assert out.startswith(
+        f"### Policy review\n\n❌ **fails**: {len(POLICIES)} policies over `dev`; 7 mandatory, 1 advisory"
+    )
     assert "| ❌ mandatory | `nsg-no-admin-ports-from-internet` | `dev` |" in out
 
 
@@ -127,7 +129,7 @@ def test_policy_config_levels_and_properties(tmp_path: Path) -> None:
     )
     code, out, _ = agk("--file", str(BROKEN), "--format", "json", "--policy-config", config)
     body = json.loads(out)
-    assert body["policies_run"] == 24
+    assert body["policies_run"] == len(POLICIES) - 1  # one disabled
     levels = {(v["policy"], v["enforcement"]) for v in body["violations"]}
     assert ("control-plane-member-count", "mandatory") not in levels
     assert not any(p == "balloon-priority-range" for p, _ in levels)  # -1000 is within the configured range
