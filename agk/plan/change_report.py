@@ -144,11 +144,7 @@ def _regional(item: dict[str, Any]) -> str:
 def _extra_lines(needed: dict[str, list[dict[str, Any]]], code: str) -> list[str]:
     """Rows after the quotas, in the form ``code`` wraps commands in (markdown backticks or nothing)."""
     out = [f"regional vCPU quota {_regional(item)}" for item in needed.get("regional", [])]
-    out += [
-        f"{item.get('count')} {item['why']}"
-        for item in needed.get("public_ips", [])
-        if item.get("count")
-    ]
+    out += [f"{item.get('count')} {item['why']}" for item in needed.get("public_ips", []) if item.get("count")]
     out += [
         f"role {code}{item.get('role')}{code} on {item.get('scope')} for the identity running `pulumi up` ({item.get('why')})"
         for item in needed.get("permissions", [])

@@ -317,7 +317,9 @@ def test_load_balancer_probes_come_in_before_any_internet_deny(state: Callable[[
     """Probes come from 168.63.129.16 (AzureLoadBalancer); Azure's own allow sits at 65001, after ours."""
     for nsg in state(stack).of_type("azure-native:network:NetworkSecurityGroup"):
         rules = {r["name"]: r for r in nsg["inputs"]["securityRules"]}
-        probes = [r for r in rules.values() if r["sourceAddressPrefix"] == "AzureLoadBalancer" and r["access"] == "Allow"]
+        probes = [
+            r for r in rules.values() if r["sourceAddressPrefix"] == "AzureLoadBalancer" and r["access"] == "Allow"
+        ]
         denies = [r for r in rules.values() if r["sourceAddressPrefix"] == "Internet" and r["access"] == "Deny"]
         assert probes, nsg["inputs"]["networkSecurityGroupName"]
         assert all(min(p["priority"] for p in probes) < d["priority"] for d in denies)
