@@ -111,6 +111,10 @@ class HubNetwork(pulumi.ComponentResource):
                 resource_group_name=ctx.resource_group_name,
                 location=ctx.location,
                 sku=network.SkuArgs(name="Standard"),
+                # Native client (`az network bastion ssh` / `tunnel`): operators reach the jump hosts
+                # from their own terminal and run kubectl there; needs Standard and tunneling on
+                # (Bastion "Configure native client support").
+                enable_tunneling=True,
                 ip_configurations=[
                     network.BastionHostIPConfigurationArgs(
                         name="bastion",
