@@ -1,0 +1,1 @@
+"""Address planning: subnet sizes, layouts and Azure limits (pure: imports no Pulumi)."""
