@@ -21,6 +21,7 @@ from modules.bootstrap.context import (
     NodeSettings,
     PrometheusSettings,
 )
+from modules.cluster.spec import CLUSTER_DOMAIN
 from modules.errors import ConfigError
 from modules.netplan.hosts import ClusterAddresses
 from modules.sizing.recommend import prometheus_disk_gib
@@ -124,7 +125,7 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: C
             pause=release.pause_image,
         ),
         label_domain=domain,
-        cluster_domain="cluster.local",
+        cluster_domain=CLUSTER_DOMAIN,
         service_cidr=addresses.service_cidr,
         dns_service_ip=addresses.dns_service_ip,
         apiserver_service_ip=addresses.apiserver_service_ip,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from infra.config import PROJECT
 from modules.errors import ConfigError
 from modules.netplan.limits import Limits
+from modules.netplan.sizing import block_prefix
 
 MIN_PUBLIC_IPS = 2
 """AKS at-scale guidance: at least 2 outbound IPs (aks/best-practices-performance-scale-large)."""
@@ -40,7 +41,7 @@ class EgressGroup:
 
     @property
     def prefix_length(self) -> int:
-        return 32 - int(math.log2(self.public_ips))
+        return block_prefix(self.public_ips)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -62,7 +63,7 @@ def public_ips_for(nodes: int, connections_per_node: int, limits: Limits, where:
             f"x {connections_per_node} connections, over the {cap} a NAT gateway holds (a hard Azure limit): "
             f"{limits.rows['nat-gateway-public-ips'].fix}"
         )
-    return 1 << math.ceil(math.log2(needed))
+    return 1 << (32 - block_prefix(needed))
 
 
 def group(

@@ -24,7 +24,7 @@ from infra.prerequisites import hub_prerequisites
 from modules import tags as tagging
 from modules.azure.boot import minimal_cloud_config
 from modules.azure.context import DeployContext
-from modules.azure.control_plane import APISERVER_PORT, ControlPlane, ControlPlaneArgs, EtcdGroup
+from modules.azure.control_plane import ControlPlane, ControlPlaneArgs, EtcdGroup
 from modules.azure.hosts import NatHost, NatHostArgs, PrometheusHosts, PrometheusHostsArgs
 from modules.azure.hub import HubNetwork, HubNetworkArgs
 from modules.azure.identities import ClusterIdentities, ClusterIdentitiesArgs
@@ -295,7 +295,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             depends_on=ready,
         ),
     )
-    control_endpoint = f"https://{addresses.apiserver_vip}:{APISERVER_PORT}"
+    control_endpoint = prep.bootstrap.apiserver_url
     client = authorization.get_client_config_output()
     location = config.location or ""
     controllers = ClusterIdentities(f"{cluster.name}-controllers", ClusterIdentitiesArgs(ctx=ctx, cluster=cluster.name))

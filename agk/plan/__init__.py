@@ -28,20 +28,16 @@ def addresses_for(plan: StackPlan, stacks_dir: Path, project_root: Path = REPO_R
     built = address_plan(plan)
     if project_root.resolve() != REPO_ROOT or not built["vnets"]:
         return built
-    try:
-        from agk.subnet_calc import plan_json
-    except ImportError:
-        return built
+    from agk.subnet_calc import plan_json  # on first use: most commands never need it
+
     result: dict[str, Any] = plan_json(plan.stack, stacks_dir)
     return result
 
 
 def review_verdict(state: dict[str, Any], stack: str, changes: Any = None) -> str | None:
     """One line from the policy pack (`agk review`, with the change policies given ``changes``)."""
-    try:
-        from agk import review
-    except ImportError:
-        return None
+    from agk import review  # on first use: it loads the policy pack
+
     return review.verdict(state, stack, changes)
 
 

@@ -13,20 +13,20 @@ from typing import Any
 
 from agk.plan import wire
 from agk.plan.engine import StackPlan
+from modules import tags as tagnames
+from modules.netplan.sizing import AZURE_RESERVED_PER_SUBNET
 
 VNET = "azure-native:network:VirtualNetwork"
 SUBNET = "azure-native:network:Subnet"
 PEERING = "azure-native:network:VirtualNetworkPeering"
 VMSS = "azure-native:compute:VirtualMachineScaleSet"
 VM = "azure-native:compute:VirtualMachine"
-ROLE_TAG = "agk-role"
-POOL_TAG = "agk-pool"
-NETWORK_TAG = "agk-network"
+ROLE_TAG, POOL_TAG, NETWORK_TAG = tagnames.ROLE, tagnames.POOL, tagnames.NETWORK_KIND
 
 
 def usable(cidr: str) -> int:
     """Addresses Azure lets you assign in a subnet (it keeps 5)."""
-    return max(ipaddress.ip_network(cidr, strict=False).num_addresses - 5, 0)
+    return max(ipaddress.ip_network(cidr, strict=False).num_addresses - AZURE_RESERVED_PER_SUBNET, 0)
 
 
 @dataclass

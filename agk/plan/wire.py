@@ -17,7 +17,6 @@ SIG = "4dabf18193072939515e22adb298388d"
 SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
 OUTPUT_SIG = "d0e6a833031e9bbcd3f4e8bde6ca49a4"
-UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 
 
 def from_struct(struct: struct_pb2.Struct) -> dict[str, Any]:

@@ -13,8 +13,7 @@ from pulumi_azure_native import compute, network
 from modules import tags as tagging
 from modules.azure.context import DeployContext
 from modules.azure.vm import VmSpec, linux_vm
-
-APISERVER_PORT = 6443
+from modules.bootstrap.context import APISERVER_PORT
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,9 @@ from pulumi_azure_native import network
 from modules import tags as tagging
 from modules.azure.context import DeployContext
 from modules.azure.nsg import BASELINE_INBOUND, Rule, security_group
+from modules.netplan.addressing import NSG_EXEMPT_SUBNETS
 from modules.netplan.plan import VNetPlan
-
-# Azure refuses an NSG on these subnets.
-NO_NSG_SUBNETS = frozenset({"AzureFirewallSubnet", "GatewaySubnet"})
+from modules.netplan.sizing import block_prefix
 
 
 def static_public_ip(name: str, ctx: DeployContext, role: str, parent: pulumi.Resource) -> network.PublicIPAddress:
@@ -44,7 +43,7 @@ def nat_gateway(
         resource_group_name=ctx.resource_group_name,
         location=ctx.location,
         sku=network.PublicIPPrefixSkuArgs(name="Standard"),
-        prefix_length=32 - (public_ips.bit_length() - 1),
+        prefix_length=block_prefix(public_ips),
         public_ip_address_version="IPv4",
         zones=zones,
         tags=ctx.tags_for("network"),
@@ -95,9 +94,10 @@ def subnets(
 
     Azure rejects concurrent writes to subnets of one VNet ("AnotherOperationInProgress"), so each
     subnet depends on the previous one, and whatever else lives in the VNet must wait for the last
-    (see ``last``). No subnet relies on default outbound access (off by default for VNets created with
-    network API 2025-07-01 or later, default-outbound-access): egress is the NAT gateway in
-    ``nat_gateway_ids`` or nothing.
+    (see ``last``). No subnet relies on default outbound access (private subnets become the default
+    with "the API version released after March 31, 2026", default-outbound-access; every subnet here
+    sets ``defaultOutboundAccess: false`` itself): egress is the NAT gateway in ``nat_gateway_ids`` or
+    nothing.
     """
     created: dict[str, network.Subnet] = {}
     nsgs: dict[str, network.NetworkSecurityGroup] = {}
@@ -105,7 +105,7 @@ def subnets(
     gateways = nat_gateway_ids or {}
     for sub in plan.subnets.values():
         nsg = None
-        if sub.name not in NO_NSG_SUBNETS:
+        if sub.name.lower() not in NSG_EXEMPT_SUBNETS:
             nsg = security_group(f"{name}-{sub.name}-nsg", ctx, rules_for(sub.name), parent)
             nsgs[sub.name] = nsg
         nat = gateways.get(sub.name)

@@ -200,10 +200,6 @@ class BootstrapContext:
         return f"{self.label_domain}/preflight"
 
     @property
-    def team_taint_key(self) -> str:
-        return f"{self.label_domain}/team"
-
-    @property
     def apiserver_url(self) -> str:
         return f"https://{self.apiserver_vip}:{APISERVER_PORT}"
 

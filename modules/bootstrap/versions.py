@@ -42,7 +42,6 @@ REGISTRY = "registry.k8s.io"
 COREDNS_REPO = f"{REGISTRY}/coredns/coredns"
 KUBE_STATE_METRICS_REPO = f"{REGISTRY}/kube-state-metrics/kube-state-metrics"
 GANG_SCHEDULER_REPO = f"{REGISTRY}/scheduler-plugins/kube-scheduler"
-GANG_CONTROLLER_REPO = f"{REGISTRY}/scheduler-plugins/controller"
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 """Control-plane and node images, ``registry.k8s.io/<component>:v<release>`` (the release's CHANGELOG)."""
 NEWEST_GANG_SCHEDULER = "v0.34.7"
@@ -141,6 +140,6 @@ def gang_within_skew(tag: str, minor: str) -> bool:
     return built is not None and release(minor).minor_number - 1 <= built <= release(minor).minor_number
 
 
-def gang_images(tag: str) -> tuple[str, str]:
-    """(scheduler, controller) images of scheduler-plugins ``tag``."""
-    return f"{GANG_SCHEDULER_REPO}:{tag}", f"{GANG_CONTROLLER_REPO}:{tag}"
+def gang_scheduler_image(tag: str) -> str:
+    """The kube-scheduler image of scheduler-plugins ``tag``."""
+    return f"{GANG_SCHEDULER_REPO}:{tag}"

@@ -8,7 +8,6 @@ position, so adding an object never renames another.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,7 +152,3 @@ class ClusterAddons(pulumi.ComponentResource):
             keys.append(key)
             urns.append(resource.urn)
         return pulumi.Output.all(*urns).apply(lambda _: keys)
-
-
-def child_names(name: str, objs: Sequence[Obj]) -> list[str]:
-    return [f"{name}-{object_key(o)}" for o in objs]

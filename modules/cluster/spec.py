@@ -18,6 +18,7 @@ from typing import Any
 
 from modules import labels
 from modules.bootstrap import versions
+from modules.bootstrap.context import APISERVER_PORT
 from modules.cluster import images
 from modules.cluster.config import AddonsConfig
 from modules.errors import ConfigError
@@ -78,7 +79,6 @@ class GangSpec:
     enabled: bool
     scheduler_name: str
     scheduler_image: str
-    controller_image: str
     permit_waiting_seconds: int
     replicas: int
 
@@ -158,7 +158,7 @@ class NetworkSpec:
 
     apiserver_cidrs: tuple[str, ...] = (PLACEHOLDER_CIDR,)
     """The API servers' VNet addresses (control-plane subnet, VIP included)."""
-    apiserver_port: int = 6443
+    apiserver_port: int = APISERVER_PORT
     monitoring_cidrs: tuple[str, ...] = (PLACEHOLDER_CIDR,)
     """Where Prometheus scrapes from (the monitoring subnet)."""
 
@@ -399,8 +399,10 @@ def _gang(kubernetes_version: str, addons: AddonsConfig) -> GangSpec:
         )
     else:
         tag = release.gang_scheduler
-    scheduler, controller = versions.gang_images(tag)
-    return GangSpec(cfg.enabled, cfg.scheduler_name, scheduler, controller, cfg.permit_waiting_seconds, cfg.replicas)
+    # Only the scheduler: the scheduler-plugins controller is not deployed (objects/gang.py says why).
+    return GangSpec(
+        cfg.enabled, cfg.scheduler_name, versions.gang_scheduler_image(tag), cfg.permit_waiting_seconds, cfg.replicas
+    )
 
 
 def _health(addons: AddonsConfig) -> HealthSpec:

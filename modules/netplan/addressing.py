@@ -18,6 +18,12 @@ AZURE_RESERVED = tuple(
 )
 # Private in Azure: RFC 1918 plus the shared address space (RFC 6598).
 PRIVATE = tuple(IPv4Network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
+# Subnets Azure refuses a network security group on (their services manage their own traffic:
+# VPN/ExpressRoute gateway, Azure Firewall and its management subnet, Route Server). Names compare
+# case-insensitively, as Azure compares them.
+NSG_EXEMPT_SUBNETS = frozenset(
+    {"gatewaysubnet", "azurefirewallsubnet", "azurefirewallmanagementsubnet", "routeserversubnet"}
+)
 # AKS refuses these for its service and pod ranges (Docker bridge and documentation ranges).
 AKS_REFUSED = tuple(IPv4Network(c) for c in ("172.30.0.0/16", "172.31.0.0/16", "192.0.2.0/24"))
 

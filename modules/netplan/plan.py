@@ -15,7 +15,7 @@ from modules.netplan.addressing import AKS_REFUSED, AddressError, check_usable, 
 from modules.netplan.findings import Finding
 from modules.netplan.layout import Block, allocate
 from modules.netplan.limits import Limits
-from modules.netplan.sizing import usable
+from modules.netplan.sizing import AZURE_RESERVED_PER_SUBNET, usable
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class VNetPlan:
 
     @property
     def usable_ips(self) -> int:
-        return self.size - 5 * len(self.subnets)
+        return self.size - AZURE_RESERVED_PER_SUBNET * len(self.subnets)
 
     @property
     def allocated(self) -> int:

@@ -23,6 +23,8 @@ DEFAULT_MAX_PODS: dict[str, int] = {
     "azure-cni-overlay": 250,
 }
 AZURE_RESERVED_PER_SUBNET = 5
+"""Azure keeps .0 (network), .1 (gateway), .2 and .3 (Azure DNS) and the broadcast address of every subnet
+(virtual-networks-faq: "Are there any restrictions on using IP addresses within these subnets?")."""
 POD_BATCH = 16  # dynamic pod-subnet allocation hands out addresses in batches of 16
 
 
@@ -33,6 +35,12 @@ class SizingError(AgkError):
 def usable(prefix: int) -> int:
     """Addresses Azure lets you assign in a /prefix subnet (5 are reserved)."""
     return (1 << (32 - prefix)) - AZURE_RESERVED_PER_SUBNET
+
+
+def block_prefix(addresses: int) -> int:
+    """The prefix of the smallest aligned block of at least ``addresses`` addresses (no reservation: a
+    public IP prefix, a per-node pod range)."""
+    return 32 - math.ceil(math.log2(addresses)) if addresses > 1 else 32
 
 
 def prefix_for(needed: int, *, longest: int = 29, shortest: int = 2) -> int | None:
@@ -171,14 +179,14 @@ def size(
                     "route table): use Azure CNI",
                 )
             )
-        pod_cidr_prefix = 24 - math.ceil(math.log2(total)) if total > 1 else 24
+        pod_cidr_prefix = block_prefix(total) - 8  # a /24 per node
     elif plugin == "azure-cni-overlay":
         # Above max-pods-max the range warning already says it; this one is the overlay's own cap.
         if lim["overlay-max-pods"] < pods <= lim["max-pods-max"]:
             warnings.append(
                 Finding("overlay-max-pods", f"max pods {pods} exceeds overlay's {lim['overlay-max-pods']} per node")
             )
-        pod_cidr_prefix = 24 - math.ceil(math.log2(total)) if total > 1 else 24
+        pod_cidr_prefix = block_prefix(total) - 8  # a /24 per node
     else:  # azure-cni-pod-subnet
         if static_pod_blocks:
             per_node = math.ceil((pods + 1) / POD_BATCH) * POD_BATCH

@@ -3,26 +3,22 @@ no administrative port open to the internet, no public address on a cluster host
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
+from modules.bootstrap.context import APISERVER_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, KUBELET_PORT
+from modules.netplan.addressing import NSG_EXEMPT_SUBNETS
+from modules.netplan.sizing import AZURE_RESERVED_PER_SUBNET as RESERVED_PER_SUBNET
+from modules.netplan.sizing import prefix_for
 from policies.rules import limits, wire
 from policies.rules.graph import Graph, Vnet
 
-RESERVED_PER_SUBNET = 5
-"""Azure keeps .0, .1, .2, .3 and the broadcast address of every subnet."""
-
-PROTECTED_PORTS = ("22", "3389", "2379-2380", "6443", "10250")
+PROTECTED_PORTS = ("22", "3389", f"{ETCD_CLIENT_PORT}-{ETCD_PEER_PORT}", str(APISERVER_PORT), str(KUBELET_PORT))
 OPEN_SOURCES = frozenset({"*", "internet", "any", "0.0.0.0/0", "::/0"})
 _NON_TCP = frozenset({"icmp", "udp", "esp", "ah"})
 
-NSG_EXEMPT_SUBNETS = frozenset(
-    {"gatewaysubnet", "azurefirewallsubnet", "azurefirewallmanagementsubnet", "routeserversubnet"}
-)
-"""Azure refuses an NSG on these subnets."""
 
 PRIVATE_ROLES = frozenset({"apiserver", "etcd", "events-etcd", "prometheus", "gpu-node", "system-node"})
 PUBLIC_HOST_ROLES = frozenset({"nat", "jump"})
@@ -77,7 +73,7 @@ def subnet_holds_its_pools(args: StackValidationArgs, report_violation: ReportVi
         needed = sub.ip_configurations + RESERVED_PER_SUBNET
         if needed <= sub.capacity:
             continue
-        fits = 32 - math.ceil(math.log2(needed)) if sub.prefixes[0].version == 4 else None
+        fits = prefix_for(sub.ip_configurations) if sub.prefixes[0].version == 4 else None
         who = ", ".join(f"{name} {count}" for name, count in sub.demand)
         report_violation(
             f"subnet {sub.name} ({', '.join(map(str, sub.prefixes))}) has {sub.capacity} addresses but needs "
