@@ -675,7 +675,7 @@ def read_text(path: Path) -> str:
 def read_stack_file(path: Path) -> dict[str, Any]:
     """The raw ``config:`` map of a stack file."""
     if not path.is_file():
-        stacks = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in path.parent.glob("Pulumi.*.yaml"))
+        stacks = stack_names(path.parent)
         raise ConfigError(f"{path}: no such stack file: use one of {', '.join(stacks) or '(none)'}")
     doc = parse_yaml(read_text(path), str(path))
     if doc is None:

@@ -14,13 +14,10 @@ from typing import Any
 
 import yaml
 
+from infra.config import read_stack_file, stack_file, stack_names
 from modules.errors import ConfigError
 
 SECRET_PLACEHOLDER = "[secret]"
-
-
-def stack_names(stacks_dir: Path) -> list[str]:
-    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stacks_dir.glob("Pulumi.*.yaml"))
 
 
 def project_name(project_root: Path) -> tuple[str, Path]:
@@ -70,21 +67,11 @@ def _mask_secure(value: Any) -> Any:
 
 def runtime_config(stacks_dir: Path, stack: str, project: str) -> tuple[dict[str, str], list[str]]:
     """``(config, secret keys)`` for ``pulumi.runtime.set_all_config``."""
-    path = stacks_dir / f"Pulumi.{stack}.yaml"
+    path = stack_file(stacks_dir, stack)
     if not path.is_file():
         known = ", ".join(stack_names(stacks_dir)) or "(none)"
         raise ConfigError(f"unknown stack {stack!r}: no {path}: use one of {known}")
-    try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{where}: not valid YAML: fix the syntax") from None
-    raw = doc.get("config") if isinstance(doc, dict) else None
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: 'config' is not a mapping: fix the stack file")
+    raw = read_stack_file(path)  # the program's own reader: duplicate keys, encodings, Pulumi's keys
     config: dict[str, str] = {}
     secrets: list[str] = []
     for key, value in raw.items():

@@ -17,6 +17,8 @@ from agk.review import config as policy_config_file
 from agk.review import render
 from agk.review.evaluate import Report, evaluate
 from agk.review.export import Deployment, load_file, parse
+from infra.config import stack_file
+from infra.config import stack_names as config_stack_names
 from modules.errors import AgkError
 from policies.changes import CHANGE_POLICIES
 from policies.pack import ENFORCEMENT, NAME, POLICIES, VERSION
@@ -42,12 +44,11 @@ class ChangeSet:
 
 def stack_names(stacks_dir: Path) -> list[str]:
     """Every stack in ``stacks_dir``, the hub first (cluster stacks reference its outputs)."""
-    names = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stacks_dir.glob("Pulumi.*.yaml"))
-    return sorted(names, key=lambda n: (n != "hub", n))
+    return sorted(config_stack_names(stacks_dir), key=lambda n: (n != "hub", n))
 
 
 def _state(stack: str, stacks_dir: Path, planner: Planner | None) -> dict[str, Any]:
-    if not (stacks_dir / f"Pulumi.{stack}.yaml").is_file():
+    if not stack_file(stacks_dir, stack).is_file():
         known = ", ".join(stack_names(stacks_dir)) or "none"
         raise AgkError(f"--stack {stack}: no {stacks_dir}/Pulumi.{stack}.yaml: use one of {known}")
     from agk.plan.engine import Planner, deployment
