@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from modules.bootstrap import pki
-from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.context import ETCD_METRICS_PORT, BootstrapContext
 from modules.bootstrap.roles import ROLES, bundle, mangle_rules, names
 from modules.bootstrap.userdata import (
     AZURE_CUSTOM_DATA_LIMIT,
@@ -259,7 +259,8 @@ def test_etcd_timing_from_rtt(dev: BootstrapContext) -> None:
     assert conf["initial-cluster"] == ",".join(f"{m.name}=https://{m.ip}:2380" for m in dev.etcd.members)
     assert conf["client-transport-security"]["client-cert-auth"] is True
     assert conf["peer-transport-security"]["client-cert-auth"] is True
-    assert conf["listen-metrics-urls"].startswith("http://10.16.3.37:2381")
+    member = next(m for m in dev.etcd.members if m.name == "dev-etcd-1")
+    assert conf["listen-metrics-urls"].startswith(f"http://{member.ip}:{ETCD_METRICS_PORT}")
 
 
 def test_mangle_rules_use_the_address_plan(ctx: BootstrapContext) -> None:

@@ -72,22 +72,56 @@ def test_layout_depends_only_on_names_and_sizes(case: tuple[IPv4Network, list[Bl
     assert allocate([space], shuffled) == allocate([space], blocks)
 
 
+def _free_blocks(space: IPv4Network, placed: dict[str, IPv4Network]) -> list[IPv4Network]:
+    """The space no block holds, as maximal aligned blocks (an independent oracle: ipaddress's own
+    address_exclude, not the allocator's free list)."""
+    free = [space]
+    for net in placed.values():
+        free = [
+            piece for block in free for piece in ([block] if not block.overlaps(net) else block.address_exclude(net))
+        ]
+    return sorted(free)
+
+
+@st.composite
+def pinned_and_more(draw: st.DrawFn) -> tuple[IPv4Network, list[Block], list[Block]]:
+    """A laid-out space and new blocks that do fit around it: each takes at most one free block, no
+    larger than that block (so a placement exists, and largest-first must find one: for sizes that are
+    powers of two, first-fit decreasing packs whenever anything does)."""
+    space, blocks = draw(space_and_blocks(fill=0.5))
+    free = _free_blocks(space, allocate([space], blocks))
+    chosen = draw(st.lists(st.sampled_from(range(len(free))), min_size=1, max_size=6, unique=True))
+    more = [
+        Block(f"new{i}", draw(st.integers(min_value=free[slot].prefixlen, max_value=29)))
+        for i, slot in enumerate(chosen)
+        if free[slot].prefixlen <= 29
+    ]
+    assume(more)
+    return space, blocks, more
+
+
 @PROPS
-@given(space_and_blocks(fill=0.5), st.lists(st.integers(min_value=12, max_value=29), min_size=1, max_size=6))
+@given(pinned_and_more())
 def test_pinned_allocations_never_move_when_blocks_are_added(
-    case: tuple[IPv4Network, list[Block]], extra: list[int]
+    case: tuple[IPv4Network, list[Block], list[Block]],
 ) -> None:
+    space, blocks, extra = case
+    first = allocate([space], blocks)
+    second = allocate([space], blocks + extra, pinned=first)
+    assert {name: second[name] for name in first} == first
+    _assert_valid([space], blocks + extra, second)
+
+
+@PROPS
+@given(space_and_blocks(fill=0.5))
+def test_blocks_that_do_not_fit_around_the_pins_are_one_error(case: tuple[IPv4Network, list[Block]]) -> None:
     space, blocks = case
     first = allocate([space], blocks)
-    more = blocks + [Block(f"new{i}", max(p, space.prefixlen)) for i, p in enumerate(extra)]
-    try:
-        second = allocate([space], more, pinned=first)
-    except AddressError as err:
-        # Only when the new blocks really do not fit the free space left around the pins.
-        assert "does not fit" in str(err)
-        return
-    assert {name: second[name] for name in first} == first
-    _assert_valid([space], more, second)
+    largest_free = min(b.prefixlen for b in _free_blocks(space, first))
+    too_big = Block("too-big", largest_free - 1)
+    assume(too_big.prefix >= space.prefixlen)
+    with pytest.raises(AddressError, match="does not fit"):
+        allocate([space], [*blocks, too_big], pinned=first)
 
 
 @PROPS

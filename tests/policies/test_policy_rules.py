@@ -21,6 +21,27 @@ from policy_fixtures import (
 from policies.pack import POLICIES
 
 
+POD_IPS, SURGE = 10, 1
+"""The fixture pool's (policy_fixtures.vmss tags): what the policies count per scale set."""
+
+
+def _pool_ips(scale_sets: int, capacity: int) -> int:
+    """IP configurations of one pool: (instances + surge) x (1 + pod IPs), the rule the README states."""
+    return (scale_sets * capacity + SURGE) * (1 + POD_IPS)
+
+
+def _host_ips() -> int:
+    """The fixture's other IP configurations: one per host NIC and per load-balancer frontend."""
+    resources = good_cluster().export()["deployment"]["resources"]
+    nics = [r for r in resources if r["type"] == "azure-native:network:NetworkInterface"]
+    lbs = [r for r in resources if r["type"] == "azure-native:network:LoadBalancer"]
+    return len(nics) + sum(len(lb["inputs"]["frontendIPConfigurations"]) for lb in lbs)
+
+
+BIG = _pool_ips(60, 100) + _host_ips()
+FULL = _pool_ips(2, 100)
+
+
 def _big_pool(st: Stack) -> None:
     for i in range(2):
         st.inputs(f"gpu-h100-{i}")["sku"]["capacity"] = 100.0
@@ -143,7 +164,7 @@ CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
         "subnet-holds-its-pools",
         _full_pool,
         [
-            "subnet gpu-h100 (10.16.8.0/21) has 2048 addresses but needs 2216 (pool h100 2211, + 5 reserved; "
+            f"subnet gpu-h100 (10.16.8.0/21) has 2048 addresses but needs {FULL + 5} (pool h100 {FULL}, + 5 reserved; "
             "pools count (instances + surge) x (1 + pod IPs)): widen it to /20 or shorter"
         ],
     ),
@@ -151,7 +172,7 @@ CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
         "ip-configurations-within-limits",
         _big_pool,
         [
-            "VNet vnet-dev has 66018 IP configurations, over the vnet-private-ips limit of 65536, a hard Azure limit "
+            f"VNet vnet-dev has {BIG} IP configurations, over the vnet-private-ips limit of 65536, a hard Azure limit "
             "no support request raises: lower the pools' pod_ips (subnet-calc fit prints the most that fit) or split "
             "the workload across clusters"
         ],
@@ -161,7 +182,7 @@ CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
         "ip-configurations-within-limits",
         _raised_and_big,
         [
-            "VNet vnet-dev has 66018 IP configurations, over the vnet-private-ips limit of 65536, a hard Azure limit "
+            f"VNet vnet-dev has {BIG} IP configurations, over the vnet-private-ips limit of 65536, a hard Azure limit "
             "no support request raises: lower the pools' pod_ips (subnet-calc fit prints the most that fit) or split "
             "the workload across clusters"
         ],
