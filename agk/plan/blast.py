@@ -62,6 +62,22 @@ class ScaleSetHit:
 
 
 @dataclass(frozen=True)
+class ScaleSetRoll:
+    """A scale set whose model changes in place: new instances boot it, running ones only once
+    reimaged (upgrade policy Manual; virtual-machine-scale-sets-upgrade-policy)."""
+
+    name: str
+    pool: str
+    nodes: int
+    paths: tuple[str, ...]
+    """What changes in the model (input paths)."""
+
+
+ROLLED = ("virtualMachineProfile", "sku.name")
+"""Model inputs running instances keep until they are reimaged (capacity is not one: it adds or removes VMs)."""
+
+
+@dataclass(frozen=True)
 class SubnetMove:
     subnet: str
     urn: str
@@ -86,6 +102,8 @@ class BlastRadius:
     """Subnets in use that are replaced or deleted."""
     api_endpoint: list[str] = field(default_factory=list)
     """Why the API endpoint is affected (load balancer, its frontend address, API server VMs)."""
+    to_roll: list[ScaleSetRoll] = field(default_factory=list)
+    """Scale sets updated in place whose running nodes need a reimage to get the change."""
 
     @property
     def nodes(self) -> int:
@@ -130,6 +148,9 @@ class BlastRadius:
                 for s in self.scale_sets
             ],
             "etcd_member_names": self.etcd_members,
+            "scale_sets_to_roll": [
+                {"name": r.name, "pool": r.pool, "nodes": r.nodes, "paths": list(r.paths)} for r in self.to_roll
+            ],
         }
 
 
@@ -180,6 +201,12 @@ def blast_radius(diff: StackDiff) -> BlastRadius:
                     nodes * (sku.gpus if sku else 0),
                 )
             )
+        if change.type == VMSS and change.action == "update" and change.before is not None:
+            paths = tuple(p for p in change.paths if any(p == r or p.startswith(f"{r}.") for r in ROLLED))
+            if paths:
+                props = props_of(change.before)
+                pool = props_wire.tag(props, tagnames.POOL) or ""
+                radius.to_roll.append(ScaleSetRoll(change.name, pool, _capacity(change.before), paths))
     radius.etcd_members = _etcd_members(diff.base_resources, gone)
     _subnets(diff, radius)
     radius.api_endpoint = _api_endpoint(diff)

@@ -52,6 +52,14 @@ def radius_lines(radius: BlastRadius) -> list[str]:
             f"{_plural(len(radius.subnets_removed), 'subnet')} in use removed: {_subnets(radius.subnets_removed)}"
         )
     lines.append("API endpoint: " + ("; ".join(radius.api_endpoint) if radius.api_endpoint else "unaffected"))
+    if radius.to_roll:
+        nodes = sum(r.nodes for r in radius.to_roll)
+        lines.append(
+            f"{_plural(len(radius.to_roll), 'scale set')} ({_plural(nodes, 'running node')}) "
+            f"{'gets' if len(radius.to_roll) == 1 else 'get'} a new model that "
+            f"running nodes boot only once reimaged: {', '.join(r.name for r in radius.to_roll)}"
+            " (README: rolling a scale set)"
+        )
     return lines
 
 

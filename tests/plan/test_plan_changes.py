@@ -29,6 +29,7 @@ NO_RADIUS = {
     "api_endpoint": [],
     "scale_sets": [],
     "etcd_member_names": [],
+    "scale_sets_to_roll": [],
 }
 
 APISERVERS_REFUSED = [
@@ -239,7 +240,13 @@ def test_change_a_vm_size(tmp_path: Path, base: dict[str, Any]) -> None:
     # A scale set's size changes in place (its model; instances follow on upgrade): no replacement.
     assert case.lines == ["update VirtualMachineScaleSet a100-00 [sku, virtualMachineProfile]"]
     assert case.diff.changes[0].paths == ("sku.name", "virtualMachineProfile.osProfile.customData")
-    assert case.radius.as_json() == NO_RADIUS
+    # Running nodes keep the old size until reimaged (upgrade policy Manual): the plan says which to roll.
+    assert case.radius.as_json() == {
+        **NO_RADIUS,
+        "scale_sets_to_roll": [
+            {"name": "a100-00", "pool": "a100", "nodes": 4, "paths": list(case.diff.changes[0].paths)}
+        ],
+    }
     assert case.verdicts()[0] == set()
 
 
@@ -327,7 +334,17 @@ def test_change_an_image_version(tmp_path: Path, base: dict[str, Any]) -> None:
         "update VirtualMachineScaleSet h100-00 [virtualMachineProfile]",
     ]
     assert case.diff.changes[1].paths == ("virtualMachineProfile.storageProfile.imageReference.version",)
-    assert case.radius.as_json() == NO_RADIUS
+    assert case.radius.as_json() == {
+        **NO_RADIUS,
+        "scale_sets_to_roll": [
+            {
+                "name": "h100-00",
+                "pool": "h100",
+                "nodes": 4,
+                "paths": ["virtualMachineProfile.storageProfile.imageReference.version"],
+            }
+        ],
+    }
     assert case.verdicts()[0] == {("no-change-azure-refuses", "mandatory", "dev-etcd-0")}
 
 
