@@ -123,104 +123,100 @@ def node_subnet_ips(plugin: str, nodes_total: int, max_pods: int) -> int:
     return nodes_total
 
 
-def size(
-    plugin: str,
-    nodes: int,
-    *,
-    max_pods: int | None = None,
-    surge: int | str = 1,
-    limits: Limits | None = None,
-    infiniband: bool = False,
-    static_pod_blocks: bool = False,
-) -> Sizing:
-    """Size one pool's subnet(s). Input errors raise; broken Azure limits become warnings."""
-    lim = limits or Limits.default()
-    if plugin not in PLUGINS:
-        raise SizingError(f"plugin {plugin!r} is unknown: use one of {', '.join(PLUGINS)}")
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise SizingError(f"nodes: {nodes!r} is not a positive count: use 1 or more")
-    pods = DEFAULT_MAX_PODS[plugin] if max_pods is None else max_pods
-    if pods < 1:
-        raise SizingError(
-            f"max pods: {pods} is not a positive count: use {lim['max-pods-min']} to {lim['max-pods-max']}"
-        )
-    surge_nodes = parse_surge(surge, nodes)
-    total = nodes + surge_nodes
-    warnings: list[Finding] = []
+class _PluginPart(NamedTuple):
+    """What one CNI plugin adds to a pool's sizing beyond the node subnet."""
 
-    if not lim["max-pods-min"] <= pods <= lim["max-pods-max"]:
+    ip_configs_per_nic: int = 1
+    pod_cidr_prefix: int | None = None
+    pod_subnet: PodSubnet | None = None
+    warnings: tuple[Finding, ...] = ()
+
+
+def _azure_cni(total: int, pods: int, static_pod_blocks: bool, lim: Limits) -> _PluginPart:
+    ip_configs = 1 + pods
+    warnings = []
+    if ip_configs > lim["nic-private-ips"]:
         warnings.append(
             Finding(
-                "max-pods-range",
-                f"max pods {pods} is outside Azure's {lim['max-pods-min']}-{lim['max-pods-max']}",
+                "nic-ip-config-limit",
+                f"1 + {pods} max pods = {ip_configs} IP configurations per NIC exceeds Azure's {lim['nic-private-ips']}",
             )
         )
-    vnet_ips = node_subnet_ips(plugin, total, pods)
-    pod_subnet: PodSubnet | None = None
-    pod_cidr_prefix: int | None = None
-    ip_configs = 1
+    return _PluginPart(ip_configs_per_nic=ip_configs, warnings=tuple(warnings))
 
-    if plugin == "azure-cni":
-        ip_configs = 1 + pods
-        if ip_configs > lim["nic-private-ips"]:
-            warnings.append(
-                Finding(
-                    "nic-ip-config-limit",
-                    f"1 + {pods} max pods = {ip_configs} IP configurations per NIC exceeds "
-                    f"Azure's {lim['nic-private-ips']}",
-                )
-            )
-    elif plugin == "kubenet":
-        if total > lim["kubenet-nodes"]:
-            warnings.append(
-                Finding(
-                    "kubenet-node-limit",
-                    f"{total:,} nodes exceed kubenet's {lim['kubenet-nodes']} (one route per node in a "
-                    "route table): use Azure CNI",
-                )
-            )
-        pod_cidr_prefix = block_prefix(total) - 8  # a /24 per node
-    elif plugin == "azure-cni-overlay":
-        # Above max-pods-max the range warning already says it; this one is the overlay's own cap.
-        if lim["overlay-max-pods"] < pods <= lim["max-pods-max"]:
-            warnings.append(
-                Finding("overlay-max-pods", f"max pods {pods} exceeds overlay's {lim['overlay-max-pods']} per node")
-            )
-        pod_cidr_prefix = block_prefix(total) - 8  # a /24 per node
-    else:  # azure-cni-pod-subnet
-        if static_pod_blocks:
-            per_node = math.ceil((pods + 1) / POD_BATCH) * POD_BATCH
-            if (pods + 1) % POD_BATCH:
-                best = per_node - 1
-                warnings.append(
-                    Finding(
-                        "static-block-waste",
-                        f"max pods {pods} leaves part of a /28 block unused per node: {best} uses the blocks fully",
-                    )
-                )
-            shortest = lim["pod-subnet-static-min-prefix"]
-        else:
-            per_node = max(POD_BATCH, math.ceil(pods / POD_BATCH) * POD_BATCH)
-            shortest = lim["pod-subnet-dynamic-min-prefix"]
-            if total * pods > lim["pod-subnet-dynamic-pods"]:
-                warnings.append(
-                    Finding(
-                        "pod-subnet-pod-limit",
-                        f"{total * pods:,} pods exceed dynamic mode's ~{lim['pod-subnet-dynamic-pods']:,} per cluster",
-                    )
-                )
-        pod_ips = total * per_node
-        pod_prefix = prefix_for(pod_ips, longest=lim["subnet-max-prefix"], shortest=lim["subnet-min-prefix"])
-        pod_subnet = PodSubnet(pod_ips, pod_prefix, usable(pod_prefix) if pod_prefix is not None else None)
-        if pod_prefix is None or pod_prefix < shortest:
-            warnings.append(
-                Finding(
-                    "pod-subnet-too-large",
-                    f"the pod subnet needs {pod_ips:,} addresses, more than a /{shortest} pod subnet holds",
-                )
-            )
 
-    prefix = prefix_for(vnet_ips, longest=lim["subnet-max-prefix"], shortest=lim["subnet-min-prefix"])
+def _kubenet(total: int, pods: int, static_pod_blocks: bool, lim: Limits) -> _PluginPart:
+    warnings = []
+    if total > lim["kubenet-nodes"]:
+        warnings.append(
+            Finding(
+                "kubenet-node-limit",
+                f"{total:,} nodes exceed kubenet's {lim['kubenet-nodes']} (one route per node in a "
+                "route table): use Azure CNI",
+            )
+        )
+    return _PluginPart(pod_cidr_prefix=block_prefix(total) - 8, warnings=tuple(warnings))  # a /24 per node
+
+
+def _overlay(total: int, pods: int, static_pod_blocks: bool, lim: Limits) -> _PluginPart:
+    warnings = []
+    # Above max-pods-max the range warning already says it; this one is the overlay's own cap.
+    if lim["overlay-max-pods"] < pods <= lim["max-pods-max"]:
+        warnings.append(
+            Finding("overlay-max-pods", f"max pods {pods} exceeds overlay's {lim['overlay-max-pods']} per node")
+        )
+    return _PluginPart(pod_cidr_prefix=block_prefix(total) - 8, warnings=tuple(warnings))  # a /24 per node
+
+
+def _pod_subnet(total: int, pods: int, static_pod_blocks: bool, lim: Limits) -> _PluginPart:
+    warnings = []
+    if static_pod_blocks:
+        per_node = math.ceil((pods + 1) / POD_BATCH) * POD_BATCH
+        if (pods + 1) % POD_BATCH:
+            best = per_node - 1
+            warnings.append(
+                Finding(
+                    "static-block-waste",
+                    f"max pods {pods} leaves part of a /28 block unused per node: {best} uses the blocks fully",
+                )
+            )
+        shortest = lim["pod-subnet-static-min-prefix"]
+    else:
+        per_node = max(POD_BATCH, math.ceil(pods / POD_BATCH) * POD_BATCH)
+        shortest = lim["pod-subnet-dynamic-min-prefix"]
+        if total * pods > lim["pod-subnet-dynamic-pods"]:
+            warnings.append(
+                Finding(
+                    "pod-subnet-pod-limit",
+                    f"{total * pods:,} pods exceed dynamic mode's ~{lim['pod-subnet-dynamic-pods']:,} per cluster",
+                )
+            )
+    pod_ips = total * per_node
+    pod_prefix = prefix_for(pod_ips, longest=lim["subnet-max-prefix"], shortest=lim["subnet-min-prefix"])
+    subnet = PodSubnet(pod_ips, pod_prefix, usable(pod_prefix) if pod_prefix is not None else None)
+    if pod_prefix is None or pod_prefix < shortest:
+        warnings.append(
+            Finding(
+                "pod-subnet-too-large",
+                f"the pod subnet needs {pod_ips:,} addresses, more than a /{shortest} pod subnet holds",
+            )
+        )
+    return _PluginPart(pod_subnet=subnet, warnings=tuple(warnings))
+
+
+_PLUGIN_RULES = {
+    "azure-cni": _azure_cni,
+    "kubenet": _kubenet,
+    "azure-cni-overlay": _overlay,
+    "azure-cni-pod-subnet": _pod_subnet,
+}
+
+
+def _scale_limits(
+    total: int, vnet_ips: int, pod_subnet: PodSubnet | None, prefix: int | None, infiniband: bool, lim: Limits
+) -> list[Finding]:
+    """The Azure limits a pool's size can break, whatever the plugin."""
+    warnings = []
     if prefix is None:
         warnings.append(
             Finding(
@@ -265,6 +261,41 @@ def size(
                 "tested to: expect control-plane tuning (OpenAI ran 7,500 with a self-managed control plane)",
             )
         )
+    return warnings
+
+
+def size(
+    plugin: str,
+    nodes: int,
+    *,
+    max_pods: int | None = None,
+    surge: int | str = 1,
+    limits: Limits | None = None,
+    infiniband: bool = False,
+    static_pod_blocks: bool = False,
+) -> Sizing:
+    """Size one pool's subnet(s). Input errors raise; broken Azure limits become warnings."""
+    lim = limits or Limits.default()
+    if plugin not in PLUGINS:
+        raise SizingError(f"plugin {plugin!r} is unknown: use one of {', '.join(PLUGINS)}")
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise SizingError(f"nodes: {nodes!r} is not a positive count: use 1 or more")
+    pods = DEFAULT_MAX_PODS[plugin] if max_pods is None else max_pods
+    if pods < 1:
+        raise SizingError(
+            f"max pods: {pods} is not a positive count: use {lim['max-pods-min']} to {lim['max-pods-max']}"
+        )
+    surge_nodes = parse_surge(surge, nodes)
+    total = nodes + surge_nodes
+    warnings: list[Finding] = []
+    if not lim["max-pods-min"] <= pods <= lim["max-pods-max"]:
+        warnings.append(
+            Finding("max-pods-range", f"max pods {pods} is outside Azure's {lim['max-pods-min']}-{lim['max-pods-max']}")
+        )
+    part = _PLUGIN_RULES[plugin](total, pods, static_pod_blocks, lim)
+    vnet_ips = node_subnet_ips(plugin, total, pods)
+    prefix = prefix_for(vnet_ips, longest=lim["subnet-max-prefix"], shortest=lim["subnet-min-prefix"])
+    warnings += [*part.warnings, *_scale_limits(total, vnet_ips, part.pod_subnet, prefix, infiniband, lim)]
     return Sizing(
         plugin=plugin,
         nodes=nodes,
@@ -274,7 +305,7 @@ def size(
         prefix_length=prefix,
         usable_ips=usable(prefix) if prefix is not None else None,
         warnings=tuple(warnings),
-        pod_subnet=pod_subnet,
-        pod_cidr_prefix=pod_cidr_prefix,
-        ip_configs_per_nic=ip_configs,
+        pod_subnet=part.pod_subnet,
+        pod_cidr_prefix=part.pod_cidr_prefix,
+        ip_configs_per_nic=part.ip_configs_per_nic,
     )
