@@ -66,6 +66,8 @@ HINTS = {
     "BlobNotFound": "no such blob: list the container for the names it holds",
     "InvalidAuthenticationInfo": "the token was refused: check the identity's client id and the token's resource "
     "(https://storage.azure.com/)",
+    "AuthenticationFailed": "the token was refused: check the identity's client id and the token's resource "
+    "(https://storage.azure.com/)",
 }
 
 
@@ -86,6 +88,7 @@ class Blob:
     md5: str | None = None
     """Base64 MD5 of the content (the blob's Content-MD5 property), when the writer set one."""
     metadata: Mapping[str, str] = field(default_factory=dict)
+    """Names in lower case: the service compares them case-insensitively and need not keep the case written."""
 
 
 def _md5() -> hashlib._Hash:
@@ -173,8 +176,8 @@ class Container:
                     "Content-MD5": md5,
                 }
                 self._call("PUT", self.url(name), f"Put Blob {name}", data, {**headers, **meta}, (201,), _discard)
-                return Blob(name, size, time.time(), md5, dict(metadata or {}))
-            return self._put_blocks(name, f, size, block, meta, dict(metadata or {}))
+                return Blob(name, size, time.time(), md5, {k.lower(): v for k, v in (metadata or {}).items()})
+            return self._put_blocks(name, f, size, block, meta, {k.lower(): v for k, v in (metadata or {}).items()})
 
     def _put_blocks(
         self, name: str, f: BinaryIO, size: int, block: int, meta: dict[str, str], metadata: dict[str, str]
@@ -245,7 +248,7 @@ class Container:
                 raise _Transient(f"MD5 {base64.b64encode(h.digest()).decode()} is not the blob's {md5}")
             modified = email.utils.parsedate_to_datetime(response.headers["Last-Modified"]).timestamp()
             meta = {
-                k[len("x-ms-meta-") :]: v for k, v in response.headers.items() if k.lower().startswith("x-ms-meta-")
+                k[len("x-ms-meta-") :].lower(): v for k, v in response.headers.items() if k.lower().startswith("x-ms-meta-")
             }
             return Blob(name, got, modified, md5, meta)
 
@@ -282,7 +285,7 @@ class Container:
                         if props is not None and props.findtext("Last-Modified")
                         else 0.0,
                         md5=(props.findtext("Content-MD5") or None) if props is not None else None,
-                        metadata={m.tag: m.text or "" for m in meta} if meta is not None else {},
+                        metadata={m.tag.lower(): m.text or "" for m in meta} if meta is not None else {},
                     )
                 )
             marker = root.findtext("NextMarker") or ""
