@@ -248,7 +248,9 @@ class Container:
                 raise _Transient(f"MD5 {base64.b64encode(h.digest()).decode()} is not the blob's {md5}")
             modified = email.utils.parsedate_to_datetime(response.headers["Last-Modified"]).timestamp()
             meta = {
-                k[len("x-ms-meta-") :].lower(): v for k, v in response.headers.items() if k.lower().startswith("x-ms-meta-")
+                k[len("x-ms-meta-") :].lower(): v
+                for k, v in response.headers.items()
+                if k.lower().startswith("x-ms-meta-")
             }
             return Blob(name, got, modified, md5, meta)
 

@@ -106,7 +106,8 @@ class Settings:
 def etcd_config(path: str) -> dict[str, str]:
     """The top-level scalar keys of etcd's YAML config file (what etcd itself reads with --config-file).
 
-    Only ``key: value`` lines at column 0 are read (quotes removed); nested mappings (TLS) are skipped.
+    Only ``key: value`` lines at column 0 are read (quotes and trailing comments removed); nested mappings
+    (TLS) are skipped. No YAML parser ships with every image's Python.
     """
     out: dict[str, str] = {}
     try:
@@ -115,15 +116,17 @@ def etcd_config(path: str) -> dict[str, str]:
     except OSError as err:
         raise BackupError(f"etcd config {path}: {err}") from None
     for line in lines:
-        m = re.match(r"^([A-Za-z0-9-]+):\s*(.*?)\s*$", line)
-        if not m or line.startswith("#"):
+        m = re.match(r"""^(['"]?)([A-Za-z0-9-]+)\1:\s*(.*?)\s*$""", line)
+        if not m:
             continue
-        value = m.group(2)
+        value = m.group(3)
         if value.startswith('"') and value.endswith('"') and len(value) >= 2:
             value = json.loads(value)
         elif value.startswith("'") and value.endswith("'") and len(value) >= 2:
             value = value[1:-1].replace("''", "'")
-        out[m.group(1)] = value
+        else:
+            value = re.sub(r"\s+#.*$", "", value)
+        out[m.group(2)] = value
     for key in ("name", "data-dir", "advertise-client-urls", "initial-cluster", "initial-cluster-token"):
         if not out.get(key):
             raise BackupError(f"etcd config {path}: no {key}: is it the file etcd runs with (--config-file)?")
