@@ -14,8 +14,8 @@ from modules.bootstrap.context import BootstrapContext, EtcdBackup, EtcdCluster
 from modules.bootstrap.host import etcd_snapshot
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.monitoring import ETCD_BACKUP_STALE_INTERVALS
-from modules.bootstrap.roles import NodeFile, Step
-from modules.bootstrap.steps import start
+from modules.bootstrap.roles import NodeFile
+from modules.bootstrap.steps import Step, start
 from modules.bootstrap.templating import render
 
 HOST_LIB = f"{PATHS.agk}/lib"
