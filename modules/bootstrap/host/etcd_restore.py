@@ -17,7 +17,7 @@ members come up as the operator restores them). Without ``--yes`` it only says w
 etcd's disaster-recovery guide: "all members should restore using the same snapshot", and a restore
 "must start a new logical cluster" (new member and cluster IDs). So the runbook stops the snapshot timer
 on every member first (then ``latest`` names the same snapshot everywhere) and restores every member.
-Where etcdutl can bump the revision (etcd >= 3.5.10: etcd-io/etcd#16029, "Restoring etcd without
+Where etcdutl can bump the revision (``--bump-revision``, etcd-io/etcd#16029; "Restoring etcd without
 breaking API guarantees", #16028), it does, so Kubernetes watchers see revisions move forward and relist.
 """
 
