@@ -84,7 +84,7 @@ class FakeBlobService:
                 return _error(404, "BlobNotFound", "The specified blob does not exist.")
             data, meta, md5 = self.blobs[name]
             if corrupt:
-                data = b"X" + data[1:]
+                data = bytes([data[0] ^ 0xFF]) + data[1:]  # never the same byte
             out = {"Last-Modified": "Tue, 01 Dec 2026 11:00:00 GMT", **{f"x-ms-meta-{k}": v for k, v in meta.items()}}
             return 200, {**out, **({"Content-MD5": md5} if md5 else {})}, data
         prefix = query.get("prefix", [""])[0]
