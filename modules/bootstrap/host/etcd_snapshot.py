@@ -25,7 +25,9 @@ by default) for the EtcdBackup* alerts.
 
 Where to upload and as whom is not in the rendered files: the account's blob URL and the identity's client
 id are tags of the VM (``agk-etcd-backup-url``, ``agk-client-id``), read from IMDS
-(``/metadata/instance/compute/tagsList``) at each run, so they can change without touching customData.
+(``/metadata/instance/compute/tagsList``, an array of ``{"name", "value"}``; *unverified here*: the
+search corpus holds no copy of Azure's IMDS reference for it) at each run, so they can change without
+touching customData.
 
 usage: python3 /opt/agk/lib/etcd_snapshot.py [--config /etc/agk/etcd-backup.json] [--force]
 """
