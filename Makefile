@@ -6,8 +6,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 APT_PACKAGES := $(shell grep -v '^\#' .ci/apt-packages.txt)
+AZURITE_DIR := tools/azurite
+AZURITE := $(AZURITE_DIR)/node_modules/.bin/azurite-blob
 
-.PHONY: plan test lint typecheck pytest bench schema schema-check tools clean
+.PHONY: plan test lint typecheck pytest bench schema schema-check tools azurite clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,10 +22,12 @@ plan: $(STAMP)
 
 # Real tools the tests drive. As root (CI, containers) they are apt-installed; otherwise the
 # tests report exactly which program is missing. kubectl comes from Debian's kubernetes-client only
-# where no kubectl is installed (a newer one from pkgs.k8s.io is as good: client-go loads the files).
+# where no kubectl is installed (a newer one from pkgs.k8s.io is as good: client-go loads the files);
+# npm (with Debian's nodejs) likewise, for Azurite.
 tools:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	command -v kubectl >/dev/null 2>&1 || missing="$$missing kubernetes-client"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "apt-get install:$$missing"; \
@@ -31,6 +35,15 @@ tools:
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	  else echo "not root: install these Debian packages for the real-tool tests:$$missing"; fi; \
 	fi
+
+# Azurite, Microsoft's Azure Storage emulator, for the blob tests: every package pinned with its hash by
+# tools/azurite/package-lock.json. Installed once; later runs need no network.
+$(AZURITE): $(AZURITE_DIR)/package.json $(AZURITE_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  npm ci --prefix $(AZURITE_DIR) --no-audit --no-fund --ignore-scripts --loglevel=error && touch $(AZURITE); \
+	else echo "not installed: npm (apt-get install npm): the Azurite tests will say so"; fi
+
+azurite: $(AZURITE)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -51,10 +64,10 @@ schema-check: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q -n 2
 
-test: tools lint typecheck schema-check pytest
+test: tools azurite lint typecheck schema-check pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(AZURITE_DIR)/node_modules

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from ipaddress import IPv4Address
 
-from infra.config import PROJECT, EtcdConfig, StackConfig
+from infra.config import BACKUP_CONTAINER, PROJECT, EtcdConfig, StackConfig
 from infra.pools import ClusterPools, PoolPlan
 from modules.bootstrap import versions
 from modules.bootstrap.config import BootstrapConfig
@@ -14,6 +14,7 @@ from modules.bootstrap.context import (
     BootstrapContext,
     ClusterImages,
     ControlPlane,
+    EtcdBackup,
     EtcdCluster,
     EtcdRole,
     Host,
@@ -46,6 +47,10 @@ def _etcd(role: EtcdRole, cluster: str, etcd: EtcdConfig, hosts: tuple[Host, ...
         quota_bytes=cfg.etcd.quota_backend_gib * GIB,
         snapshot_count=cfg.etcd.snapshot_count,
         compaction_retention=cfg.etcd.compaction_retention,
+        # Only the main etcd is backed up (EtcdConfig.backup says why the events etcd is not).
+        backup=EtcdBackup(etcd.backup.every_minutes, BACKUP_CONTAINER)
+        if role == "etcd" and etcd.backup.enabled
+        else None,
     )
 
 

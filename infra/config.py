@@ -221,16 +221,34 @@ class ApiServersConfig(_Model):
         return v
 
 
+# Snapshot intervals a wall-clock timer can keep on every member (a systemd OnCalendar repetition
+# restarts each hour or day): divisors of an hour, or whole hours that divide a day.
+BACKUP_INTERVALS = (5, 6, 10, 12, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720, 1440)
+
+
 class EtcdBackupConfig(_Model):
     """Scheduled `etcdctl snapshot save` uploads to the cluster's blob storage (container etcd-backups)."""
 
     enabled: bool = Field(default=True, description="Take and upload snapshots.")
     every_minutes: int = Field(
-        default=60, ge=5, le=1440, description="Minutes between snapshots (each member offsets its own)."
+        default=60,
+        description="Minutes between two snapshots of the cluster: one of "
+        f"{', '.join(map(str, BACKUP_INTERVALS))}. Every member has a timer at this interval, offset by "
+        "its index; the first one due uploads and the others skip while that snapshot is fresh.",
     )
     retention_days: int = Field(
         default=14, ge=1, le=365, description="Snapshots older than this are deleted (blob lifecycle policy)."
     )
+
+    @field_validator("every_minutes")
+    @classmethod
+    def _interval(cls, v: int) -> int:
+        if v not in BACKUP_INTERVALS:
+            raise ValueError(
+                f"every_minutes {v} cannot be kept by a wall-clock timer: use one of "
+                f"{', '.join(map(str, BACKUP_INTERVALS))} (a divisor of 60, or whole hours that divide 24)"
+            )
+        return v
 
 
 class EtcdConfig(_Model):

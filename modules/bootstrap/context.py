@@ -59,6 +59,16 @@ class Host:
 
 
 @dataclass(frozen=True)
+class EtcdBackup:
+    """Scheduled snapshots of one etcd cluster (modules/bootstrap/etcd_backup.py renders them)."""
+
+    every_minutes: int
+    """Minutes between two snapshots of the cluster (one member's; the members' timers are offset)."""
+    container: str
+    """Blob container of the cluster's storage account the snapshots go to."""
+
+
+@dataclass(frozen=True)
 class EtcdCluster:
     """One etcd cluster (the main one, or the separate events cluster)."""
 
@@ -72,6 +82,8 @@ class EtcdCluster:
     quota_bytes: int
     snapshot_count: int
     compaction_retention: str
+    backup: EtcdBackup | None = None
+    """None: no snapshots (backups disabled, or the events etcd, which is never backed up)."""
 
     @property
     def client_urls(self) -> tuple[str, ...]:

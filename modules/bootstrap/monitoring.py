@@ -43,6 +43,8 @@ API_THROTTLE_RATIO = 0.01
 ETCD_QUOTA_RATIO = 0.8
 ETCD_FSYNC_P99_SECONDS = 0.01
 """etcd's hardware guide: p99 WAL fsync should stay under 10 ms."""
+ETCD_BACKUP_STALE_INTERVALS = 2
+"""EtcdBackupStale: the newest snapshot is older than this many snapshot intervals (one was missed)."""
 
 ALERTS = (
     "KubeAPIServerThrottling",
@@ -55,3 +57,5 @@ ALERTS = (
     "NodeStuckInPreflight",
     "NodeNotReady",
 )
+BACKUP_ALERTS = ("EtcdBackupStale", "EtcdBackupMissing", "EtcdBackupRunFailing")
+"""Rendered when the main etcd is backed up (rules/etcd-backup.yml)."""

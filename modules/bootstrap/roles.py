@@ -345,6 +345,10 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
     )
     device = PATHS.local_nvme if etcd.storage == "local-nvme" else PATHS.azure_data_disk
     packages = ("etcd-server", "etcd-client", "prometheus-node-exporter")
+    # Scheduled snapshots to blob storage: the main etcd only, when enabled (etcd_backup.py says why).
+    from modules.bootstrap.etcd_backup import member_files
+
+    backup_files, backup_steps = member_files(ctx, etcd, name)
     return NodeBundle(
         role=etcd.role,
         name=name,
@@ -355,6 +359,7 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
             NodeFile(PATHS.etcd_config, "etcd.conf.yml", config),
             NodeFile(PATHS.unit("etcd.service.d/10-agk.conf"), "systemd/etcd.service.d/10-agk.conf", unit),
             _sysctl(ctx, etcd.role, node=False, forwarding=False),
+            *backup_files,
         ),
         secrets=secrets,
         disk=DataDisk(device, "etcd", PATHS.etcd_mount),
@@ -367,6 +372,7 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
             RELOAD_STEP,
             Step("etcd", start("etcd")),
             NODE_EXPORTER_STEP,
+            *backup_steps,
         ),
     )
 
@@ -639,6 +645,8 @@ def prometheus_config(ctx: BootstrapContext, host: Host) -> str:
 
 def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
     """rules/<group>.yml -> content."""
+    from modules.bootstrap import etcd_backup
+
     jobs = "etcd|events-etcd" if ctx.events_etcd else "etcd"
     return {
         "apiserver.yml": render(
@@ -658,6 +666,7 @@ def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
         "nodes.yml": render(
             "rules/nodes.yml.j2", preflight_key=ctx.preflight_taint_key, preflight_timeout=ctx.preflight_timeout
         ),
+        **etcd_backup.alert_rules(ctx),
     }
 
 

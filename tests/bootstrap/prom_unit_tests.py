@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.monitoring import ALERTS
+from modules.bootstrap.monitoring import ALERTS, BACKUP_ALERTS
 from modules.bootstrap.roles import alert_rules
 
 API = 'apiserver_request_total{job="kubernetes-apiservers",code="%s"}'
@@ -124,6 +124,40 @@ def _cases(domain: str, fatal_xids: tuple[int, ...]) -> dict[str, dict[str, Any]
     }
 
 
+def _backup_cases(every: int) -> dict[str, dict[str, Any]]:
+    """The etcd snapshot alerts for a snapshot interval of ``every`` minutes (samples every minute)."""
+    member = 'etcd_role="etcd",member="dev-etcd-0",instance="10.64.2.4:9100",job="control-plane-hosts"'
+    latest = f"agk_etcd_backup_latest_snapshot_timestamp_seconds{{{member}}}"
+    success = f"agk_etcd_backup_last_run_success{{{member}}}"
+    n = 2 * every + 20
+    return {
+        # The newest snapshot stays at t=0 (none since) / keeps up with the clock (one every run).
+        "EtcdBackupStale": {
+            "fire": [{"series": latest, "values": f"0x{n}"}],
+            "calm": [{"series": latest, "values": f"0+60x{n}"}],
+            "at": f"{2 * every + 10}m",
+            "labels": {"etcd_role": "etcd"},
+        },
+        "EtcdBackupMissing": {
+            "fire": [{"series": success, "values": f"0x{n}"}],
+            "calm": [{"series": latest, "values": f"0+60x{n}"}],
+            "at": f"{2 * every + 10}m",
+            "labels": {"etcd_role": "etcd"},
+        },
+        "EtcdBackupRunFailing": {
+            "fire": [{"series": success, "values": f"0x{every + 20}"}],
+            "calm": [{"series": success, "values": f"1x{every + 20}"}],
+            "at": f"{every + 10}m",
+            "labels": {
+                "etcd_role": "etcd",
+                "member": "dev-etcd-0",
+                "instance": "10.64.2.4:9100",
+                "job": "control-plane-hosts",
+            },
+        },
+    }
+
+
 def _rules(ctx: BootstrapContext) -> dict[str, dict[str, Any]]:
     rules = {}
     for text in alert_rules(ctx).values():
@@ -142,7 +176,11 @@ def unit_tests(ctx: BootstrapContext, rule_files: list[str]) -> dict[str, Any]:
     """A `promtool test rules` document with a firing and a quiet test per alert."""
     rules = _rules(ctx)
     cases = _cases(ctx.label_domain, ctx.fatal_xids)
-    assert set(cases) == set(ALERTS) == set(rules)
+    alerts = set(ALERTS)
+    if ctx.etcd.backup is not None:
+        cases |= _backup_cases(ctx.etcd.backup.every_minutes)
+        alerts |= set(BACKUP_ALERTS)
+    assert set(cases) == alerts == set(rules)
     tests = []
     for alert, case in cases.items():
         rule = rules[alert]

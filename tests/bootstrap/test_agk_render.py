@@ -35,8 +35,14 @@ def test_render_writes_every_node_file(tmp_path: Path) -> None:
         assert (role / "user-data.yaml").read_text().startswith("#cloud-config\n")
     assert yaml.safe_load((nodes / "etcd/etcd.conf.yml").read_text())["name"] == "prod-7500-etcd-0"
     assert (nodes / "etcd/by-name/prod-7500-etcd-4/etcd.conf.yml").is_file()
+    # The host programs the snapshot timer runs are written beside the units that run them.
+    assert (nodes / "etcd/lib/etcd_snapshot.py").is_file() and (
+        nodes / "etcd/systemd/agk-etcd-snapshot.timer"
+    ).is_file()
+    assert not (nodes / "events-etcd/systemd/agk-etcd-snapshot.timer").exists()
     assert sorted(p.name for p in (nodes / "prometheus/rules").iterdir()) == [
         "apiserver.yml",
+        "etcd-backup.yml",
         "etcd.yml",
         "gpu.yml",
         "nodes.yml",

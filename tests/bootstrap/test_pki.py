@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gzip
 from ipaddress import IPv4Address
 from typing import Any
 
@@ -106,7 +107,8 @@ def test_cluster_pki_resources_and_custom_data(dev: BootstrapContext) -> None:
         assert signed.inputs["allowedUses"] == ["digital_signature", "key_encipherment", "server_auth", "client_auth"]
         assert signed.inputs["caCertPem"] == "CERT dev-pki-etcd-ca\n"
         assert secret is True
-        doc = yaml.safe_load(base64.b64decode(text))
+        # gzipped: the etcd members' customData carries the host library (encode_custom_data).
+        doc = yaml.safe_load(gzip.decompress(base64.b64decode(text)))
         files = {f["path"]: f["content"] for f in doc["write_files"]}
         assert files["/etc/etcd/pki/peer.key"] == "KEY dev-pki-etcd-peer-dev-etcd-1-key\n"
         assert files["/etc/etcd/pki/server.crt"] == "CERT dev-pki-etcd-server-dev-etcd-1\n"

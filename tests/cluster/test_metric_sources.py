@@ -17,7 +17,12 @@ _KEYWORDS = {"and", "or", "unless", "bool", "offset", "group_left", "group_right
 # Metric family prefix -> where it comes from: a workload of the add-ons stack (scraped through the
 # pod job's prometheus.io annotations) or a scrape job of the Prometheus hosts.
 IN_CLUSTER = {"kube_": ("Deployment", "kube-state-metrics"), "DCGM_": ("DaemonSet", "dcgm-exporter")}
-STATIC_JOBS = {"apiserver_": "kubernetes-apiservers", "etcd_": "etcd"}
+STATIC_JOBS = {
+    "apiserver_": "kubernetes-apiservers",
+    "etcd_": "etcd",
+    # The etcd members' snapshot runs, through node-exporter's textfile collector on the fixed hosts.
+    "agk_etcd_backup_": "control-plane-hosts",
+}
 
 
 def metric_names(expr: str) -> set[str]:

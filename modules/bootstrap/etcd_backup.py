@@ -1,0 +1,117 @@
+"""What an etcd member needs for scheduled snapshots: the settings file, the unit and its timer, the host
+library they run, and the alert rules on snapshot age (pure).
+
+Only the main etcd cluster carries ``EtcdCluster.backup``; the events etcd renders none of this (its events
+expire within an hour and nothing needs them after a restore: infra/config.py ``EtcdConfig.backup``).
+How one snapshot per interval is chosen among the members: modules/bootstrap/host/etcd_snapshot.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from modules.bootstrap.context import BootstrapContext, EtcdBackup, EtcdCluster
+from modules.bootstrap.host import etcd_snapshot
+from modules.bootstrap.layout import PATHS
+from modules.bootstrap.monitoring import ETCD_BACKUP_STALE_INTERVALS
+from modules.bootstrap.roles import NodeFile
+from modules.bootstrap.steps import Step, start
+from modules.bootstrap.templating import render
+
+HOST_LIB = f"{PATHS.agk}/lib"
+"""Where the host programs (modules/bootstrap/host) are copied verbatim."""
+LIBRARY = ("imds.py", "blob.py", "etcd_snapshot.py", "etcd_restore.py")
+SNAPSHOT_UNIT = "agk-etcd-snapshot.service"
+SNAPSHOT_TIMER = "agk-etcd-snapshot.timer"
+SPOOL = "/var/lib/agk/etcd-snapshot"
+"""Snapshots are written here (the OS disk, not etcd's data disk: etcd's fsyncs keep their disk alone)."""
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+"""Debian's and Ubuntu's prometheus-node-exporter reads this directory by default
+(``--collector.textfile.directory``, built in by the package; the textfile collector is on by default)."""
+URL_TAG = "agk-etcd-backup-url"
+"""VM tag with the storage account's blob service URL (``https://<account>.blob.core.windows.net``)."""
+CLIENT_ID_TAG = "agk-client-id"
+"""VM tag with the client id of the VM's user-assigned identity (IMDS tokens name it)."""
+MIN_TIMEOUT_S = 900
+
+
+def on_calendar(every_minutes: int, index: int, members: int) -> str:
+    """systemd ``OnCalendar`` for member ``index`` of ``members``: every ``every_minutes`` on the wall clock
+    (synchronised on Azure VMs), shifted by ``index / members`` of an interval, so the members' runs are
+    spread evenly and the next member is due one offset after the first."""
+    offset = index * every_minutes * 60 // members
+    if 60 % every_minutes == 0:
+        minute, second = divmod(offset, 60)
+        repeat = f"/{every_minutes}" if every_minutes < 60 else ""
+        return f"*-*-* *:{minute:02d}{repeat}:{second:02d}"
+    if every_minutes % 60 or 24 % (every_minutes // 60):
+        raise ValueError(f"every_minutes {every_minutes}: use a divisor of 60 or whole hours that divide 24")
+    hours = every_minutes // 60
+    hour, rest = divmod(offset, 3600)
+    minute, second = divmod(rest, 60)
+    repeat = f"/{hours}" if hours < 24 else ""
+    return f"*-*-* {hour:02d}{repeat}:{minute:02d}:{second:02d}"
+
+
+def _timeout_s(backup: EtcdBackup) -> int:
+    return max(MIN_TIMEOUT_S, backup.every_minutes * 60)
+
+
+def member_files(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> tuple[tuple[NodeFile, ...], tuple[Step, ...]]:
+    """Files and boot steps for member ``name``; none when ``etcd`` is not backed up."""
+    backup = etcd.backup
+    if backup is None:
+        return (), ()
+    index = [m.name for m in etcd.members].index(name)
+    members = len(etcd.members)
+    settings = render(
+        "etcd-backup.json.j2",
+        cluster=ctx.cluster,
+        etcd_role=etcd.role,
+        members=members,
+        every_minutes=backup.every_minutes,
+        container=backup.container,
+        etcd_config=PATHS.etcd_config,
+        pki_dir=PATHS.etcd_pki,
+        spool=SPOOL,
+        textfile=f"{TEXTFILE_DIR}/agk_etcd_backup.prom",
+        url_tag=URL_TAG,
+        client_id_tag=CLIENT_ID_TAG,
+    )
+    service = render(
+        "agk-etcd-snapshot.service.j2",
+        lib=HOST_LIB,
+        settings=etcd_snapshot.SETTINGS,
+        timeout_s=_timeout_s(backup),
+        state_dirs=" ".join(d.removeprefix("/var/lib/") for d in (SPOOL, TEXTFILE_DIR)),
+    )
+    timer = render(
+        "agk-etcd-snapshot.timer.j2",
+        every_minutes=backup.every_minutes,
+        index=index,
+        members=members,
+        calendar=on_calendar(backup.every_minutes, index, members),
+    )
+    host = Path(__file__).parent / "host"
+    files = (
+        NodeFile(etcd_snapshot.SETTINGS, "etcd-backup.json", settings),
+        NodeFile(PATHS.unit(SNAPSHOT_UNIT), f"systemd/{SNAPSHOT_UNIT}", service),
+        NodeFile(PATHS.unit(SNAPSHOT_TIMER), f"systemd/{SNAPSHOT_TIMER}", timer),
+        *(NodeFile(f"{HOST_LIB}/{lib}", f"lib/{lib}", (host / lib).read_text()) for lib in LIBRARY),
+    )
+    return files, (Step("etcd-backup-timer", start(SNAPSHOT_TIMER)),)
+
+
+def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
+    """rules/etcd-backup.yml when the main etcd is backed up."""
+    backup = ctx.etcd.backup
+    if backup is None:
+        return {}
+    text = render(
+        "rules/etcd-backup.yml.j2",
+        etcd_role=ctx.etcd.role,
+        every_minutes=backup.every_minutes,
+        stale_intervals=ETCD_BACKUP_STALE_INTERVALS,
+        stale_seconds=ETCD_BACKUP_STALE_INTERVALS * backup.every_minutes * 60,
+    )
+    return {"etcd-backup.yml": text}

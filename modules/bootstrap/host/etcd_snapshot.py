@@ -1,0 +1,400 @@
+"""One scheduled snapshot of the main etcd cluster, taken on this member and uploaded to the cluster's blob
+storage with the host's managed identity (stdlib only; Python 3.10; runs as ``agk-etcd-snapshot.service``).
+
+Who uploads: every member's timer fires once per ``every_minutes``, the members' timers offset by
+``index * every_minutes / members``. A run first lists the cluster's snapshots; if the newest is younger
+than the interval (less half a member's offset, so timer jitter never makes two members upload for one
+interval), it skips. So normally one member (the first due) uploads per interval, and when that member is
+down or failing, the next member's timer takes over within one offset. No leader election, and the
+snapshot load lands on whichever member is due rather than always on the leader. Any member's snapshot
+holds the whole keyspace: etcd's "snapshot save" streams the member's committed backend.
+
+Layout: ``<container>/<cluster>/<etcd role>/<UTC time>-<member>.db``: names sort by time across members,
+so the newest snapshot is the last name of one List Blobs on ``<cluster>/<etcd role>/``. The lifecycle
+policy's prefix is the container (``etcd-backups/``): it expires every snapshot after the retention days.
+
+The events etcd is not backed up (infra/config.py ``EtcdConfig.backup``): events expire within an hour
+and nothing needs them after a restore, so no timer is rendered there.
+
+Steps: ``etcdctl snapshot save`` from this member's client URL with the health-check client certificate
+(any certificate of the etcd CA may read: client-cert-auth without etcd RBAC), then ``snapshot status``
+(``etcdutl`` where etcd >= 3.5 ships it, else ``etcdctl``, as Ubuntu's 3.4 packages), which reads the file
+back and checks its hash, then the upload (blob.py: MD5 per request and for the whole blob). The result goes
+to a node-exporter textfile (Debian's and Ubuntu's package reads ``/var/lib/prometheus/node-exporter``
+by default) for the EtcdBackup* alerts.
+
+Where to upload and as whom is not in the rendered files: the account's blob URL and the identity's client
+id are tags of the VM (``agk-etcd-backup-url``, ``agk-client-id``), read from IMDS
+(``/metadata/instance/compute/tagsList``, an array of ``{"name", "value"}``; *unverified here*: the
+search corpus holds no copy of Azure's IMDS reference for it) at each run, so they can change without
+touching customData.
+
+usage: python3 /opt/agk/lib/etcd_snapshot.py [--config /etc/agk/etcd-backup.json] [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+if __package__:
+    from . import blob, imds
+else:  # /opt/agk/lib on the hosts (python3 /opt/agk/lib/etcd_snapshot.py)
+    import blob  # type: ignore[import-not-found,no-redef]
+    import imds  # type: ignore[import-not-found,no-redef]
+
+SETTINGS = "/etc/agk/etcd-backup.json"
+STAMP = "%Y%m%dT%H%M%SZ"
+_NAME = re.compile(r"^(?P<stamp>\d{8}T\d{6}Z)-(?P<member>[A-Za-z0-9-]+)\.db$")
+METRIC = "agk_etcd_backup"
+UTC = timezone.utc  # noqa: UP017 (datetime.UTC is 3.11; the oldest host image runs 3.10)
+
+
+class BackupError(Exception):
+    """The run failed: one line saying where and why (the unit's journal and the metrics carry it)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """``/etc/agk/etcd-backup.json`` (rendered from etcd-backup.json.j2), plus optional overrides."""
+
+    cluster: str
+    etcd_role: str
+    members: int
+    every_minutes: int
+    container: str
+    etcd_config: str
+    cacert: str
+    cert: str
+    key: str
+    spool: str
+    textfile: str
+    url_tag: str
+    client_id_tag: str
+    imds: str = imds.ENDPOINT
+    account_url: str | None = None
+    """Blob service URL; None: the VM's ``url_tag`` tag."""
+    client_id: str | None = None
+    """The identity's client id; None: the VM's ``client_id_tag`` tag."""
+    cafile: str | None = None
+    """A CA to trust besides the system's (the tests' storage emulator)."""
+
+    @classmethod
+    def load(cls, path: str) -> Settings:
+        try:
+            with open(path) as f:
+                raw = json.load(f)
+            return cls(**raw)
+        except (OSError, ValueError, TypeError) as err:
+            raise BackupError(f"{path}: {err}: it is rendered by agk (etcd-backup.json.j2)") from None
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.cluster}/{self.etcd_role}/"
+
+
+def etcd_config(path: str) -> dict[str, str]:
+    """The top-level scalar keys of etcd's YAML config file (what etcd itself reads with --config-file).
+
+    Only ``key: value`` lines at column 0 are read (quotes and trailing comments removed); nested mappings
+    (TLS) are skipped. No YAML parser ships with every image's Python.
+    """
+    out: dict[str, str] = {}
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as err:
+        raise BackupError(f"etcd config {path}: {err}") from None
+    for line in lines:
+        m = re.match(r"""^(['"]?)([A-Za-z0-9-]+)\1:\s*(.*?)\s*$""", line)
+        if not m:
+            continue
+        value = m.group(3)
+        if value.startswith('"') and value.endswith('"') and len(value) >= 2:
+            value = json.loads(value)
+        elif value.startswith("'") and value.endswith("'") and len(value) >= 2:
+            value = value[1:-1].replace("''", "'")
+        else:
+            value = re.sub(r"\s+#.*$", "", value)
+        out[m.group(2)] = value
+    for key in ("name", "data-dir", "advertise-client-urls", "initial-cluster", "initial-cluster-token"):
+        if not out.get(key):
+            raise BackupError(f"etcd config {path}: no {key}: is it the file etcd runs with (--config-file)?")
+    return out
+
+
+def instance_tags(endpoint: str, tries: int = 5) -> dict[str, str]:
+    """The VM's tags from IMDS (``compute/tagsList``: an array of ``{"name", "value"}``)."""
+    url = f"{endpoint.rstrip('/')}/metadata/instance/compute/tagsList?api-version=2021-02-01&format=json"
+    request = urllib.request.Request(url, headers={"Metadata": "true"})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # IMDS is never proxied
+    last = ""
+    for attempt in range(tries):
+        if attempt:
+            time.sleep(min(2**attempt, 30))
+        try:
+            with opener.open(request, timeout=30) as response:
+                return {t["name"]: t["value"] for t in json.loads(response.read())}
+        except urllib.error.HTTPError as err:
+            last = f"HTTP {err.code} {err.reason}"
+            if err.code not in imds.RETRIED:
+                break
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            last = f"{type(err).__name__}: {err}"
+    raise BackupError(f"IMDS tags ({url}): {last}")
+
+
+def storage(s: Settings) -> blob.Container:
+    """The snapshot container, as this host's identity."""
+    account_url, client_id = s.account_url, s.client_id
+    if account_url is None or client_id is None:
+        tags = instance_tags(s.imds)
+        account_url = account_url or tags.get(s.url_tag)
+        client_id = client_id or tags.get(s.client_id_tag)
+        missing = [t for t, v in ((s.url_tag, account_url), (s.client_id_tag, client_id)) if not v]
+        if missing:
+            raise BackupError(
+                f"this VM has no tag {' or '.join(missing)}: the cluster stack tags etcd members with the "
+                "storage account's blob URL and their identity's client id (pulumi up)"
+            )
+    assert account_url and client_id
+    cid = client_id
+    return blob.Container(
+        account_url, s.container, lambda: imds.token(imds.STORAGE, cid, endpoint=s.imds), cafile=s.cafile
+    )
+
+
+def blob_name(s: Settings, member: str, taken: float) -> str:
+    return f"{s.prefix}{datetime.fromtimestamp(taken, UTC).strftime(STAMP)}-{member}.db"
+
+
+def taken_at(name: str) -> float | None:
+    """When the snapshot named ``name`` was taken (from its name), or None for a name not of this layout."""
+    m = _NAME.match(name.rsplit("/", 1)[-1])
+    if not m:
+        return None
+    return datetime.strptime(m.group("stamp"), STAMP).replace(tzinfo=UTC).timestamp()
+
+
+def snapshots(container: blob.Container, s: Settings) -> list[blob.Blob]:
+    """This etcd cluster's snapshots, oldest first."""
+    return [b for b in container.list(s.prefix) if taken_at(b.name) is not None]
+
+
+def due(latest: float | None, now: float, every_minutes: int, members: int) -> bool:
+    """Whether this run should upload: no snapshot yet, or the newest is at least an interval old less
+    half a member's offset (the next member is due one offset, ``interval / members``, later)."""
+    if latest is None:
+        return True
+    interval = every_minutes * 60
+    return now - latest >= interval - interval / (2 * members)
+
+
+def tool(name: str) -> str | None:
+    return shutil.which(name) or shutil.which(name, path="/usr/bin:/usr/local/bin")
+
+
+def etcd_env() -> dict[str, str]:
+    # etcdctl 3.3 and older default to the v2 API; 3.4+ ignore the setting unless it says 2.
+    return {**os.environ, "ETCDCTL_API": "3"}
+
+
+def _run(argv: list[str], what: str) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, env=etcd_env(), check=False)
+    except OSError as err:
+        raise BackupError(f"{what}: {err}") from None
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()
+        raise BackupError(f"{what}: exit {done.returncode}: {tail[-1] if tail else 'no output'}")
+    return done.stdout
+
+
+def snapshot_status(path: str) -> dict[str, int]:
+    """``snapshot status -w json`` (hash, revision, totalKey, totalSize): reads the whole file and checks it."""
+    util = tool("etcdutl")
+    ctl = tool("etcdctl")
+    if util is None and ctl is None:
+        raise BackupError("neither etcdutl nor etcdctl is installed: apt-get install etcd-client")
+    argv = (
+        [util, "snapshot", "status", path, "-w", "json"]
+        if util
+        else [str(ctl), "snapshot", "status", path, "-w", "json"]
+    )
+    out = _run(argv, f"snapshot status {path}")
+    try:
+        status = json.loads(out)
+        return {k: int(status[k]) for k in ("hash", "revision", "totalKey", "totalSize")}
+    except (ValueError, KeyError, TypeError):
+        raise BackupError(f"snapshot status {path}: unreadable output {out[:200]!r}") from None
+
+
+def save(s: Settings, conf: dict[str, str], dest: str, timeout_s: int) -> None:
+    ctl = tool("etcdctl")
+    if ctl is None:
+        raise BackupError("etcdctl is not installed: apt-get install etcd-client")
+    endpoint = conf["advertise-client-urls"].split(",")[0]
+    _run(
+        [
+            ctl,
+            f"--endpoints={endpoint}",
+            f"--cacert={s.cacert}",
+            f"--cert={s.cert}",
+            f"--key={s.key}",
+            "--dial-timeout=10s",
+            f"--command-timeout={timeout_s}s",
+            "snapshot",
+            "save",
+            dest,
+        ],
+        f"etcdctl snapshot save from {endpoint}",
+    )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    uploaded: str | None
+    """The blob written, or None when another member's snapshot was fresh."""
+    latest: float
+    """When the newest snapshot in storage was taken."""
+    size: int = 0
+    seconds: float = 0.0
+    revision: int = 0
+    keys: int = 0
+
+
+def run(
+    s: Settings, *, now: float | None = None, force: bool = False, container: blob.Container | None = None
+) -> Outcome:
+    """List, maybe snapshot and upload; raises BackupError with the reason."""
+    now = time.time() if now is None else now
+    conf = etcd_config(s.etcd_config)
+    member = conf["name"]
+    container = container or storage(s)
+    held = snapshots(container, s)
+    latest = taken_at(held[-1].name) if held else None
+    if not force and not due(latest, now, s.every_minutes, s.members):
+        assert latest is not None
+        return Outcome(None, latest)
+    os.makedirs(s.spool, mode=0o700, exist_ok=True)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=s.spool) as work:
+        path = os.path.join(work, "snapshot.db")
+        save(s, conf, path, timeout_s=max(600, s.every_minutes * 60))
+        status = snapshot_status(path)
+        name = blob_name(s, member, now)
+        size = os.path.getsize(path)
+        container.put(
+            name,
+            path,
+            {
+                "member": member,
+                "revision": str(status["revision"]),
+                "totalkeys": str(status["totalKey"]),
+                "hash": str(status["hash"]),
+            },
+        )
+    return Outcome(name, now, size, time.monotonic() - started, status["revision"], status["totalKey"])
+
+
+def _previous(path: str) -> dict[str, float]:
+    """This member's last metrics (a failed run carries the newest known snapshot time forward)."""
+    out: dict[str, float] = {}
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+        for line in lines:
+            m = re.match(rf"^({METRIC}_[a-z_]+)\{{[^}}]*\}} (\S+)$", line)
+            if m:
+                out[m.group(1)] = float(m.group(2))
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def write_metrics(s: Settings, member: str, now: float, outcome: Outcome | None) -> None:
+    """The textfile node-exporter serves: written beside it and renamed, so a scrape never sees half."""
+    before = _previous(s.textfile)
+    values: dict[str, tuple[str, float | None]] = {
+        "latest_snapshot_timestamp_seconds": (
+            "When the newest snapshot of this etcd cluster in blob storage was taken (as this member last saw it).",
+            outcome.latest if outcome else before.get(f"{METRIC}_latest_snapshot_timestamp_seconds"),
+        ),
+        "last_run_timestamp_seconds": ("When this member's snapshot timer last ran.", now),
+        "last_run_success": (
+            "1 if this member's last run listed storage and, when due, uploaded; else 0.",
+            1.0 if outcome else 0.0,
+        ),
+        "last_upload_bytes": (
+            "Size of the last snapshot this member uploaded.",
+            float(outcome.size) if outcome and outcome.uploaded else before.get(f"{METRIC}_last_upload_bytes"),
+        ),
+        "last_upload_duration_seconds": (
+            "Seconds this member's last upload took, snapshot included.",
+            outcome.seconds if outcome and outcome.uploaded else before.get(f"{METRIC}_last_upload_duration_seconds"),
+        ),
+    }
+    labels = f'etcd_role="{s.etcd_role}",member="{member}"'
+    lines = []
+    for name, (help_text, value) in values.items():
+        if value is None:
+            continue
+        lines += [
+            f"# HELP {METRIC}_{name} {help_text}",
+            f"# TYPE {METRIC}_{name} gauge",
+            f"{METRIC}_{name}{{{labels}}} {value:.17g}",
+        ]
+    folder = os.path.dirname(s.textfile)
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".agk_etcd_backup.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, s.textfile)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Snapshot this etcd member to blob storage when one is due.")
+    parser.add_argument("--config", default=SETTINGS, help=f"settings (default {SETTINGS})")
+    parser.add_argument("--force", action="store_true", help="upload even if a fresh snapshot exists")
+    args = parser.parse_args(argv)
+    now = time.time()
+    try:
+        s = Settings.load(args.config)
+    except BackupError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    member = "unknown"
+    try:
+        member = etcd_config(s.etcd_config)["name"]
+        outcome = run(s, now=now, force=args.force)
+    except (BackupError, blob.BlobError, imds.TokenError) as err:
+        write_metrics(s, member, now, None)
+        print(f"error: etcd snapshot of {member}: {err}", file=sys.stderr)
+        return 1
+    write_metrics(s, member, now, outcome)
+    if outcome.uploaded:
+        print(
+            f"uploaded {outcome.uploaded}: {outcome.size} bytes, revision {outcome.revision}, "
+            f"{outcome.keys} keys, {outcome.seconds:.1f} s"
+        )
+    else:
+        stamp = datetime.fromtimestamp(outcome.latest, UTC).strftime(STAMP)
+        print(f"skipped: the newest snapshot ({stamp}) is fresh; the next member due takes the next one")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
