@@ -20,7 +20,6 @@ from policy_fixtures import (
 
 from policies.pack import POLICIES
 
-
 POD_IPS, SURGE = 10, 1
 """The fixture pool's (policy_fixtures.vmss tags): what the policies count per scale set."""
 
