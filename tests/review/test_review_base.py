@@ -61,7 +61,7 @@ def test_plan_json_lists_changes_and_the_blast_radius(base: Path, renamed: Path)
     assert (code, err) == (0, "")
     body = json.loads(out)
     assert body["base"] == str(base / "dev" / "state.json")
-    assert body["change_counts"] == {"create": 15, "update": 0, "replace": 0, "delete": 15}
+    assert body["change_counts"] == {"create": 17, "update": 0, "replace": 0, "delete": 17}
     for change in body["changes"]:
         assert {"urn", "type", "action", "keys"} <= set(change)
     scale_set = next(c for c in body["changes"] if c["type"] == "azure-native:compute:VirtualMachineScaleSet")
@@ -102,7 +102,7 @@ def test_plan_md_leads_with_the_blast_radius(base: Path, renamed: Path, tmp_path
         "- 1 subnet in use removed: gpu-h100 10.16.1.0/24 -> gone (155 IP configurations, 4 machines)",
         "- API endpoint: unaffected",
     ]
-    assert f"#### Changes against `{base / 'dev' / 'state.json'}`: 15 to create, 15 to delete" in lines
+    assert f"#### Changes against `{base / 'dev' / 'state.json'}`: 17 to create, 17 to delete" in lines
     assert "| delete | `VirtualMachineScaleSet` | `h100-00` |  |" in lines
 
 
