@@ -12,11 +12,11 @@ import yaml
 
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.roles import ROLES, bundle, mangle_rules, names
 from modules.bootstrap.delivery import PARTS, document, encode, placeholder_pems
 from modules.bootstrap.host import bundle as host_bundle
 from modules.bootstrap.host.boot import HOST_CONFIG, LIB, STAGE0
 from modules.bootstrap.host.vault import SECRET_LIMIT
+from modules.bootstrap.roles import ROLES, bundle, mangle_rules, names
 from modules.bootstrap.userdata import (
     AZURE_CUSTOM_DATA_LIMIT,
     encode_custom_data,
