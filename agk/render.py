@@ -1,14 +1,18 @@
 """`agk render`: every file a node or the cluster receives, written for inspection and the real tools.
 
-``DIR/nodes/<role>/user-data.yaml`` is the cloud-config of the role's first host (or pool) with
-the files it installs beside it (``etcd.conf.yml``, ``rules/*.yml``, ``iptables/mangle.rules``,
-...); further hosts and pools of the role go to ``DIR/nodes/<role>/by-name/<name>/``. Private
-keys never leave a deploy: offline user-data carries named placeholders where ClusterPki's PEMs go.
+``DIR/nodes/<role>/user-data.yaml`` is the cloud-config of the role's first host (or pool): the small
+stable bootstrap, with named placeholders for what only a deploy knows (the vault, the secret, the
+identity). ``bundle.json`` beside it is the document its Key Vault secret holds (every file, the boot
+steps, the restart map), and the files it installs are written out too (``etcd.conf.yml``,
+``rules/*.yml``, ``iptables/mangle.rules``, ...); further hosts and pools of the role go to
+``DIR/nodes/<role>/by-name/<name>/``. Private keys never leave a deploy: the bundle carries named
+placeholders where ClusterPki's PEMs go.
 ``DIR/manifests/NNN-<kind>-<name>.yaml`` holds every Kubernetes object, one per file.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +21,9 @@ import yaml
 from infra.config import load_stack
 from infra.prepare import prepare_cluster
 from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.delivery import document, placeholder_pems
 from modules.bootstrap.roles import ROLES, NodeBundle, bundle, names
-from modules.bootstrap.userdata import placeholder_secrets, render_user_data
+from modules.bootstrap.userdata import offline_host, render_user_data
 from modules.cluster.manifests import render_manifests
 from modules.cluster.spec import AddonsSpec
 from modules.errors import AgkError
@@ -35,8 +40,13 @@ def render_nodes(ctx: BootstrapContext, out: Path) -> list[Path]:
 
 
 def _write_node(ctx: BootstrapContext, node: NodeBundle, where: Path) -> list[Path]:
-    files = {"user-data.yaml": render_user_data(ctx, node, placeholder_secrets(node))}
-    files.update({f.rel: f.content for f in node.files})
+    doc = document(node, placeholder_pems(node))
+    contents = {f["path"]: f["content"] for f in doc["files"]}
+    files = {
+        "user-data.yaml": render_user_data(ctx, node, offline_host(ctx, node)),
+        "bundle.json": json.dumps(doc, indent=2, sort_keys=True) + "\n",
+    }
+    files.update({f.rel: contents[f.path] for f in node.files})
     paths = []
     for rel, text in files.items():
         path = where / rel

@@ -6,14 +6,13 @@ resource is constructed, so bad input never leaves a half-built graph.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pulumi
-from pulumi_azure_native import authorization, resources
+from pulumi_azure_native import authorization, managedidentity, resources
 
 from infra.addresses import StackPlan, deployed_subnets, hub_stack_name, limits_for, plan_stack
 from infra.config import BACKUP_CONTAINER, PROJECT, StackConfig, parse_config, resource_group_name
@@ -28,16 +27,18 @@ from modules.azure.control_plane import ControlPlane, ControlPlaneArgs, EtcdGrou
 from modules.azure.hosts import NatHost, NatHostArgs, PrometheusHosts, PrometheusHostsArgs
 from modules.azure.hub import HubNetwork, HubNetworkArgs
 from modules.azure.identities import ClusterIdentities, ClusterIdentitiesArgs
-from modules.azure.keyvault import ClusterVault, ClusterVaultArgs, VaultSecret, vault_name
+from modules.azure.keyvault import ClusterVault, ClusterVaultArgs, vault_name
 from modules.azure.node_pool import NodePool, NodePoolArgs
 from modules.azure.nsg import Rule
 from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import ClusterStorage, ClusterStorageArgs, Grant, account_name
-from modules.bootstrap.customdata import custom_data
+from modules.azure.vm import IdentityBound
+from modules.bootstrap.customdata import bundle_parts, custom_data
+from modules.bootstrap.delivery import check_sizes
 from modules.bootstrap.kubeconfig import admin_kubeconfig
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
-from modules.bootstrap.roles import Role, bundle, names
+from modules.bootstrap.roles import Role
 from modules.sizing.recommend import etcd_iops
 
 # The other stacks of the network (hub, sibling spokes) are read from their files: Pulumi's
@@ -172,30 +173,25 @@ def _grants(prep: ClusterPrep, pools: Mapping[str, NodePool]) -> dict[str, list[
     return grants
 
 
-def _pki_json(prep: ClusterPrep, pki: ClusterPki, role: Role, name: str) -> pulumi.Output[str]:
-    """The PKI material host (or pool) ``name`` boots with, as one JSON object (secret name to PEM)."""
-    needed = {s.secret: pki.secrets[s.secret] for s in bundle(prep.bootstrap, role, name).secrets}
-    return pulumi.Output.all(**needed).apply(lambda pems: json.dumps(pems, sort_keys=True))
+def host_boot(prep: ClusterPrep, pki: ClusterPki, keys: ClusterVault, role: Role, name: str) -> IdentityBound:
+    """customData of fixed host (or pool) ``name``, made once its identity exists: its bundle goes into
+    its own secret, readable by that identity alone, and the machine waits for the grant and for the
+    vault's private endpoint and DNS, so its first fetch can succeed (it retries anyway)."""
+    key = name if role not in ("gpu-node", "system-node") else f"pool-{name}"
 
-
-def host_secrets(prep: ClusterPrep, pki: ClusterPki, principals: Mapping[str, pulumi.Input[str]]) -> list[VaultSecret]:
-    """One secret per fixed host, readable only by that host's identity."""
-    fixed: tuple[Role, ...] = ("apiserver", "etcd", "events-etcd", "prometheus", "nat")
-    roles = {host: role for role in fixed for host in names(prep.bootstrap, role)}
-    return [
-        VaultSecret(f"{host}-pki", _pki_json(prep, pki, roles[host], host), {host: principal})
-        for host, principal in principals.items()
-    ]
-
-
-def pool_secrets(prep: ClusterPrep, pki: ClusterPki, principals: Mapping[str, pulumi.Input[str]]) -> list[VaultSecret]:
-    """One secret per pool, readable by the pool's identity (every node of the pool boots the same)."""
-    return [
-        VaultSecret(
-            f"pool-{pool.name}-pki", _pki_json(prep, pki, pool.role, pool.name), {pool.name: principals[pool.name]}
+    def bind(identity: managedidentity.UserAssignedIdentity) -> pulumi.Output[str]:
+        made = keys.reader_secret(key, bundle_parts(prep.bootstrap, pki, role, name), identity.principal_id)
+        return custom_data(
+            prep.bootstrap,
+            role,
+            name,
+            vault_uri=keys.uri,
+            secret_name=made.name,
+            client_id=identity.client_id,
+            after=[*(g.id for g in made.grants), *(r.urn for r in keys.ready)],
         )
-        for pool in prep.pools.pools.values()
-    ]
+
+    return IdentityBound(f"{role} {name}", bind)
 
 
 def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
@@ -203,6 +199,9 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
     cluster = config.cluster
     assert cluster is not None
     sizes, addresses = prep.sizes, prep.addresses
+    # Every bundle must fit its Key Vault secret: checked with certificates of the real size before
+    # anything is built, so an oversized one fails the plan naming its host.
+    check_sizes(prep.bootstrap)
     _, ctx = context(stack, config)
     hub_ref = pulumi.StackReference(f"{PROJECT}-hub", stack_name=cluster.hub_stack)
     hub = HubRef(
@@ -228,13 +227,28 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
     )
     subnet, ready = spoke.subnet_refs, spoke.ready
     pki = ClusterPki(f"{cluster.name}-pki", ClusterPkiArgs(spec=pki_spec(prep.bootstrap)))
+    client = authorization.get_client_config_output()
+    location = config.location or ""
+    keys = ClusterVault(
+        f"{cluster.name}-keys",
+        ClusterVaultArgs(
+            ctx=ctx,
+            vault_name=client.subscription_id.apply(lambda sub: vault_name(cluster.name, sub, location, stack)),
+            tenant_id=client.tenant_id,
+            endpoint_subnet_id=subnet["endpoints"],
+            vnet_id=spoke.id,
+            dns_zone_id=hub.vault_dns_zone_id,
+            dns_resource_group_name=hub.resource_group_name,
+            depends_on=ready,
+        ),
+    )
     roles: dict[Role, Mapping[str, object]] = {
         "apiserver": addresses.apiservers,
         "etcd": addresses.etcd,
         "events-etcd": addresses.events_etcd,
         "prometheus": addresses.prometheus,
     }
-    boot = {host: custom_data(prep.bootstrap, pki, role, host) for role, hosts in roles.items() for host in hosts}
+    boot = {host: host_boot(prep, pki, keys, role, host) for role, hosts in roles.items() for host in hosts}
     nodes = prep.pools.peak_nodes
     groups = [("etcd", cluster.etcd, addresses.etcd)]
     if cluster.events_etcd is not None:
@@ -280,7 +294,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         ),
     )
     nat_host = f"{cluster.name}-nat-0"
-    nat = NatHost(
+    NatHost(
         f"{cluster.name}-nat",
         NatHostArgs(
             ctx=ctx,
@@ -288,7 +302,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             address=str(addresses.nat),
             subnet_id=subnet["nat"],
             vm_size=cluster.nat.vm_size,
-            custom_data=custom_data(prep.bootstrap, pki, "nat", nat_host),
+            custom_data=host_boot(prep, pki, keys, "nat", nat_host),
             service_cidr=str(addresses.service_cidr),
             hub_route_table_name=hub.route_table_name,
             hub_resource_group_name=hub.resource_group_name,
@@ -314,7 +328,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
                 pod_ips=pool.pod_ips,
                 surge=pool.surge,
                 os_disk_gib=pool.os_disk_gib,
-                custom_data=custom_data(prep.bootstrap, pki, pool.role, pool.name),
+                custom_data=host_boot(prep, pki, keys, pool.role, pool.name),
                 zone=pool.zone,
                 image="gpu" if pool.role == "gpu-node" else "general",
                 depends_on=ready,
@@ -327,21 +341,6 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         if pool.role == "gpu-node":
             for set_name, set_id in node_pools[pool.name].scale_set_refs.items():
                 controllers.grant_replacer(set_name, set_id)
-    keys = ClusterVault(
-        f"{cluster.name}-keys",
-        ClusterVaultArgs(
-            ctx=ctx,
-            vault_name=client.subscription_id.apply(lambda sub: vault_name(cluster.name, sub, location, stack)),
-            tenant_id=client.tenant_id,
-            endpoint_subnet_id=subnet["endpoints"],
-            vnet_id=spoke.id,
-            dns_zone_id=hub.vault_dns_zone_id,
-            dns_resource_group_name=hub.resource_group_name,
-            secrets=host_secrets(prep, pki, {**control.identities, **prometheus.identities, nat_host: nat.principal_id})
-            + pool_secrets(prep, pki, {name: p.principal_id for name, p in node_pools.items()}),
-            depends_on=ready,
-        ),
-    )
     backup = cluster.etcd.backup
     # Each etcd member writes its own snapshots; nothing else can (Contributor on this container only).
     backup_grants = {

@@ -1,23 +1,34 @@
-"""The cluster's Key Vault: where every host's certificates, keys and files live instead of customData.
+"""The cluster's Key Vault: where every host's bundle (its files, certificates and keys) lives instead of customData.
 
 Azure refuses to change a VM's customData after creation (PropertyChangeNotAllowed; the provider does
 not replace the VM: pulumi-azure-native#577), and customData is readable by anyone who can read the
-VM model. So customData stays a small, stable bootstrap, and what rotates lives here: one secret per
-host (or pool), whose new versions a host picks up on its own timer. RBAC authorization (set
-explicitly: the default changed with API 2026-02-01), no public network access (the hosts read
-through a private endpoint), and each host's identity may read only its own secret (Key Vault Secrets
-User scoped to that secret: key-vault/general/rbac-guide). Secrets are written through ARM
-(``Microsoft.KeyVault/vaults/secrets``), so `pulumi up` needs no data-plane access to the vault.
+VM model. So customData stays a small, stable bootstrap, and what changes lives here: one secret per
+fixed host (or pool) holding its bundle, whose new versions the host picks up on its agk-sync.timer
+(modules/bootstrap/host/sync.py). RBAC authorization (set explicitly: the default changed with API
+2026-02-01), no public network access (the hosts read through a private endpoint), and each host's
+identity may read only its own secret (Key Vault Secrets User scoped to that secret:
+key-vault/general/rbac-guide). Secrets are written through ARM (``Microsoft.KeyVault/vaults/secrets``,
+which Azure lets through the vault's firewall: MicrosoftDocs/azure-docs#68668), so `pulumi up` needs no
+data-plane access to the vault.
+
+Deleting a secret is another matter: pulumi-azure-native deletes ``keyvault:Secret`` through the data
+plane (provider/pkg/resources/customresources/custom_keyvault.go: "DELETE is implemented via the
+KeyVault 'data plane' API, because it isn't available via ARM"), which this vault refuses from outside
+its network. Every secret is therefore ``retain_on_delete``: removing a host or pool (or `pulumi destroy`)
+forgets its secret instead of failing, and the secret stays in the vault, readable by nobody once its
+role assignment (an ARM resource) is gone. A secret's name carries a digest of its reader's principal
+id, so a host or pool added again under an old name (a new identity) gets a new secret and never
+collides with the one left behind (the provider refuses to create a resource that already exists).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_azure_native import keyvault, network
+from pulumi_azure_native import authorization, keyvault, network
 
 from modules.azure.context import DeployContext
 from modules.azure.dns import link_vnet
@@ -26,7 +37,6 @@ from modules.azure.rbac import grant
 VAULT_ZONE = "privatelink.vaultcore.azure.net"
 SECRETS_USER = ("Key Vault Secrets User", "4633458b-17de-408a-b874-0445c86b69e6")
 """Built-in role: read secret contents (RBAC vaults only): azure/role-based-access-control/built-in-roles."""
-SECRETS_OFFICER = ("Key Vault Secrets Officer", "b86a8fe4-44ce-4948-aee5-eccb2c155cd7")
 
 
 def vault_name(cluster: str, subscription_id: str, location: str, stack: str) -> str:
@@ -37,16 +47,21 @@ def vault_name(cluster: str, subscription_id: str, location: str, stack: str) ->
     return f"agk{base}-{digest}"
 
 
-@dataclass(frozen=True)
-class VaultSecret:
-    """One secret and the identities that may read it."""
+def secret_name(key: str, principal_id: str) -> str:
+    """``<key>-<8 hex>``: 1-127 letters, digits and '-' (Key Vault object names), never reused by a
+    later identity under the same key."""
+    return f"{key}-{hashlib.sha256(principal_id.encode()).hexdigest()[:8]}"
 
-    name: str
-    """Secret name (1-127 letters, digits and '-')."""
-    value: pulumi.Input[str]
-    """Its content (a Pulumi secret)."""
-    readers: Mapping[str, pulumi.Input[str]]
-    """Stable key (host or pool) to the principal id of a managed identity that reads it."""
+
+@dataclass(frozen=True)
+class ReaderSecret:
+    """One host's (or pool's) bundle secrets, ``<name>``, ``<name>-2``, ..., and the grants that let its
+    identity read each of them."""
+
+    secrets: tuple[keyvault.Secret, ...]
+    name: pulumi.Output[str]
+    """The first secret's name (the host finds the others from it)."""
+    grants: tuple[authorization.RoleAssignment, ...]
 
 
 @dataclass(frozen=True)
@@ -65,23 +80,32 @@ class ClusterVaultArgs:
     """The hub's privatelink.vaultcore.azure.net zone."""
     dns_resource_group_name: pulumi.Input[str]
     """The hub's resource group."""
-    secrets: Sequence[VaultSecret]
-    """Every secret, each with its readers."""
     purge_protection: bool = True
-    """Deleted secrets stay recoverable for the retention period (irreversible once on)."""
+    """Deleted secrets and the vault itself stay recoverable, and unpurgeable, for the retention period.
+    Irreversible once on ("Enabling this functionality is irreversible - that is, the property does not
+    accept false as its value": KeyVaultProperties.EnablePurgeProtection), so off is sent as unset. Off
+    suits a throwaway stack: after `pulumi destroy`, `az keyvault purge` frees the name at once."""
+    soft_delete_retention_days: int = 90
+    """7-90 days a deleted vault keeps its name (and, with purge protection, cannot be purged)."""
     depends_on: Sequence[pulumi.Resource] = ()
     """Wait for these (the VNet's last subnet) before creating the private endpoint and DNS link."""
 
 
 class ClusterVault(pulumi.ComponentResource):
+    """The vault, its private endpoint and DNS; hosts add their secrets with ``reader_secret`` once their
+    identities exist (the secrets and grants are children of this component)."""
+
     id: pulumi.Output[str]
     name: pulumi.Output[str]
     uri: pulumi.Output[str]
-    secrets: pulumi.Output[dict[str, str]]
-    """Secret name to its ARM id."""
+    ready: tuple[pulumi.Resource, ...]
+    """The private endpoint, its DNS zone group and the VNet link: a host's first fetch needs all three."""
+    secrets: dict[str, ReaderSecret]
+    """Key (host, ``pool-<pool>``) to its secret, as added so far."""
 
     def __init__(self, name: str, args: ClusterVaultArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("agk:security:ClusterVault", name, None, opts)
+        self._name, self._ctx = name, args.ctx
         ctx = args.ctx
         vault = keyvault.Vault(
             f"{name}-vault",
@@ -95,7 +119,7 @@ class ClusterVault(pulumi.ComponentResource):
                 public_network_access="Disabled",
                 network_acls=keyvault.NetworkRuleSetArgs(default_action="Deny", bypass="None"),
                 enable_soft_delete=True,
-                soft_delete_retention_in_days=90,
+                soft_delete_retention_in_days=args.soft_delete_retention_days,
                 enable_purge_protection=True if args.purge_protection else None,
             ),
             tags=ctx.tags_for("security"),
@@ -115,7 +139,7 @@ class ClusterVault(pulumi.ComponentResource):
             tags=ctx.tags_for("security"),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
-        link_vnet(
+        link = link_vnet(
             f"{name}-dns-link",
             link_name=f"{name}-vault",
             zone_name=VAULT_ZONE,
@@ -125,7 +149,7 @@ class ClusterVault(pulumi.ComponentResource):
             parent=self,
             depends_on=args.depends_on,
         )
-        network.PrivateDnsZoneGroup(
+        group = network.PrivateDnsZoneGroup(
             f"{name}-dns-group",
             private_dns_zone_group_name="vault",
             private_endpoint_name=endpoint.name,
@@ -135,29 +159,47 @@ class ClusterVault(pulumi.ComponentResource):
             ],
             opts=pulumi.ResourceOptions(parent=self),
         )
-        created: dict[str, keyvault.Secret] = {}
-        for secret in args.secrets:
-            created[secret.name] = keyvault.Secret(
-                f"{name}-{secret.name}",
-                secret_name=secret.name,
-                vault_name=vault.name,
+        self._vault = vault
+        self.ready = (endpoint, group, link)
+        self.secrets = {}
+        self.id = vault.id
+        self.name = vault.name
+        self.uri = pulumi.Output.concat("https://", vault.name, ".vault.azure.net/")
+        self.register_outputs({"id": self.id, "name": self.name, "uri": self.uri})
+
+    def reader_secret(
+        self, key: str, values: Sequence[pulumi.Input[str]], principal_id: pulumi.Input[str]
+    ) -> ReaderSecret:
+        """Secrets ``<key>-<digest>``, ``<key>-<digest>-2``, ... holding ``values``, readable by
+        ``principal_id`` alone (a grant per secret: Key Vault Secrets User scoped to it)."""
+        if key in self.secrets:
+            raise ValueError(f"secret {key!r} added twice to {self._name}: one set of secrets per host or pool")
+        ctx = self._ctx
+        head = pulumi.Output.from_input(principal_id).apply(lambda p: secret_name(key, p))
+        secrets, grants = [], []
+        for index, value in enumerate(values, start=1):
+            suffix = "" if index == 1 else f"-{index}"
+            secret = keyvault.Secret(
+                f"{self._name}-{key}{suffix}",
+                secret_name=pulumi.Output.concat(head, suffix),
+                vault_name=self._vault.name,
                 resource_group_name=ctx.resource_group_name,
-                properties=keyvault.SecretPropertiesArgs(value=pulumi.Output.secret(secret.value)),
+                properties=keyvault.SecretPropertiesArgs(value=pulumi.Output.secret(value)),
                 tags=ctx.tags_for("security"),
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
             )
-            for key, principal in secret.readers.items():
+            grants.append(
                 grant(
-                    f"{name}-{secret.name}-{key}-reader",
-                    scope=created[secret.name].id,
-                    principal_id=principal,
+                    f"{self._name}-{key}{suffix}-reader",
+                    scope=secret.id,
+                    principal_id=principal_id,
                     principal_type="ServicePrincipal",
                     role=SECRETS_USER,
                     resource_group_id=ctx.resource_group_id,
                     parent=self,
                 )
-        self.id = vault.id
-        self.name = vault.name
-        self.uri = pulumi.Output.concat("https://", vault.name, ".vault.azure.net/")
-        self.secrets = pulumi.Output.all(**{k: v.id for k, v in created.items()}).apply(dict)
-        self.register_outputs({"id": self.id, "name": self.name, "uri": self.uri, "secrets": self.secrets})
+            )
+            secrets.append(secret)
+        made = ReaderSecret(tuple(secrets), secrets[0].name, tuple(grants))
+        self.secrets[key] = made
+        return made

@@ -15,7 +15,7 @@ from pulumi_azure_native import compute, managedidentity
 
 from modules import tags as tagging
 from modules.azure.context import DeployContext
-from modules.azure.vm import ssh_only
+from modules.azure.vm import boot_data, ssh_only
 from modules.bootstrap.context import BOOT_HEALTH_PATH, BOOT_HEALTH_PORT
 from modules.sizing.scale_sets import ScaleSetPlan
 
@@ -41,7 +41,8 @@ class NodePoolArgs:
     os_disk_gib: int
     """OS disk size (large ML images)."""
     custom_data: pulumi.Input[str]
-    """Base64 cloud-config every node of the pool boots with."""
+    """Base64 cloud-config every node of the pool boots with, or an ``IdentityBound`` that renders it
+    from the pool's identity (its client id; its read grant on the pool's bundle secret)."""
     zone: str | None = None
     """Availability zone of the pool's scale sets."""
     image: str = "gpu"
@@ -118,6 +119,8 @@ class NodePool(pulumi.ComponentResource):
             tags=ctx.tags_for(args.role, **{tagging.POOL: args.pool}),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        # Bound once: every scale set of the pool boots the same customData (and waits for the same grant).
+        custom_data = boot_data(args.custom_data, identity)
         created: dict[str, compute.VirtualMachineScaleSet] = {}
         subnet_id = pulumi.Output.from_input(args.subnet_id)
         for plan in args.scale_sets:
@@ -141,7 +144,7 @@ class NodePool(pulumi.ComponentResource):
                     os_profile=compute.VirtualMachineScaleSetOSProfileArgs(
                         computer_name_prefix=plan.name,
                         admin_username=ctx.admin_username,
-                        custom_data=args.custom_data,
+                        custom_data=custom_data,
                         linux_configuration=ssh_only(ctx),
                     ),
                     storage_profile=compute.VirtualMachineScaleSetStorageProfileArgs(

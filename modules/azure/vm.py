@@ -2,13 +2,51 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pulumi
 from pulumi_azure_native import compute, managedidentity, network
 
 from modules.azure.context import DeployContext
+from modules.errors import AgkError
+
+
+class IdentityBound:
+    """customData that only exists once the machine's own identity does: it names the identity's client
+    id (IMDS needs it to pick the identity), and the machine must not boot before that identity may read
+    its Key Vault secret. Whoever creates the identity (``linux_vm``, ``NodePool``) calls ``bind`` after
+    creating it and before the VM or scale set; ``bind`` makes the read grant and returns the customData,
+    which carries the grant as a dependency, so the machine is created after it.
+
+    To every other signature it is an ``Input[str]`` (an awaitable), so the host components pass it
+    through unchanged; awaited without being bound it fails with a clear message instead of booting a
+    machine that cannot fetch its bundle.
+    """
+
+    def __init__(self, what: str, bind: Callable[[managedidentity.UserAssignedIdentity], pulumi.Output[str]]) -> None:
+        self.what = what
+        self._bind = bind
+        self.bound: pulumi.Output[str] | None = None
+
+    def bind(self, identity: managedidentity.UserAssignedIdentity) -> pulumi.Output[str]:
+        if self.bound is not None:
+            raise AgkError(f"customData of {self.what} bound to a second identity: one machine, one identity")
+        self.bound = self._bind(identity)
+        return self.bound
+
+    def __await__(self) -> Generator[Any, None, str]:
+        raise AgkError(
+            f"customData of {self.what} was used before its machine's identity existed: "
+            "create the machine with modules.azure.vm.linux_vm or NodePool, which bind it"
+        )
+        yield  # unreachable: makes this a generator, so an IdentityBound is an Awaitable[str]
+
+
+def boot_data(custom_data: pulumi.Input[str], identity: managedidentity.UserAssignedIdentity) -> pulumi.Input[str]:
+    """The customData a machine with ``identity`` is created with (binding it when it needs the identity)."""
+    return custom_data.bind(identity) if isinstance(custom_data, IdentityBound) else custom_data
 
 
 @dataclass(frozen=True)
@@ -26,7 +64,7 @@ class VmSpec:
     private_ip: str | None
     """Static private address from the address plan; None for dynamic."""
     custom_data: pulumi.Input[str]
-    """Base64 cloud-config."""
+    """Base64 cloud-config, or an ``IdentityBound`` that renders it from the VM's identity."""
     zone: str | None = None
     """Availability zone."""
     os_disk_gib: int = 128
@@ -64,8 +102,8 @@ class HostVm:
     nic: network.NetworkInterface
     vm: compute.VirtualMachine
     identity: managedidentity.UserAssignedIdentity
-    """The host's own identity (its only one, so IMDS tokens need no client id): what it may read, such as
-    its secret in the cluster's Key Vault, is granted to this principal before the VM first boots."""
+    """The host's own identity (its only one): what it may read, such as its bundle secret in the cluster's
+    Key Vault, is granted to this principal before the VM first boots (``IdentityBound``)."""
 
 
 def linux_vm(
@@ -139,13 +177,15 @@ def linux_vm(
         os_profile=compute.OSProfileArgs(
             computer_name=spec.name,
             admin_username=ctx.admin_username,
-            custom_data=spec.custom_data,
+            custom_data=boot_data(spec.custom_data, identity),
             linux_configuration=ssh_only(ctx),
         ),
         storage_profile=compute.StorageProfileArgs(
             image_reference=compute.ImageReferenceArgs(publisher=publisher, offer=offer, sku=sku, version=version),
             os_disk=compute.OSDiskArgs(
                 create_option="FromImage",
+                # The API's default is Detach: a deleted or replaced VM would leave its OS disk billing.
+                delete_option=compute.DiskDeleteOptionTypes.DELETE,
                 disk_size_gb=spec.os_disk_gib,
                 managed_disk=compute.ManagedDiskParametersArgs(storage_account_type="Premium_LRS"),
             ),

@@ -1,24 +1,53 @@
-"""customData for the VMs: one host's (or pool's) cloud-config with its PKI secrets, base64, secret."""
+"""A host's two deliveries as Pulumi outputs: its bundle (the Key Vault secret's value, secret) and its
+customData (the stable bootstrap that fetches it; nothing secret, so a plan can show and compare it)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import pulumi
 
+from modules.bootstrap import delivery
 from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.delivery import document, encode
+from modules.bootstrap.host.boot import HostConfig
 from modules.bootstrap.pki_component import ClusterPki
 from modules.bootstrap.roles import Role, bundle
 from modules.bootstrap.userdata import encode_custom_data, render_user_data
 
 
-def custom_data(ctx: BootstrapContext, pki: ClusterPki, role: Role, name: str) -> pulumi.Output[str]:
-    """Base64 cloud-config for ``role`` host ``name`` (etcd, events-etcd, apiserver, prometheus, nat:
-    a host name such as ``dev-etcd-0``; gpu-node, system-node: a pool name such as ``h100`` or
-    ``system``). Secret, since it carries private keys. Raises ``KeyError`` for an unknown name.
-    """
+def bundle_parts(ctx: BootstrapContext, pki: ClusterPki, role: Role, name: str) -> list[pulumi.Output[str]]:
+    """The values of the ``PARTS`` Key Vault secrets of ``role`` host ``name`` (a pool name for pools),
+    Pulumi secrets: they hold private keys. Raises ``KeyError`` for an unknown name; the encoding
+    refuses a bundle that does not fit."""
     node = bundle(ctx, role, name)
     needed = {s.secret: pki.secrets[s.secret] for s in node.secrets}
 
-    def encode(pems: dict[str, str]) -> str:
-        return encode_custom_data(render_user_data(ctx, node, pems), where=f"{role} {name}")
+    def part(index: int) -> Callable[[dict[str, str]], str]:
+        return lambda pems: encode(document(node, pems))[index]
 
-    return pulumi.Output.secret(pulumi.Output.all(**needed).apply(encode))
+    pems = pulumi.Output.all(**needed)
+    return [pulumi.Output.secret(pems.apply(part(i))) for i in range(delivery.PARTS)]
+
+
+def custom_data(
+    ctx: BootstrapContext,
+    role: Role,
+    name: str,
+    *,
+    vault_uri: pulumi.Input[str],
+    secret_name: pulumi.Input[str],
+    client_id: pulumi.Input[str],
+    after: Sequence[pulumi.Input[Any]] = (),
+) -> pulumi.Output[str]:
+    """Base64 cloud-config of the machine(s) booting as ``name``. ``after``: outputs of what must exist
+    before the machine first boots (its read grant, the vault's private endpoint and DNS): the VM or
+    scale set that takes this customData depends on them."""
+    node = bundle(ctx, role, name)
+
+    def encoded(values: list[Any]) -> str:
+        host = HostConfig(role, name, ctx.cluster, str(values[0]), str(values[1]), str(values[2]))
+        return encode_custom_data(render_user_data(ctx, node, host), where=f"{role} {name}")
+
+    return pulumi.Output.all(vault_uri, secret_name, client_id, *after).apply(encoded)

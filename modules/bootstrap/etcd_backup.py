@@ -8,19 +8,18 @@ How one snapshot per interval is chosen among the members: modules/bootstrap/hos
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from modules.bootstrap.context import BootstrapContext, EtcdBackup, EtcdCluster
+from modules.bootstrap.host import boot as host_boot
 from modules.bootstrap.host import etcd_snapshot
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.monitoring import ETCD_BACKUP_STALE_INTERVALS
-from modules.bootstrap.roles import NodeFile
+from modules.bootstrap.roles import NodeFile, host_program
 from modules.bootstrap.steps import Step, start
 from modules.bootstrap.templating import render
 
-HOST_LIB = f"{PATHS.agk}/lib"
-"""Where the host programs (modules/bootstrap/host) are copied verbatim."""
-LIBRARY = ("imds.py", "blob.py", "etcd_snapshot.py", "etcd_restore.py")
+HOST_LIB = host_boot.LIB
+LIBRARY = ("blob.py", "etcd_snapshot.py", "etcd_restore.py")
+"""Host programs only a backed-up member needs; imds.py comes with every host's (roles.HOST_PROGRAMS)."""
 SNAPSHOT_UNIT = "agk-etcd-snapshot.service"
 SNAPSHOT_TIMER = "agk-etcd-snapshot.timer"
 SPOOL = "/var/lib/agk/etcd-snapshot"
@@ -92,12 +91,11 @@ def member_files(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> tuple[t
         members=members,
         calendar=on_calendar(backup.every_minutes, index, members),
     )
-    host = Path(__file__).parent / "host"
     files = (
         NodeFile(etcd_snapshot.SETTINGS, "etcd-backup.json", settings),
         NodeFile(PATHS.unit(SNAPSHOT_UNIT), f"systemd/{SNAPSHOT_UNIT}", service),
         NodeFile(PATHS.unit(SNAPSHOT_TIMER), f"systemd/{SNAPSHOT_TIMER}", timer),
-        *(NodeFile(f"{HOST_LIB}/{lib}", f"lib/{lib}", (host / lib).read_text()) for lib in LIBRARY),
+        *(host_program(lib) for lib in LIBRARY),
     )
     return files, (Step("etcd-backup-timer", start(SNAPSHOT_TIMER)),)
 

@@ -1,21 +1,26 @@
-"""What each node role boots with: files, data disk, boot steps (pure; no secrets inside).
+"""What each node role boots with: files, data disk, boot steps, restart map (pure; no secrets inside).
 
-A ``NodeBundle`` names the secrets it needs (``SecretFile``); ``userdata.render_user_data``
-fills them in. ``agk render`` writes the same bundle's files for inspection. Every path comes from
-``layout.PATHS`` and every port from ``context.PORTS``, passed to the templates.
+A ``NodeBundle`` names the secrets it needs (``SecretFile``); ``delivery.document`` fills them in
+and the result is the host's Key Vault secret (``agk render`` writes the same files for
+inspection). Every path comes from ``layout.PATHS`` and every port from ``context.PORTS``, passed to
+the templates.
 
-Boot order on every host: cloud-init writes the files (init stage), formats and mounts the data
-disk, then runs the boot steps in ``runcmd`` (final stage) through ``agk-step``. Package
-postinst scripts start no service while ``policy-rc.d`` denies it: the steps install every package
-first, then lift the denial and start the units in dependency order. Units carry their own
-ordering (``Before=``/``After=``), so later boots keep the same order without cloud-init.
+Boot order on every host: cloud-init writes the small stable bootstrap from customData (userdata.py)
+and runs it; it fetches the bundle, writes every file, formats and mounts the data disk (cloud-init,
+before that), then runs the boot steps through ``agk-step``. Package postinst scripts start no
+service while ``policy-rc.d`` denies it: the steps install every package first, then lift the
+denial and start the units in dependency order. Units carry their own ordering
+(``Before=``/``After=``), so later boots keep the same order without cloud-init. The last step
+starts ``agk-sync.timer``: from then on the host re-reads its bundle every hour and restarts what
+reads a changed file (``restart_map``).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from importlib import resources
 from ipaddress import IPv4Network
 from typing import Literal
 
@@ -37,6 +42,7 @@ from modules.bootstrap.context import (
     Host,
     NodePool,
 )
+from modules.bootstrap.host import boot as host_boot
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.monitoring import (
     API_AVAILABILITY_SLO,
@@ -95,6 +101,37 @@ class DataDisk:
     mount: str
 
 
+Action = Literal["restart", "reload", "command", "static-pod"]
+GateKind = Literal["etcd", "apiserver"]
+
+
+@dataclass(frozen=True)
+class Restart:
+    """What a running host does when one of ``paths`` changed in its bundle (``sync.py run``)."""
+
+    unit: str
+    """systemd unit (static pods: the pod's name)."""
+    action: Action
+    """``restart``/``reload`` the unit, run ``command``, or ``static-pod``: nothing, the manifest's
+    files hash changed with its files and the kubelet recreates the pod."""
+    paths: tuple[str, ...]
+    gate: Literal["", "etcd", "apiserver"] = ""
+    """Only while the rest of the group can spare this host (modules/bootstrap/host/gates.py)."""
+    command: str = ""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The group a gated restart asks first: this host and every member's health URL."""
+
+    kind: GateKind
+    self_name: str
+    members: tuple[tuple[str, str], ...]
+    """(host, URL): etcd's metrics listener (/health), the API server's secure port (/readyz)."""
+    ca: str = ""
+    """The CA file that verifies the API servers' certificates."""
+
+
 @dataclass(frozen=True)
 class NodeBundle:
     role: Role
@@ -110,6 +147,9 @@ class NodeBundle:
     """The boot steps, in order (runcmd)."""
     before_steps: tuple[str, ...] = ()
     """Plain runcmd lines ahead of the steps (starting the boot health endpoint that reports them)."""
+    restarts: tuple[Restart, ...] = ()
+    """The restart map: what a running host restarts when a file changes (``restart_map``)."""
+    gates: tuple[Gate, ...] = ()
 
     @property
     def runcmd(self) -> tuple[str, ...]:
@@ -247,7 +287,13 @@ def _kube_proxy(ctx: BootstrapContext, host_name: str | None) -> tuple[NodeFile,
         NodeFile(
             f"{PATHS.manifests}/kube-proxy.yaml",
             "manifests/kube-proxy.yaml",
-            render("kube-proxy.yaml.j2", host_name=host_name, image=ctx.images.proxy, paths=PATHS),
+            render(
+                "kube-proxy.yaml.j2",
+                host_name=host_name,
+                image=ctx.images.proxy,
+                paths=PATHS,
+                files_hash=files_hash_slot(ctx),
+            ),
         ),
         NodeFile(
             PATHS.kube_proxy_config,
@@ -386,6 +432,7 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         "cp": ctx.control_plane,
         "total_nodes": ctx.total_nodes,
         "service_cidr": ctx.service_cidr,
+        "files_hash": files_hash_slot(ctx),
     }
     apiserver = render(
         "kube-apiserver.yaml.j2",
@@ -765,10 +812,136 @@ def _nat(ctx: BootstrapContext) -> NodeBundle:
     )
 
 
+# ---- delivery: what every host also gets so its bundle keeps reaching it after the first boot ----
+
+HOST_PROGRAMS = ("boot.py", "bundle.py", "files.py", "gates.py", "imds.py", "sync.py", "vault.py")
+"""modules/bootstrap/host, shipped verbatim to /opt/agk/lib (the first five also in customData:
+``host_boot.STAGE0``); the bundle always brings the current copies."""
+SYNC_SERVICE = "agk-sync.service"
+SYNC_TIMER = "agk-sync.timer"
+SYNC_TIMEOUT_S = 30 * 60
+SYNC_TIMER_STEP = Step("sync-timer", start(SYNC_TIMER))
+SYNC_MINUTE = {"etcd": 0, "events-etcd": 4, "apiserver": 8, "prometheus": 12, "nat": 16}
+"""Minute of the hour a role's first host syncs; the others follow at 60/count minutes apart, so two
+hosts of one role never act together, and the roles are 4 minutes apart from each other."""
+FILES_HASH = "files-sha256"
+FILES_HASH_SLOT = "files-sha256-of-the-mounted-files"
+"""Stands in the static pods' hash annotation until ``delivery.document`` knows the files' contents."""
+
+
+@dataclass(frozen=True)
+class FilesHash:
+    key: str
+    value: str
+
+
+def files_hash_slot(ctx: BootstrapContext) -> FilesHash:
+    return FilesHash(labels.key(ctx.label_domain, FILES_HASH), FILES_HASH_SLOT)
+
+
+def host_program(name: str) -> NodeFile:
+    text = resources.files("modules.bootstrap.host").joinpath(name).read_text()
+    return NodeFile(f"{host_boot.LIB}/{name}", f"lib/{name}", text)
+
+
+def sync_minute(ctx: BootstrapContext, role: Role, name: str) -> int | None:
+    """The minute of the hour a fixed host's sync runs; None for pools (spread at random)."""
+    if role not in SYNC_MINUTE:
+        return None
+    hosts = names(ctx, role)
+    return (SYNC_MINUTE[role] + hosts.index(name) * (60 // len(hosts))) % 60
+
+
+def _sync(ctx: BootstrapContext, role: Role, name: str) -> tuple[NodeFile, ...]:
+    minute = sync_minute(ctx, role, name)
+    spacing = 60 // len(names(ctx, role))
+    service = render(
+        "agk-sync.service.j2", role=role, name=name, sync=f"{host_boot.LIB}/sync.py", timeout_s=SYNC_TIMEOUT_S
+    )
+    timer = render("agk-sync.timer.j2", name=name, minute=minute, spacing=spacing)
+    return (_unit(SYNC_SERVICE, service), _unit(SYNC_TIMER, timer), *(host_program(p) for p in HOST_PROGRAMS))
+
+
+def _gates(ctx: BootstrapContext, role: Role, name: str) -> tuple[Gate, ...]:
+    if role in ("etcd", "events-etcd"):
+        etcd = ctx.etcd if role == "etcd" else ctx.events_etcd
+        assert etcd is not None
+        members = tuple((m.name, f"http://{m.ip}:{ETCD_METRICS_PORT}") for m in etcd.members)
+        return (Gate("etcd", name, members),)
+    if role == "apiserver":
+        members = tuple((h.name, f"https://{h.ip}:{PORTS.apiserver}") for h in ctx.control_plane.apiservers)
+        return (Gate("apiserver", name, members, ca=f"{PATHS.pki}/ca.crt"),)
+    return ()
+
+
+def _restart_for(path: str) -> Restart | None:
+    """What reads ``path`` on a running host (None: only a boot step or the next boot reads it)."""
+    if path.startswith(PATHS.manifests + "/"):
+        pod = path.rsplit("/", 1)[1].removesuffix(".yaml")
+        return Restart(pod, "static-pod", (path,), "apiserver" if pod == "kube-apiserver" else "")
+    if path in (PATHS.etcd_config, PATHS.unit("etcd.service.d/10-agk.conf")) or path.startswith(PATHS.etcd_pki + "/"):
+        return Restart("etcd.service", "restart", (path,), "etcd")
+    if path in (PATHS.kubelet_config, PATHS.kubelet_dropin):
+        return Restart("kubelet.service", "restart", (path,))
+    if path in (PATHS.containerd_config, PATHS.containerd_dropin):
+        return Restart("containerd.service", "restart", (path,))
+    if path == PATHS.unit("prometheus.service"):
+        return Restart("prometheus.service", "restart", (path,))
+    # SIGHUP re-reads the configuration and rules; the scrape clients read their certificate and key
+    # on every handshake (prometheus/common config.TLSConfig.getClientCertificate).
+    if path == PATHS.prom_config or path.startswith((PATHS.prom_rules + "/", PATHS.prom_pki + "/")):
+        return Restart("prometheus.service", "reload", (path,))
+    if path in (PATHS.unit(BOOT_HEALTH_UNIT), PATHS.script("boot-health.py")):
+        return Restart(BOOT_HEALTH_UNIT, "restart", (path,))
+    if path == PATHS.sysctl:
+        return Restart("sysctl", "command", (path,), command=SYSCTL_STEP.command)
+    if path == PATHS.unit(SYNC_TIMER):
+        return Restart(SYNC_TIMER, "restart", (path,))
+    return None
+
+
+# Order of a run's actions: settings first, the runtime before what runs on it, etcd last (it waits).
+_ACTION_ORDER = ("command", "containerd.service", "kubelet.service", "static-pod", "reload", "restart", "etcd.service")
+
+
+def restart_map(node: NodeBundle) -> tuple[Restart, ...]:
+    """One entry per unit and action, listing every path of the bundle that it reads."""
+    merged: dict[tuple[str, str], Restart] = {}
+    for path in [f.path for f in node.files] + [s.path for s in node.secrets]:
+        found = _restart_for(path)
+        if found is None:
+            continue
+        key = (found.unit, found.action)
+        have = merged.get(key)
+        merged[key] = replace(have, paths=(*have.paths, path)) if have else found
+
+    def order(r: Restart) -> tuple[int, str]:
+        slot = r.unit if r.unit in _ACTION_ORDER else r.action
+        return _ACTION_ORDER.index(slot), r.unit
+
+    return tuple(sorted(merged.values(), key=order))
+
+
+def _delivered(ctx: BootstrapContext, node: NodeBundle) -> NodeBundle:
+    """``node`` with what keeps its bundle reaching it: the sync units, the host programs, the
+    timer's boot step, the restart map and the gates."""
+    withsync = replace(
+        node,
+        files=(*node.files, *_sync(ctx, node.role, node.name)),
+        steps=(*node.steps, SYNC_TIMER_STEP),
+        gates=_gates(ctx, node.role, node.name),
+    )
+    return replace(withsync, restarts=restart_map(withsync))
+
+
 def bundle(ctx: BootstrapContext, role: Role, name: str) -> NodeBundle:
     """Everything host (or pool) ``name`` of ``role`` boots with."""
     if name not in names(ctx, role):
         raise KeyError(f"{role} {name!r} is not in cluster {ctx.cluster}: use one of {', '.join(names(ctx, role))}")
+    return _delivered(ctx, _role_bundle(ctx, role, name))
+
+
+def _role_bundle(ctx: BootstrapContext, role: Role, name: str) -> NodeBundle:
     if role == "etcd":
         return _etcd_member(ctx, ctx.etcd, name)
     if role == "events-etcd":

@@ -1,19 +1,37 @@
-"""A node bundle plus its PKI secrets as one cloud-config document (pure)."""
+"""A host's customData: the small cloud-config that stays the same for the machine's whole life (pure).
+
+Azure refuses every change to a single VM's customData (PropertyChangeNotAllowed), and a scale set's
+new customData reaches only new or reimaged instances (virtual-machines/custom-data, FAQ). So it
+holds only what cannot change without replacing the machine anyway, and nothing secret (anyone who
+can read the VM model can read it):
+
+- the host's facts, /etc/agk/host.json: role, host or pool name, the vault's URI, the name of its
+  bundle secret, the client id of the identity that may read it;
+- the host name and the data disk's partition, file system and mount (cloud-init's disk modules);
+- the stage-0 programs (``boot.STAGE0``) and a runcmd that runs boot.py, which fetches the bundle and
+  hands over to its sync.py: the files, the boot steps and the restart map all come from Key Vault.
+
+Why the boot steps are in the bundle too: a toolkit release that adds a package or reorders a step
+would otherwise change every VM's customData, which Azure refuses; in the bundle it changes what new
+instances run, and nothing on running ones (steps run once per instance).
+"""
 
 from __future__ import annotations
 
 import base64
 import gzip
-from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib import resources
 
 from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.host.boot import HOST_CONFIG, LIB, STAGE0, HostConfig
 from modules.bootstrap.roles import NodeBundle
 from modules.bootstrap.templating import render
 from modules.errors import AgkError
 
 AZURE_CUSTOM_DATA_LIMIT = 65_535
 """Azure's customData limit: 64 KB of base64 text (osProfile.customData)."""
+BOOT_COMMAND = f"/usr/bin/python3 {LIB}/boot.py"
 
 
 @dataclass(frozen=True)
@@ -23,30 +41,37 @@ class _WriteFile:
     content: str
 
 
-def placeholder_secrets(bundle: NodeBundle) -> dict[str, str]:
-    """Stand-ins for offline rendering (``agk render``): real PEMs exist only at deploy."""
-    return {
-        s.secret: f"# {s.secret}: issued by ClusterPki and delivered in customData at deploy\n" for s in bundle.secrets
-    }
+def offline_host(ctx: BootstrapContext, node: NodeBundle) -> HostConfig:
+    """The host facts `agk render` shows: what only a deploy knows is named, not invented."""
+    return HostConfig(
+        role=node.role,
+        name=node.name,
+        cluster=ctx.cluster,
+        vault="https://VAULT-NAME.vault.azure.net/",
+        secret=f"SECRET-NAME-OF-{node.name}",
+        client_id="CLIENT-ID-OF-ITS-IDENTITY",
+    )
 
 
-def render_user_data(ctx: BootstrapContext, bundle: NodeBundle, secrets: Mapping[str, str]) -> str:
-    """The ``#cloud-config`` document for ``bundle``; ``secrets`` maps PKI secret names to PEM text."""
-    missing = [s.secret for s in bundle.secrets if s.secret not in secrets]
-    if missing:
-        raise AgkError(f"{bundle.role} {bundle.name}: no PKI secret {missing[0]!r}: issue it in ClusterPki")
-    files = [_WriteFile(f.path, f.mode, f.content) for f in bundle.files]
-    files += [_WriteFile(s.path, s.mode, secrets[s.secret]) for s in bundle.secrets]
+def stage0_files() -> list[_WriteFile]:
+    host = resources.files("modules.bootstrap.host")
+    return [_WriteFile(f"{LIB}/{name}", "0644", host.joinpath(name).read_text()) for name in STAGE0]
+
+
+def render_user_data(ctx: BootstrapContext, node: NodeBundle, host: HostConfig) -> str:
+    """The ``#cloud-config`` document of ``node``'s machine (or every machine of its pool)."""
+    if (host.role, host.name) != (node.role, node.name):
+        raise AgkError(f"{node.role} {node.name}: host facts are {host.role} {host.name}'s: pass its own")
+    files = [_WriteFile(HOST_CONFIG, "0644", host.to_json()), *stage0_files()]
     return render(
         "user-data.yaml.j2",
-        role=bundle.role,
-        name=bundle.name,
+        role=node.role,
+        name=node.name,
         cluster=ctx.cluster,
-        hostname=bundle.hostname or "",
-        packages=bundle.packages,
-        disk=bundle.disk,
+        hostname=node.hostname or "",
+        disk=node.disk,
         files=files,
-        runcmd=bundle.runcmd,
+        runcmd=(BOOT_COMMAND,),
     )
 
 

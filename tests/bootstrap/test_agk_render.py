@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -50,10 +51,16 @@ def test_render_writes_every_node_file(tmp_path: Path) -> None:
     assert "iptables-exporter traffic=internet-out" in (nodes / "gpu-node/iptables/mangle.rules").read_text()
     assert (nodes / "gpu-node/by-name/h100-d/kubelet/config.yaml").is_file()
     assert (nodes / "apiserver/manifests/kube-apiserver.yaml").is_file()
-    # No private key leaves a deploy: offline user-data holds named placeholders.
+    # The user-data is the stable bootstrap: no PKI at all, and the deploy-only facts are named.
     text = (nodes / "apiserver/user-data.yaml").read_text()
-    assert "PRIVATE KEY" not in text
-    assert "# key:kubernetes-ca: issued by ClusterPki" in text
+    assert "PRIVATE KEY" not in text and "BEGIN" not in text and "kubernetes-ca" not in text
+    assert '"vault": "https://VAULT-NAME.vault.azure.net/"' in text
+    # No private key leaves a deploy: the bundle (what the host's Key Vault secret holds) names its placeholders.
+    bundle = json.loads((nodes / "apiserver/bundle.json").read_text())
+    files = {f["path"]: f for f in bundle["files"]}
+    assert files["/etc/kubernetes/pki/ca.key"]["content"].startswith("# key:kubernetes-ca: issued by ClusterPki")
+    assert files["/etc/kubernetes/pki/ca.key"]["mode"] == "0600"
+    assert [r["unit"] for r in bundle["restarts"] if r["gate"] == "apiserver"] == ["kube-apiserver"]
     manifests = sorted((tmp_path / "manifests").glob("*.yaml"))
     assert manifests
     for path in manifests:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import base64
-import gzip
 from ipaddress import IPv4Address
 from typing import Any
 
 import pulumi
-import yaml
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
@@ -72,20 +69,21 @@ class Capture(pulumi.runtime.Mocks):
         return {}, None
 
 
-def test_cluster_pki_resources_and_custom_data(dev: BootstrapContext) -> None:
-    from modules.bootstrap.customdata import custom_data
+def test_cluster_pki_resources_and_the_bundle(dev: BootstrapContext) -> None:
+    from modules.bootstrap.customdata import bundle_parts
+    from modules.bootstrap.host import bundle as host_bundle
     from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
 
     mocks = Capture()
     pulumi.runtime.set_mocks(mocks, preview=False)
     spec = pki.pki_spec(dev)
     component = ClusterPki("dev-pki", ClusterPkiArgs(spec=spec))
-    encoded = custom_data(dev, component, "etcd", "dev-etcd-1")
-    # Read only once every registration settled, not when custom_data alone has resolved.
-    values = settled(pulumi.Output.all(encoded, encoded.is_secret()))
+    parts = bundle_parts(dev, component, "etcd", "dev-etcd-1")
+    # Read only once every registration settled, not when the parts alone have resolved.
+    values = settled(pulumi.Output.all(pulumi.Output.all(*parts), *(p.is_secret() for p in parts)))
 
     def check(args: list[Any]) -> None:
-        text, secret = args
+        texts, *secrets = args
         by_type: dict[str, list[pulumi.runtime.MockResourceArgs]] = {}
         for r in mocks.resources:
             by_type.setdefault(r.typ, []).append(r)
@@ -106,10 +104,10 @@ def test_cluster_pki_resources_and_custom_data(dev: BootstrapContext) -> None:
         )
         assert signed.inputs["allowedUses"] == ["digital_signature", "key_encipherment", "server_auth", "client_auth"]
         assert signed.inputs["caCertPem"] == "CERT dev-pki-etcd-ca\n"
-        assert secret is True
-        # gzipped: the etcd members' customData carries the host library (encode_custom_data).
-        doc = yaml.safe_load(gzip.decompress(base64.b64decode(text)))
-        files = {f["path"]: f["content"] for f in doc["write_files"]}
+        assert secrets == [True] * len(parts)
+        names = [host_bundle.part_name("s", i + 1) for i in range(len(texts))]
+        doc = host_bundle.decode(host_bundle.join(dict(zip(names, texts, strict=True)).__getitem__, "s"))
+        files = {f["path"]: f["content"] for f in doc["files"]}
         assert files["/etc/etcd/pki/peer.key"] == "KEY dev-pki-etcd-peer-dev-etcd-1-key\n"
         assert files["/etc/etcd/pki/server.crt"] == "CERT dev-pki-etcd-server-dev-etcd-1\n"
         assert files["/etc/etcd/etcd.conf.yml"] == bundle(dev, "etcd", "dev-etcd-1").file("etcd.conf.yml").content

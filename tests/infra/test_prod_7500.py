@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 import yaml
 
+from modules.bootstrap.delivery import PARTS
 from tests.infra.conftest import REPO, State
 
 VM = "azure-native:compute:VirtualMachine"
@@ -124,5 +125,15 @@ def test_resource_count_grows_with_scale_sets_not_nodes(prod: State) -> None:
     gpu = [v for v in scale_sets if v["inputs"]["tags"]["agk-pool"] != "system"]
     assert len(per_scale_set) == len(gpu) and {r["inputs"]["scope"] for r in per_scale_set} == {v["id"] for v in gpu}
     assert sum(v["inputs"]["sku"]["capacity"] for v in scale_sets) >= 7500
+    # Each fixed host and each pool reads its bundle from delivery.PARTS Key Vault secrets, one read grant
+    # each: per machine or scale set model, never per node.
+    secrets = prod.of_type("azure-native:keyvault:Secret")
+    secret_ids = {r["id"] for r in secrets}
+    grants = [
+        r for r in prod.of_type("azure-native:authorization:RoleAssignment") if r["inputs"]["scope"] in secret_ids
+    ]
+    machines = prod.of_type("azure-native:compute:VirtualMachine")
+    pools = {v["inputs"]["tags"]["agk-pool"] for v in scale_sets}
+    assert len(secrets) == len(grants) == PARTS * (len(machines) + len(pools))
     # The rest is the control plane, its certificates and the network: a few hundred, fixed.
-    assert len(prod.resources) - len(scale_sets) - len(per_scale_set) < 350
+    assert len(prod.resources) - len(scale_sets) - len(per_scale_set) - len(secrets) - len(grants) < 400

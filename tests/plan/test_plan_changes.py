@@ -17,6 +17,8 @@ import pytest
 from agk.plan.diff import StackDiff, resources_of
 from agk.review import ChangeSet, allowances, review
 from agk.review.export import parse
+from modules.bootstrap.delivery import PARTS
+from modules.bootstrap.host.bundle import part_name
 
 from .changed_stacks import Edit, both, cluster, diff, export, export_after, line, pinned, stack_folder
 
@@ -32,10 +34,24 @@ NO_RADIUS = {
     "scale_sets_to_roll": [],
 }
 
-APISERVERS_REFUSED = [
-    f"update VirtualMachine dev-apiserver-{i} [osProfile, tags] refused=osProfile.customData" for i in range(3)
+
+def _secrets(action: str, head: str, paths: str = "[]") -> list[str]:
+    """A bundle's secrets, one per part (delivery.PARTS), in the plan's order."""
+    return [f"{action} Secret {part_name(head, i)} {paths}" for i in range(1, PARTS + 1)]
+
+
+def _readers(action: str, head: str) -> list[str]:
+    """The read grants of a bundle's secrets, in the plan's order (sorted by name)."""
+    return sorted(f"{action} RoleAssignment {part_name(head, i)}-reader []" for i in range(1, PARTS + 1))
+
+
+# The API servers' flags follow the cluster's node count. They live in each server's Key Vault bundle,
+# which its timer re-reads (a new version of both secrets); the VMs change only their sizing tag, an
+# update Azure accepts. Their customData stays as it was: nothing refused.
+APISERVERS_TAGGED = [f"update VirtualMachine dev-apiserver-{i} [tags]" for i in range(3)]
+APISERVER_BUNDLES = [
+    line for i in range(3) for line in _secrets("update", f"dev-keys-dev-apiserver-{i}", "[properties]")
 ]
-REFUSED_VERDICTS = {("no-change-azure-refuses", "mandatory", f"dev-apiserver-{i}") for i in range(3)}
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +103,15 @@ def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
     h200 = {"vm_size": "Standard_ND96isr_H200_v5", "nodes": 4, "pod_ips": 30, "surge": 1, "infiniband": True}
     case = changed(tmp_path, base, both(pinned(base), lambda c: cluster(c)["gpu_pools"].__setitem__("h200", h200)))
     assert case.lines == [
-        *APISERVERS_REFUSED,
+        *APISERVERS_TAGGED,
+        *APISERVER_BUNDLES,
         "create NodePool h200 []",
         "create RoleAssignment dev-controllers-replacer-h200-00 []",
-        "create RoleAssignment dev-keys-pool-h200-pki-h200-reader []",
+        *_readers("create", "dev-keys-pool-h200"),
         "create RoleAssignment dev-storage-checkpoints-h200-read-write []",
         "create RoleAssignment dev-storage-datasets-h200-read []",
         "create VirtualMachineScaleSet h200-00 []",
-        "create Secret dev-keys-pool-h200-pki []",
+        *_secrets("create", "dev-keys-pool-h200"),
         "create UserAssignedIdentity h200-identity []",
         "create NatGateway dev-egress-h200 []",
         "create NetworkSecurityGroup dev-gpu-h200-nsg []",
@@ -104,33 +121,23 @@ def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
         "create LocallySignedCert dev-pki-kubelet-bootstrap-h200 []",
         "create PrivateKey dev-pki-kubelet-bootstrap-h200-key []",
     ]
-    # The API servers' cloud-config mentions the cluster's node count: a new pool changes it,
-    # and Azure refuses a VM's customData change (the sizing tag changes too, which it accepts).
-    api0 = case.diff.changes[0]
-    assert api0.paths == ("osProfile.customData", "tags.agk-cluster-nodes")
+    # The API servers' VMs change only their sizing tag: their customData is untouched.
+    assert [c.paths for c in case.diff.changes[:3]] == [("tags.agk-cluster-nodes",)] * 3
     assert case.radius.as_json() == NO_RADIUS
-    verdicts, violations = case.verdicts()
-    assert verdicts == REFUSED_VERDICTS
-    assert violations[0].message == (
-        "Azure refuses to change osProfile.customData of compute:VirtualMachine dev-apiserver-0 in place"
-        " (PropertyChangeNotAllowed), and the provider does not replace it: `pulumi up` would fail."
-        " Keep the value, or replace it deliberately (pulumi up --replace"
-        " 'urn:pulumi:dev::azure-gpu-k8s::agk:compute:ControlPlane$azure-native:compute:VirtualMachine::dev-apiserver-0');"
-        " if intended, declare it in stacks/Pulumi.dev.yaml under azure-gpu-k8s:changes:"
-        " allow: [{name: dev-apiserver-0, action: replace, reason: <why, e.g. the change ticket>}]"
-    )
+    assert case.verdicts()[0] == set()
 
 
 def test_grow_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
     case = changed(tmp_path, base, lambda c: cluster(c)["gpu_pools"]["h100"].__setitem__("nodes", 6))
     assert case.lines == [
-        *APISERVERS_REFUSED,
+        *APISERVERS_TAGGED,
         "update VirtualMachineScaleSet h100-00 [sku]",
+        *APISERVER_BUNDLES,
     ]
     grown = next(c for c in case.diff.changes if c.name == "h100-00")
     assert grown.paths == ("sku.capacity",)
     assert case.radius.as_json() == NO_RADIUS
-    assert case.verdicts()[0] == REFUSED_VERDICTS
+    assert case.verdicts()[0] == set()
 
 
 def _rename(config: dict[str, Any]) -> None:
@@ -138,14 +145,15 @@ def _rename(config: dict[str, Any]) -> None:
     pools["h100x"] = pools.pop("h100")
 
 
+# The pool's secrets are retained on delete (keyvault.py): Pulumi forgets them, Azure keeps them.
 RENAMED = [
     "delete NodePool h100 []",
     "delete RoleAssignment dev-controllers-replacer-h100-00 []",
-    "delete RoleAssignment dev-keys-pool-h100-pki-h100-reader []",
+    *_readers("delete", "dev-keys-pool-h100"),
     "delete RoleAssignment dev-storage-checkpoints-h100-read-write []",
     "delete RoleAssignment dev-storage-datasets-h100-read []",
     "delete VirtualMachineScaleSet h100-00 []",
-    "delete Secret dev-keys-pool-h100-pki []",
+    *_secrets("delete", "dev-keys-pool-h100"),
     "delete UserAssignedIdentity h100-identity []",
     "delete NatGateway dev-egress-h100 []",
     "delete NetworkSecurityGroup dev-gpu-h100-nsg []",
@@ -156,11 +164,11 @@ RENAMED = [
     "delete PrivateKey dev-pki-kubelet-bootstrap-h100-key []",
     "create NodePool h100x []",
     "create RoleAssignment dev-controllers-replacer-h100x-00 []",
-    "create RoleAssignment dev-keys-pool-h100x-pki-h100x-reader []",
+    *_readers("create", "dev-keys-pool-h100x"),
     "create RoleAssignment dev-storage-checkpoints-h100x-read-write []",
     "create RoleAssignment dev-storage-datasets-h100x-read []",
     "create VirtualMachineScaleSet h100x-00 []",
-    "create Secret dev-keys-pool-h100x-pki []",
+    *_secrets("create", "dev-keys-pool-h100x"),
     "create UserAssignedIdentity h100x-identity []",
     "create NatGateway dev-egress-h100x []",
     "create NetworkSecurityGroup dev-gpu-h100x-nsg []",
@@ -237,9 +245,13 @@ def test_change_a_vm_size(tmp_path: Path, base: dict[str, Any]) -> None:
     case = changed(
         tmp_path, base, lambda c: cluster(c)["gpu_pools"]["a100"].__setitem__("vm_size", "Standard_ND96amsr_A100_v4")
     )
-    # A scale set's size changes in place (its model; instances follow on upgrade): no replacement.
-    assert case.lines == ["update VirtualMachineScaleSet a100-00 [sku, virtualMachineProfile]"]
-    assert case.diff.changes[0].paths == ("sku.name", "virtualMachineProfile.osProfile.customData")
+    # A scale set's size changes in place (its model; instances follow on upgrade): no replacement. What
+    # the nodes read from the size goes to the pool's bundle; the scale set's customData stays.
+    assert case.lines == [
+        "update VirtualMachineScaleSet a100-00 [sku]",
+        *_secrets("update", "dev-keys-pool-a100", "[properties]"),
+    ]
+    assert case.diff.changes[0].paths == ("sku.name",)
     # Running nodes keep the old size until reimaged (upgrade policy Manual): the plan says which to roll.
     assert case.radius.as_json() == {
         **NO_RADIUS,
@@ -279,6 +291,17 @@ def test_move_etcd_to_local_nvme_loses_every_member(tmp_path: Path, base: dict[s
     assert violations[0].message.startswith(
         "etcd data disk (the member's data) dev-etcd-0-data would be deleted: if intended, declare it"
     )
+    # The data disk's device is in customData (cloud-init partitions it at first boot): the one kind of
+    # change customData still carries, and Azure refuses it on a VM.
+    refused = next(v for v in violations if v.policy == "no-change-azure-refuses")
+    assert refused.message == (
+        "Azure refuses to change osProfile.customData of compute:VirtualMachine dev-etcd-0 in place"
+        " (PropertyChangeNotAllowed), and the provider does not replace it: `pulumi up` would fail."
+        " Keep the value, or replace it deliberately (pulumi up --replace"
+        " 'urn:pulumi:dev::azure-gpu-k8s::agk:compute:ControlPlane$azure-native:compute:VirtualMachine::dev-etcd-0');"
+        " if intended, declare it in stacks/Pulumi.dev.yaml under azure-gpu-k8s:changes:"
+        " allow: [{name: dev-etcd-0, action: replace, reason: <why, e.g. the change ticket>}]"
+    )
 
 
 def test_change_a_subnets_size(tmp_path: Path, base: dict[str, Any]) -> None:
@@ -287,8 +310,9 @@ def test_change_a_subnets_size(tmp_path: Path, base: dict[str, Any]) -> None:
         tmp_path, base, both(pinned(base, "system"), lambda c: cluster(c)["system_pool"].__setitem__("nodes", 12))
     )
     assert case.lines == [
-        *APISERVERS_REFUSED,
+        *APISERVERS_TAGGED,
         "update VirtualMachineScaleSet system-00 [sku]",
+        *APISERVER_BUNDLES,
         "update Subnet dev-system [addressPrefix]",
     ]
     assert case.radius.as_json() == {
@@ -304,7 +328,7 @@ def test_change_a_subnets_size(tmp_path: Path, base: dict[str, Any]) -> None:
         ],
     }
     verdicts, violations = case.verdicts()
-    assert verdicts == {("no-subnet-move", "mandatory", "dev-system"), *REFUSED_VERDICTS}
+    assert verdicts == {("no-subnet-move", "mandatory", "dev-system")}
     move = next(v for v in violations if v.policy == "no-subnet-move")
     assert move.message == (
         "subnet system moves from 10.16.2.0/24 to 10.16.4.0/23; 124 IP configurations are in it today:"

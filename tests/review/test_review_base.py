@@ -12,6 +12,7 @@ import yaml
 from click.testing import CliRunner
 
 from agk.cli import app
+from modules.bootstrap.delivery import PARTS
 from policies.changes import CHANGE_POLICIES
 from policies.pack import POLICIES
 
@@ -44,6 +45,10 @@ def _stacks(where: Path, rename: bool = False, changes: dict[str, Any] | None = 
     return where
 
 
+PER_POOL = 13 + 2 * PARTS
+"""A renamed pool's resources, deleted and created: 13, and its bundle's PARTS secrets with a read grant each."""
+
+
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("base")
@@ -64,7 +69,7 @@ def test_plan_json_lists_changes_and_the_blast_radius(base: Path, renamed: Path)
     assert (code, err) == (0, "")
     body = json.loads(out)
     assert body["base"] == str(base / "dev" / "state.json")
-    assert body["change_counts"] == {"create": 15, "update": 0, "replace": 0, "delete": 15}
+    assert body["change_counts"] == {"create": PER_POOL, "update": 0, "replace": 0, "delete": PER_POOL}
     for change in body["changes"]:
         assert {"urn", "type", "action", "keys"} <= set(change)
     scale_set = next(c for c in body["changes"] if c["type"] == "azure-native:compute:VirtualMachineScaleSet")
@@ -105,7 +110,7 @@ def test_plan_md_leads_with_the_blast_radius(base: Path, renamed: Path, tmp_path
         "- 1 subnet in use removed: gpu-h100 10.16.1.0/24 -> gone (155 IP configurations, 4 machines)",
         "- API endpoint: unaffected",
     ]
-    assert f"#### Changes against `{base / 'dev' / 'state.json'}`: 15 to create, 15 to delete" in lines
+    assert f"#### Changes against `{base / 'dev' / 'state.json'}`: {PER_POOL} to create, {PER_POOL} to delete" in lines
     assert "| delete | `VirtualMachineScaleSet` | `h100-00` |  |" in lines
 
 
