@@ -280,8 +280,22 @@ KUBE_PROXY_SECRETS = (
 )
 
 
-def _rules_service(name: str, description: str, rules_file: str) -> NodeFile:
-    return _unit(f"{name}.service", render("iptables-rules.service.j2", description=description, rules_file=rules_file))
+# Jumps from the built-in chains into ours, per rules file. The files hold only our own chains
+# (iptables-restore --noflush flushes and refills a chain it declares); a jump appended from the file
+# would be appended again on every restart of its unit, doubling the counters (review-boot m1), so the
+# unit adds each jump only where it is missing.
+MANGLE_JUMPS = (
+    ("mangle", "INPUT", "AGK-HOST-IN"),
+    ("mangle", "OUTPUT", "AGK-HOST-OUT"),
+    ("mangle", "FORWARD", "AGK-POD-IN"),
+    ("mangle", "FORWARD", "AGK-POD-OUT"),
+)
+SERVICE_NAT_JUMPS = (("nat", "POSTROUTING", "AGK-SERVICE-SNAT"),)
+
+
+def _rules_service(name: str, description: str, rules_file: str, jumps: tuple[tuple[str, str, str], ...]) -> NodeFile:
+    text = render("iptables-rules.service.j2", description=description, rules_file=rules_file, jumps=jumps)
+    return _unit(f"{name}.service", text)
 
 
 def _node_network(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
@@ -583,7 +597,10 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
         _install_kubernetes(ctx),
         NodeFile(PATHS.mangle_rules, "iptables/mangle.rules", mangle_rules(ctx, role)),
         _rules_service(
-            "agk-egress-accounting", "Egress accounting (iptables mangle) for iptables-exporter", PATHS.mangle_rules
+            "agk-egress-accounting",
+            "Egress accounting (iptables mangle) for iptables-exporter",
+            PATHS.mangle_rules,
+            MANGLE_JUMPS,
         ),
         _sysctl(ctx, role, node=True, forwarding=True),
         *static_pods,
@@ -722,7 +739,9 @@ def _nat(ctx: BootstrapContext) -> NodeBundle:
             "iptables/nat.rules",
             render("nat.rules.j2", cluster=ctx.cluster, vnet_cidrs=vnet, service_cidr=ctx.service_cidr),
         ),
-        _rules_service("agk-service-nat", "Masquerade DNATed service traffic into the spoke", PATHS.nat_rules),
+        _rules_service(
+            "agk-service-nat", "Masquerade DNATed service traffic into the spoke", PATHS.nat_rules, SERVICE_NAT_JUMPS
+        ),
         *_node_network(ctx),
         *_kube_proxy(ctx, name),
         *_kubelet(ctx, "nat", name, None, (NODE_NETWORK_UNIT,)),
