@@ -57,6 +57,8 @@ POD_INTERFACE_PREFIX = "azv"
 FORWARD_CHAIN = "AGK-FORWARD"
 # Azure's platform addresses (wire server, IMDS, link-local) and loopback are not internet traffic.
 PLATFORM_CIDRS = tuple(IPv4Network(n) for n in ("127.0.0.0/8", "168.63.129.16/32", "169.254.0.0/16"))
+# The address in IMDS_URL (http://<address>/metadata).
+IMDS_ADDRESS = IMDS_URL.split("/")[2]
 NODE_NETWORK_UNIT = "agk-node-network.service"
 NODE_IDENTITY_UNIT = "agk-node-identity.service"
 BOOT_HEALTH_UNIT = "agk-boot-health.service"
@@ -298,7 +300,14 @@ def _rules_service(name: str, description: str, rules_file: str, jumps: tuple[tu
     return _unit(f"{name}.service", text)
 
 
-def _node_network(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
+# Roles whose pods may not reach IMDS (forward-pod-traffic.sh.j2 says why). The system pool stays
+# open: cloud-provider-azure's controller-manager and the XID remediation CronJob run there on the
+# pod network and take their managed-identity tokens from IMDS (modules/cluster/objects; the
+# add-ons' NetworkPolicies allow them IMDS). tests/bootstrap/test_pod_imds.py keeps the two in step.
+POD_IMDS_BLOCKED: frozenset[Role] = frozenset({"gpu-node"})
+
+
+def _node_network(ctx: BootstrapContext, role: Role) -> tuple[NodeFile, ...]:
     """The unit that settles the host network before containerd, the kubelet and the CNI (hosts
     running kube-proxy: pool nodes and the NAT host), with the scripts it runs."""
     pod_ips = PATHS.script("pod-ips-off-host.py")
@@ -314,7 +323,13 @@ def _node_network(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
         ),
         _script(
             "forward-pod-traffic.sh",
-            render("forward-pod-traffic.sh.j2", chain=FORWARD_CHAIN, prefix=POD_INTERFACE_PREFIX),
+            render(
+                "forward-pod-traffic.sh.j2",
+                chain=FORWARD_CHAIN,
+                prefix=POD_INTERFACE_PREFIX,
+                block_imds=role in POD_IMDS_BLOCKED,
+                imds=IMDS_ADDRESS,
+            ),
         ),
         NodeFile(PATHS.cloud_cfg, "cloud/" + PATHS.cloud_cfg.rsplit("/", 1)[1], render("azure-vnet.cfg.j2")),
         NodeFile(
@@ -566,7 +581,7 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
     files = (
         *_common(role),
         *_boot_health(ctx, role, steps),
-        *_node_network(ctx),
+        *_node_network(ctx, role),
         *(_node_identity(ctx) if gpu else ()),
         *_kubelet(ctx, role, pool.name, pool, (NODE_NETWORK_UNIT,)),
         _kubeconfig(
@@ -742,7 +757,7 @@ def _nat(ctx: BootstrapContext) -> NodeBundle:
         _rules_service(
             "agk-service-nat", "Masquerade DNATed service traffic into the spoke", PATHS.nat_rules, SERVICE_NAT_JUMPS
         ),
-        *_node_network(ctx),
+        *_node_network(ctx, "nat"),
         *_kube_proxy(ctx, name),
         *_kubelet(ctx, "nat", name, None, (NODE_NETWORK_UNIT,)),
         _containerd(ctx, "nat", 0),

@@ -25,7 +25,7 @@ import pytest
 from modules import labels
 from modules.bootstrap.context import BOOT_HEALTH_PATH, BOOT_HEALTH_PORT, IMDS_API_VERSION, BootstrapContext
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.roles import NODE_IDENTITY_UNIT, NodeBundle, bundle
+from modules.bootstrap.roles import NODE_IDENTITY_UNIT, POD_IMDS_BLOCKED, NodeBundle, bundle
 
 from .hostsim import (
     background,
@@ -314,6 +314,18 @@ POD_CLIENT = textwrap.dedent(
         print(f"unreachable: {e}")
     """
 )
+IMDS_CLIENT = textwrap.dedent(
+    """
+    import sys, urllib.request
+    url = "http://169.254.169.254" + sys.argv[1]
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(urllib.request.Request(url, headers={"Metadata": "true"}), timeout=3) as r:
+            print(f"imds {r.status}")
+    except OSError as e:
+        print(f"unreachable: {e}")
+    """
+)
 # What each image does to the host before customData is read (research notes, azhpc-images): the
 # HPC image's Docker sets FORWARD DROP (iptables-nft, the default backend) and cloud-init leaves
 # networking alone; Ubuntu's cloud-init binds every IP configuration in IMDS to eth0.
@@ -356,7 +368,8 @@ def test_replayed_boot_forwards_pod_traffic_to_the_api_server(
         s.name for s in node.steps[: node.steps.index(next(s for s in node.steps if s.name == "host-network"))]
     ]
     assert skipped[-2:] == ["containerd", "kubelet"]
-    with namespaces("node", "pod", "api") as ns, fake_imds(ns["node"], tmp_path, routes):
+    # IMDS sits beyond eth0, as in Azure (here in the namespace that stands for the VNet side).
+    with namespaces("node", "pod", "api") as ns, fake_imds(ns["api"], tmp_path, routes):
         n, p, a = ns["node"], ns["pod"], ns["api"]
         # pod --azv veth-- node --eth0-- API server (the VNet routes it; here a link)
         run("ip", "link", "add", "azv0c0ffee", "netns", n, "type", "veth", "peer", "name", "eth0", "netns", p)
@@ -368,6 +381,7 @@ def test_replayed_boot_forwards_pod_traffic_to_the_api_server(
             for ip in ips[1:]:
                 run("ip", "addr", "add", f"{ip}/{plan.subnet.prefixlen}", "dev", "eth0", ns=n)
         run("ip", "route", "add", f"{vip}/32", "dev", "eth0", ns=n)
+        run("ip", "route", "add", "169.254.169.254/32", "dev", "eth0", ns=n)  # Azure's DHCP route to IMDS
         # Azure's default route via the subnet's gateway (.1): proxy ARP answers pods for 169.254.1.1.
         run("ip", "route", "add", "default", "via", str(plan.subnet.network_address + 1), "dev", "eth0", ns=n)
         # Azure CNI transparent mode: a /32 route to the pod's veth, the pod routes via 169.254.1.1.
@@ -385,13 +399,24 @@ def test_replayed_boot_forwards_pod_traffic_to_the_api_server(
         client.write_text(POD_CLIENT)
         server = tmp_path / "server.py"
         server.write_text(API_SERVER)
+        imds = tmp_path / "imds_client.py"
+        imds.write_text(IMDS_CLIENT)
         with background(a, sys.executable, str(server), vip, "6443"):
             before = run(sys.executable, str(client), vip, "6443", ns=p).stdout.strip()
             files = {PATHS.sysctl: _per_netns_sysctls(node.file("sysctl.d/999-agk.conf").content, n)}
             out = in_private_host(n, [*private_host(tmp_path, node, files), *commands, "iptables-legacy -S FORWARD"])
             after = run(sys.executable, str(client), vip, "6443", ns=p).stdout.strip()
+            probe = f"/metadata/instance/compute/vmScaleSetName?api-version={IMDS_API_VERSION}&format=text"
+            pod_imds = run(sys.executable, str(imds), probe, ns=p).stdout.strip()
+            host_imds = run(sys.executable, str(imds), probe, ns=n).stdout.strip()
         assert before.startswith("unreachable"), before
         assert after == "api", f"{after}\n{out.stdout}{out.stderr}"
+        # The host keeps IMDS (node identity, its own token); a pod on a GPU node gets nothing from it.
+        assert host_imds == "imds 200", host_imds
+        if plan.role in POD_IMDS_BLOCKED:
+            assert pod_imds.startswith("unreachable"), pod_imds
+        else:
+            assert pod_imds == "imds 200", pod_imds
         replayed = [line.removeprefix("step:") for line in out.stdout.splitlines() if line.startswith("step:")]
         expected = ["host-network", *(["node-identity"] if plan.gpus else []), "egress-accounting"]
         assert replayed == expected
