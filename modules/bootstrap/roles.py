@@ -63,6 +63,12 @@ NODE_NETWORK_UNIT = "agk-node-network.service"
 NODE_IDENTITY_UNIT = "agk-node-identity.service"
 BOOT_HEALTH_UNIT = "agk-boot-health.service"
 KUBELET_ENV_VAR = "AGK_NODE_LABELS"
+# One run of a boot unit asks IMDS at most this often, this far apart (about a minute and a half with
+# the 5 s timeout), then fails and systemd restarts it (Restart=on-failure in the units).
+IMDS_TRIES = 10
+IMDS_RETRY_DELAY_S = 5
+NODE_IDENTITY_CACHE = "/var/lib/agk/scale-set-name"
+"""The scale set name a GPU node read from IMDS on its first boot (a VM never changes scale set)."""
 APT_LOCK_TIMEOUT_S = 600
 # Whole-node GPU pods: beyond Kubernetes' 5,000-node envelope the scheduler's default scores only 5%
 # of nodes; keep scoring as many as the default does at 5,000 nodes (10%).
@@ -319,7 +325,14 @@ def _node_network(ctx: BootstrapContext, role: Role) -> tuple[NodeFile, ...]:
         ),
         _script(
             "pod-ips-off-host.py",
-            render("pod-ips-off-host.py.j2", imds=IMDS_URL, api_version=IMDS_API_VERSION, cloud_cfg=PATHS.cloud_cfg),
+            render(
+                "pod-ips-off-host.py.j2",
+                imds=IMDS_URL,
+                api_version=IMDS_API_VERSION,
+                cloud_cfg=PATHS.cloud_cfg,
+                tries=IMDS_TRIES,
+                delay=IMDS_RETRY_DELAY_S,
+            ),
         ),
         _script(
             "forward-pod-traffic.sh",
@@ -547,6 +560,9 @@ def _node_identity(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
                 run_dir=PATHS.run,
                 env_file=PATHS.kubelet_env,
                 env_var=KUBELET_ENV_VAR,
+                cache=NODE_IDENTITY_CACHE,
+                tries=IMDS_TRIES,
+                delay=IMDS_RETRY_DELAY_S,
             ),
         ),
     )

@@ -185,6 +185,7 @@ def test_gpu_nodes_register_with_their_infiniband_island(
         lines = [
             *private_host(tmp_path, node),
             "export http_proxy=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9",  # IMDS must bypass proxies
+            "export AGK_IMDS_RETRY_DELAY=1",
             *_execs(node.file(f"systemd/{NODE_IDENTITY_UNIT}").content),
             f"cat {PATHS.kubelet_env}",
         ]
