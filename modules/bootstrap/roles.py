@@ -523,6 +523,13 @@ def scheduler_score_percent(total_nodes: int) -> int:
     return max(5, math.ceil(100 * SCORED_NODES / total_nodes))
 
 
+# The kubelet's client certificate once its CSR is signed (certificate and key in one file, under its
+# default --cert-dir). Its kubeconfig is no sign of that: with rotateCertificates and a bootstrap
+# kubeconfig the kubelet writes /var/lib/kubelet/kubeconfig at startup, pointing at this file before
+# it exists (pkg/kubelet/certificate/bootstrap/bootstrap.go LoadClientConfig).
+KUBELET_CLIENT_CERT = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+
+
 def _boot_health(ctx: BootstrapContext, role: Role, steps: tuple[Step, ...]) -> tuple[NodeFile, ...]:
     script = PATHS.script("boot-health.py")
     return (
@@ -539,7 +546,10 @@ def _boot_health(ctx: BootstrapContext, role: Role, steps: tuple[Step, ...]) -> 
                 path=BOOT_HEALTH_PATH,
                 steps_json=json.dumps([s.name for s in steps]),
                 state=PATHS.boot_state,
-                kubeconfig=PATHS.kubelet_kubeconfig,
+                joined=f"{PATHS.boot_state}/joined",
+                client_cert=KUBELET_CLIENT_CERT,
+                ca=f"{PATHS.pki}/ca.crt",
+                apiserver=ctx.apiserver_url,
                 healthz_port=PORTS.kubelet_healthz,
             ),
         ),

@@ -32,6 +32,7 @@ PACKAGES = {
     "kubectl": "kubernetes-client",
     "unshare": "util-linux",
     "chroot": "coreutils",
+    "openssl": "openssl",
 }
 
 
