@@ -361,6 +361,15 @@ def mangle_rules(ctx: BootstrapContext, role: Role) -> str:
     )
 
 
+ETCD_JOIN_WAIT_S = 600
+"""How long the first boot waits to see its etcd member in a quorum before going on without it."""
+
+
+def _etcd_joined(member: Host, endpoint: str) -> NodeFile:
+    text = render("etcd-joined.sh.j2", name=member.name, endpoint=endpoint, pki=PATHS.etcd_pki, wait_s=ETCD_JOIN_WAIT_S)
+    return _script("etcd-joined.sh", text)
+
+
 def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBundle:
     member = etcd.member(name)
     config = render(
@@ -396,6 +405,7 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
             *_common(etcd.role),
             NodeFile(PATHS.etcd_config, "etcd.conf.yml", config),
             NodeFile(PATHS.unit("etcd.service.d/10-agk.conf"), "systemd/etcd.service.d/10-agk.conf", unit),
+            _etcd_joined(member, f"https://{member.ip}:{ETCD_CLIENT_PORT}"),
             _sysctl(ctx, etcd.role, node=False, forwarding=False),
         ),
         secrets=secrets,
@@ -407,7 +417,9 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
             Step("etcd-data", f"install -d -o etcd -g etcd -m 0700 {PATHS.etcd_mount}/data"),
             Step("etcd-pki", f"chown -R etcd:etcd {PATHS.etcd_pki}"),
             RELOAD_STEP,
-            Step("etcd", start("etcd")),
+            # Not blocking: etcd is started once it joins a quorum, whenever its peers boot (M9).
+            Step("etcd", "systemctl enable etcd && systemctl restart --no-block etcd"),
+            Step("etcd-joined", f"sh {PATHS.script('etcd-joined.sh')}", tries=1),
             NODE_EXPORTER_STEP,
         ),
     )
