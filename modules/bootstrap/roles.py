@@ -20,7 +20,7 @@ from ipaddress import IPv4Network
 from typing import Literal
 
 from modules import labels
-from modules.bootstrap import pki
+from modules.bootstrap import pki, versions
 from modules.bootstrap.config import AZURE_CNI_URL
 from modules.bootstrap.context import (
     BOOT_HEALTH_PATH,
@@ -178,14 +178,18 @@ RELOAD_STEP = Step("daemon-reload", "systemctl daemon-reload")
 NODE_EXPORTER_STEP = Step("node-exporter", start("prometheus-node-exporter"))
 
 
-def _install_kubernetes(ctx: BootstrapContext) -> NodeFile:
+def _install_kubernetes(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
+    """The kubelet package and the containerd it runs on, both pinned (versions.py) and held."""
     text = render(
         "install-kubernetes.sh.j2",
         version=ctx.kubernetes_version,
         minor=ctx.kubernetes_minor,
         apt_install=APT_INSTALL,
+        pin_containerd=PATHS.script("pin-containerd.sh"),
     )
-    return _script("install-kubernetes.sh", text)
+    containerd_min = versions.release(ctx.kubernetes_minor).containerd_min
+    pin = render("pin-containerd.sh.j2", minor=ctx.kubernetes_minor, containerd_min=containerd_min)
+    return _script("install-kubernetes.sh", text), _script("pin-containerd.sh", pin)
 
 
 def _containerd(ctx: BootstrapContext, role: Role, gpus: int) -> NodeFile:
@@ -484,7 +488,7 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         *_kubelet(ctx, "apiserver", name, None, ()),
         _containerd(ctx, "apiserver", 0),
         _sysctl(ctx, "apiserver", node=False, forwarding=False),
-        _install_kubernetes(ctx),
+        *_install_kubernetes(ctx),
     )
     secret_map = {
         "ca.crt": f"cert:{pki.KUBERNETES_CA}",
@@ -647,7 +651,7 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
                 cni_bin=PATHS.cni_bin,
             ),
         ),
-        _install_kubernetes(ctx),
+        *_install_kubernetes(ctx),
         NodeFile(PATHS.mangle_rules, "iptables/mangle.rules", mangle_rules(ctx, role)),
         _rules_service(
             "agk-egress-accounting",
@@ -800,7 +804,7 @@ def _nat(ctx: BootstrapContext) -> NodeBundle:
         *_kubelet(ctx, "nat", name, None, (NODE_NETWORK_UNIT,)),
         _containerd(ctx, "nat", 0),
         _sysctl(ctx, "nat", node=False, forwarding=True),
-        _install_kubernetes(ctx),
+        *_install_kubernetes(ctx),
     )
     packages = ("containerd", "curl", "gpg", "iptables", "conntrack", "prometheus-node-exporter")
     return NodeBundle(

@@ -33,6 +33,8 @@ PACKAGES = {
     "unshare": "util-linux",
     "chroot": "coreutils",
     "openssl": "openssl",
+    "apt-get": "apt",
+    "dpkg-deb": "dpkg",
 }
 
 
