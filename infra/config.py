@@ -397,6 +397,22 @@ class ClusterConfig(_Model):
     def _cluster_name(cls, v: str) -> str:
         return _name("cluster", v)
 
+    @field_validator("label_domain")
+    @classmethod
+    def _label_domain(cls, v: str) -> str:
+        # The kubelet refuses to start with a --node-labels key in the kubernetes.io or k8s.io
+        # namespaces (the domain itself or any subdomain) unless it is one of Kubernetes' own
+        # (cmd/kubelet/app/options/options.go ValidateKubeletFlags, isKubernetesLabel; the rule
+        # NodeRestriction enforces on the API side). Those namespaces belong to Kubernetes.
+        for reserved in ("kubernetes.io", "k8s.io"):
+            if v == reserved or v.endswith("." + reserved):
+                raise ValueError(
+                    f"{v!r} is in the {reserved} namespace, which Kubernetes reserves: the kubelet refuses "
+                    "--node-labels there (NodeRestriction), so no node would start; use a domain your "
+                    "organisation owns, e.g. gpu.example.com"
+                )
+        return v
+
     @model_validator(mode="after")
     def _backups_need_storage(self) -> ClusterConfig:
         if self.etcd.backup.enabled and not self.storage.enabled:

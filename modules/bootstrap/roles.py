@@ -25,7 +25,7 @@ from ipaddress import IPv4Network
 from typing import Literal
 
 from modules import labels
-from modules.bootstrap import pki
+from modules.bootstrap import pki, versions
 from modules.bootstrap.config import AZURE_CNI_URL
 from modules.bootstrap.context import (
     BOOT_HEALTH_PATH,
@@ -63,10 +63,18 @@ POD_INTERFACE_PREFIX = "azv"
 FORWARD_CHAIN = "AGK-FORWARD"
 # Azure's platform addresses (wire server, IMDS, link-local) and loopback are not internet traffic.
 PLATFORM_CIDRS = tuple(IPv4Network(n) for n in ("127.0.0.0/8", "168.63.129.16/32", "169.254.0.0/16"))
+# The address in IMDS_URL (http://<address>/metadata).
+IMDS_ADDRESS = IMDS_URL.split("/")[2]
 NODE_NETWORK_UNIT = "agk-node-network.service"
 NODE_IDENTITY_UNIT = "agk-node-identity.service"
 BOOT_HEALTH_UNIT = "agk-boot-health.service"
 KUBELET_ENV_VAR = "AGK_NODE_LABELS"
+# One run of a boot unit asks IMDS at most this often, this far apart (about a minute and a half with
+# the 5 s timeout), then fails and systemd restarts it (Restart=on-failure in the units).
+IMDS_TRIES = 10
+IMDS_RETRY_DELAY_S = 5
+NODE_IDENTITY_CACHE = "/var/lib/agk/scale-set-name"
+"""The scale set name a GPU node read from IMDS on its first boot (a VM never changes scale set)."""
 APT_LOCK_TIMEOUT_S = 600
 # Whole-node GPU pods: beyond Kubernetes' 5,000-node envelope the scheduler's default scores only 5%
 # of nodes; keep scoring as many as the default does at 5,000 nodes (10%).
@@ -210,14 +218,18 @@ RELOAD_STEP = Step("daemon-reload", "systemctl daemon-reload")
 NODE_EXPORTER_STEP = Step("node-exporter", start("prometheus-node-exporter"))
 
 
-def _install_kubernetes(ctx: BootstrapContext) -> NodeFile:
+def _install_kubernetes(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
+    """The kubelet package and the containerd it runs on, both pinned (versions.py) and held."""
     text = render(
         "install-kubernetes.sh.j2",
         version=ctx.kubernetes_version,
         minor=ctx.kubernetes_minor,
         apt_install=APT_INSTALL,
+        pin_containerd=PATHS.script("pin-containerd.sh"),
     )
-    return _script("install-kubernetes.sh", text)
+    containerd_min = versions.release(ctx.kubernetes_minor).containerd_min
+    pin = render("pin-containerd.sh.j2", minor=ctx.kubernetes_minor, containerd_min=containerd_min)
+    return _script("install-kubernetes.sh", text), _script("pin-containerd.sh", pin)
 
 
 def _containerd(ctx: BootstrapContext, role: Role, gpus: int) -> NodeFile:
@@ -326,11 +338,32 @@ KUBE_PROXY_SECRETS = (
 )
 
 
-def _rules_service(name: str, description: str, rules_file: str) -> NodeFile:
-    return _unit(f"{name}.service", render("iptables-rules.service.j2", description=description, rules_file=rules_file))
+# Jumps from the built-in chains into ours, per rules file. The files hold only our own chains
+# (iptables-restore --noflush flushes and refills a chain it declares); a jump appended from the file
+# would be appended again on every restart of its unit, doubling the counters (review-boot m1), so the
+# unit adds each jump only where it is missing.
+MANGLE_JUMPS = (
+    ("mangle", "INPUT", "AGK-HOST-IN"),
+    ("mangle", "OUTPUT", "AGK-HOST-OUT"),
+    ("mangle", "FORWARD", "AGK-POD-IN"),
+    ("mangle", "FORWARD", "AGK-POD-OUT"),
+)
+SERVICE_NAT_JUMPS = (("nat", "POSTROUTING", "AGK-SERVICE-SNAT"),)
 
 
-def _node_network(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
+def _rules_service(name: str, description: str, rules_file: str, jumps: tuple[tuple[str, str, str], ...]) -> NodeFile:
+    text = render("iptables-rules.service.j2", description=description, rules_file=rules_file, jumps=jumps)
+    return _unit(f"{name}.service", text)
+
+
+# Roles whose pods may not reach IMDS (forward-pod-traffic.sh.j2 says why). The system pool stays
+# open: cloud-provider-azure's controller-manager and the XID remediation CronJob run there on the
+# pod network and take their managed-identity tokens from IMDS (modules/cluster/objects; the
+# add-ons' NetworkPolicies allow them IMDS). tests/bootstrap/test_pod_imds.py keeps the two in step.
+POD_IMDS_BLOCKED: frozenset[Role] = frozenset({"gpu-node"})
+
+
+def _node_network(ctx: BootstrapContext, role: Role) -> tuple[NodeFile, ...]:
     """The unit that settles the host network before containerd, the kubelet and the CNI (hosts
     running kube-proxy: pool nodes and the NAT host), with the scripts it runs."""
     pod_ips = PATHS.script("pod-ips-off-host.py")
@@ -342,11 +375,24 @@ def _node_network(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
         ),
         _script(
             "pod-ips-off-host.py",
-            render("pod-ips-off-host.py.j2", imds=IMDS_URL, api_version=IMDS_API_VERSION, cloud_cfg=PATHS.cloud_cfg),
+            render(
+                "pod-ips-off-host.py.j2",
+                imds=IMDS_URL,
+                api_version=IMDS_API_VERSION,
+                cloud_cfg=PATHS.cloud_cfg,
+                tries=IMDS_TRIES,
+                delay=IMDS_RETRY_DELAY_S,
+            ),
         ),
         _script(
             "forward-pod-traffic.sh",
-            render("forward-pod-traffic.sh.j2", chain=FORWARD_CHAIN, prefix=POD_INTERFACE_PREFIX),
+            render(
+                "forward-pod-traffic.sh.j2",
+                chain=FORWARD_CHAIN,
+                prefix=POD_INTERFACE_PREFIX,
+                block_imds=role in POD_IMDS_BLOCKED,
+                imds=IMDS_ADDRESS,
+            ),
         ),
         NodeFile(PATHS.cloud_cfg, "cloud/" + PATHS.cloud_cfg.rsplit("/", 1)[1], render("azure-vnet.cfg.j2")),
         NodeFile(
@@ -363,6 +409,15 @@ def mangle_rules(ctx: BootstrapContext, role: Role) -> str:
     return render(
         "mangle.rules.j2", role=role, cluster=ctx.cluster, internal=ctx.internal_cidrs, not_internet=not_internet
     )
+
+
+ETCD_JOIN_WAIT_S = 600
+"""How long the first boot waits to see its etcd member in a quorum before going on without it."""
+
+
+def _etcd_joined(member: Host, endpoint: str) -> NodeFile:
+    text = render("etcd-joined.sh.j2", name=member.name, endpoint=endpoint, pki=PATHS.etcd_pki, wait_s=ETCD_JOIN_WAIT_S)
+    return _script("etcd-joined.sh", text)
 
 
 def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBundle:
@@ -404,6 +459,7 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
             *_common(etcd.role),
             NodeFile(PATHS.etcd_config, "etcd.conf.yml", config),
             NodeFile(PATHS.unit("etcd.service.d/10-agk.conf"), "systemd/etcd.service.d/10-agk.conf", unit),
+            _etcd_joined(member, f"https://{member.ip}:{ETCD_CLIENT_PORT}"),
             _sysctl(ctx, etcd.role, node=False, forwarding=False),
             *backup_files,
         ),
@@ -416,7 +472,9 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
             Step("etcd-data", f"install -d -o etcd -g etcd -m 0700 {PATHS.etcd_mount}/data"),
             Step("etcd-pki", f"chown -R etcd:etcd {PATHS.etcd_pki}"),
             RELOAD_STEP,
-            Step("etcd", start("etcd")),
+            # Not blocking: etcd is started once it joins a quorum, whenever its peers boot (M9).
+            Step("etcd", "systemctl enable etcd && systemctl restart --no-block etcd"),
+            Step("etcd-joined", f"sh {PATHS.script('etcd-joined.sh')}", tries=1),
             NODE_EXPORTER_STEP,
             *backup_steps,
         ),
@@ -483,7 +541,7 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         *_kubelet(ctx, "apiserver", name, None, ()),
         _containerd(ctx, "apiserver", 0),
         _sysctl(ctx, "apiserver", node=False, forwarding=False),
-        _install_kubernetes(ctx),
+        *_install_kubernetes(ctx),
     )
     secret_map = {
         "ca.crt": f"cert:{pki.KUBERNETES_CA}",
@@ -534,6 +592,13 @@ def scheduler_score_percent(total_nodes: int) -> int:
     return max(5, math.ceil(100 * SCORED_NODES / total_nodes))
 
 
+# The kubelet's client certificate once its CSR is signed (certificate and key in one file, under its
+# default --cert-dir). Its kubeconfig is no sign of that: with rotateCertificates and a bootstrap
+# kubeconfig the kubelet writes /var/lib/kubelet/kubeconfig at startup, pointing at this file before
+# it exists (pkg/kubelet/certificate/bootstrap/bootstrap.go LoadClientConfig).
+KUBELET_CLIENT_CERT = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+
+
 def _boot_health(ctx: BootstrapContext, role: Role, steps: tuple[Step, ...]) -> tuple[NodeFile, ...]:
     script = PATHS.script("boot-health.py")
     return (
@@ -550,7 +615,10 @@ def _boot_health(ctx: BootstrapContext, role: Role, steps: tuple[Step, ...]) -> 
                 path=BOOT_HEALTH_PATH,
                 steps_json=json.dumps([s.name for s in steps]),
                 state=PATHS.boot_state,
-                kubeconfig=PATHS.kubelet_kubeconfig,
+                joined=f"{PATHS.boot_state}/joined",
+                client_cert=KUBELET_CLIENT_CERT,
+                ca=f"{PATHS.pki}/ca.crt",
+                apiserver=ctx.apiserver_url,
                 healthz_port=PORTS.kubelet_healthz,
             ),
         ),
@@ -571,6 +639,9 @@ def _node_identity(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
                 run_dir=PATHS.run,
                 env_file=PATHS.kubelet_env,
                 env_var=KUBELET_ENV_VAR,
+                cache=NODE_IDENTITY_CACHE,
+                tries=IMDS_TRIES,
+                delay=IMDS_RETRY_DELAY_S,
             ),
         ),
     )
@@ -605,7 +676,7 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
     files = (
         *_common(role),
         *_boot_health(ctx, role, steps),
-        *_node_network(ctx),
+        *_node_network(ctx, role),
         *(_node_identity(ctx) if gpu else ()),
         *_kubelet(ctx, role, pool.name, pool, (NODE_NETWORK_UNIT,)),
         _kubeconfig(
@@ -633,10 +704,13 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
                 cni_bin=PATHS.cni_bin,
             ),
         ),
-        _install_kubernetes(ctx),
+        *_install_kubernetes(ctx),
         NodeFile(PATHS.mangle_rules, "iptables/mangle.rules", mangle_rules(ctx, role)),
         _rules_service(
-            "agk-egress-accounting", "Egress accounting (iptables mangle) for iptables-exporter", PATHS.mangle_rules
+            "agk-egress-accounting",
+            "Egress accounting (iptables mangle) for iptables-exporter",
+            PATHS.mangle_rules,
+            MANGLE_JUMPS,
         ),
         _sysctl(ctx, role, node=True, forwarding=True),
         *static_pods,
@@ -778,13 +852,15 @@ def _nat(ctx: BootstrapContext) -> NodeBundle:
             "iptables/nat.rules",
             render("nat.rules.j2", cluster=ctx.cluster, vnet_cidrs=vnet, service_cidr=ctx.service_cidr),
         ),
-        _rules_service("agk-service-nat", "Masquerade DNATed service traffic into the spoke", PATHS.nat_rules),
-        *_node_network(ctx),
+        _rules_service(
+            "agk-service-nat", "Masquerade DNATed service traffic into the spoke", PATHS.nat_rules, SERVICE_NAT_JUMPS
+        ),
+        *_node_network(ctx, "nat"),
         *_kube_proxy(ctx, name),
         *_kubelet(ctx, "nat", name, None, (NODE_NETWORK_UNIT,)),
         _containerd(ctx, "nat", 0),
         _sysctl(ctx, "nat", node=False, forwarding=True),
-        _install_kubernetes(ctx),
+        *_install_kubernetes(ctx),
     )
     packages = ("containerd", "curl", "gpg", "iptables", "conntrack", "prometheus-node-exporter")
     return NodeBundle(

@@ -25,6 +25,11 @@ Sources, as of the stored copies (2026-08; "as of 2026-12" numbers newer than th
 - kube-state-metrics: its README compatibility matrix (@c92fe0c, 2026-08-20): v2.19 is built with
   client-go 1.35 (v2.19.1, 2026-06-11, client-go v0.35.4), v2.20.0 with 1.36 (client-go v0.36.3);
   for 1.37 the project advises its newest release.
+- containerd: "The last Kubernetes release to offer this support [containerd 1.x] will be v1.35
+  (aligned with containerd 1.7 EOL)" (Kubernetes v1.34 release blog, "Kubernetes to end containerd
+  1.x support in v1.36", KEP-4033; relayed as "Kubernetes 1.35 is the last release supporting
+  containerd 1.x" by the v1.35 notes): 1.35 keeps 1.7, 1.36 and 1.37 need 2.0 or newer. The boot
+  refuses an older containerd on the node; ``check_containerd`` refuses it from the images table.
 - scheduler-plugins: its README compatibility matrix (@903da7d, 2026-08-16): the newest release is
   v0.34.7, compiled with Kubernetes v1.34.7. Version skew policy (kubernetes.io/releases/
   version-skew-policy): kube-scheduler "must not be newer than the kube-apiserver ... may be up to
@@ -62,6 +67,8 @@ class Release:
     kube_state_metrics: str
     gang_scheduler: str | None
     """scheduler-plugins release within the skew rule (its minor = ours or one older); None: none."""
+    containerd_min: str
+    """Oldest containerd line (major.minor) this minor's kubelet supports; the boot refuses older."""
 
     @property
     def minor_number(self) -> int:
@@ -92,12 +99,24 @@ class Release:
 TABLE: dict[str, Release] = {
     r.minor: r
     for r in (
-        Release("1.35", 8, "2027-02-28", "3.10.1", "v1.13.1", "v2.19.1", "v0.34.7"),
-        Release("1.36", 4, "2027-06-28", "3.10.2", "v1.14.2", "v2.20.0", None),
-        Release("1.37", 0, "2027-10-28", "3.10.2", "v1.14.4", "v2.20.0", None),
+        Release("1.35", 8, "2027-02-28", "3.10.1", "v1.13.1", "v2.19.1", "v0.34.7", "1.7"),
+        Release("1.36", 4, "2027-06-28", "3.10.2", "v1.14.2", "v2.20.0", None, "2.0"),
+        Release("1.37", 0, "2027-10-28", "3.10.2", "v1.14.4", "v2.20.0", None, "2.0"),
     )
 }
 SUPPORTED: tuple[str, ...] = tuple(TABLE)
+
+IMAGE_CONTAINERD: dict[str, str] = {
+    # Canonical ubuntu-24_04-lts server (infra/config.py UBUNTU_2404): the archive's containerd
+    # package is the 1.7 line (noble). *unverified* on this exact version: check `containerd --version`.
+    "24.04.202609040": "1.7",
+    # microsoft-dsvm ubuntu-hpc 2204 (UBUNTU_HPC_2204): moby-containerd from packages.microsoft.com,
+    # installed unpinned with moby-engine (Azure/azhpc-images ubuntu/common/install_docker.sh), the
+    # 1.7 line in 2024-10. *unverified*: check `containerd --version` on the image.
+    "22.04.2024102301": "1.7",
+}
+"""containerd line (major.minor) each pinned VM image ships, by image version. The node's boot checks
+the real version either way (pin-containerd.sh); this table lets the config refuse early."""
 DEFAULT_MINOR = "1.35"
 """The newest supported minor that has a gang scheduler within the skew rule (addons.gang is on by default)."""
 
@@ -143,3 +162,30 @@ def gang_within_skew(tag: str, minor: str) -> bool:
 def gang_scheduler_image(tag: str) -> str:
     """The kube-scheduler image of scheduler-plugins ``tag``."""
     return f"{GANG_SCHEDULER_REPO}:{tag}"
+
+
+def _line(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def check_containerd(minor: str, images: dict[str, str]) -> None:
+    """ConfigError when an image (kind -> image version) ships a containerd older than ``minor`` needs.
+
+    Images this table does not know pass here; their nodes' boot checks the installed containerd.
+    """
+    need = release(minor).containerd_min
+    for kind, version in images.items():
+        have = IMAGE_CONTAINERD.get(version)
+        if have is not None and _line(have) < _line(need):
+            raise ConfigError(
+                f"azure-gpu-k8s:cluster.kubernetes_version: Kubernetes {minor} needs containerd {need} or newer, "
+                f"but images.{kind} {version} ships containerd {have}: use kubernetes_version "
+                f"{_newest_for(have)}, or pin images.{kind} to an image with containerd {need} or newer "
+                "(and add it to modules/bootstrap/versions.py IMAGE_CONTAINERD)"
+            )
+
+
+def _newest_for(containerd: str) -> str:
+    """The newest supported minor whose kubelet still supports this containerd line."""
+    fits = [m for m, r in TABLE.items() if _line(r.containerd_min) <= _line(containerd)]
+    return fits[-1] if fits else SUPPORTED[0]

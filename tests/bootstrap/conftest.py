@@ -32,6 +32,9 @@ PACKAGES = {
     "kubectl": "kubernetes-client",
     "unshare": "util-linux",
     "chroot": "coreutils",
+    "openssl": "openssl",
+    "apt-get": "apt",
+    "dpkg-deb": "dpkg",
 }
 
 

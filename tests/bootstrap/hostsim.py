@@ -22,7 +22,7 @@ from modules.bootstrap.roles import NodeBundle
 
 IMDS_ADDRESS = "169.254.169.254"
 FAKE_IMDS = Path(__file__).with_name("fake_imds.py")
-OVERLAID = ("/etc", "/var/lib", "/run", "/opt")
+OVERLAID = ("/etc", "/var/lib", "/var/cache", "/var/log", "/run", "/opt")
 
 
 def run(*args: str, ns: str | None = None, check: bool = True, **kw: object) -> subprocess.CompletedProcess[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import configparser
 import json
 import re
+import shlex
 import sys
 import textwrap
 from collections.abc import Callable
@@ -25,7 +26,14 @@ import pytest
 from modules import labels
 from modules.bootstrap.context import BOOT_HEALTH_PATH, BOOT_HEALTH_PORT, IMDS_API_VERSION, BootstrapContext
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.roles import NODE_IDENTITY_UNIT, NodeBundle, bundle
+from modules.bootstrap.roles import (
+    KUBELET_CLIENT_CERT,
+    NODE_IDENTITY_UNIT,
+    POD_IMDS_BLOCKED,
+    NodeBundle,
+    bundle,
+    names,
+)
 
 from .hostsim import (
     background,
@@ -90,16 +98,17 @@ def test_step_runner_retries_records_and_stops_the_boot_after_a_failure(
 
 HEALTH_DRIVER = textwrap.dedent(
     """
-    import json, os, subprocess, sys, threading, time, urllib.request, urllib.error, http.server
-    script, steps, port, path, kubeconfig, state, healthz = sys.argv[1:8]
-    steps = json.loads(steps)
-    proc = subprocess.Popen([sys.executable, script])
+    import http.server, json, os, shutil, ssl, subprocess, sys, threading, time, urllib.request, urllib.error
+    script, steps, port, path, kubeconfig, state, healthz, cert, api, pems = sys.argv[1:11]
+    steps, pems = json.loads(steps), json.loads(pems)
+    env = dict(os.environ, AGK_BOOT_HEALTH_API_EVERY="0")
+    proc = subprocess.Popen([sys.executable, script], env=env)
     url = f"http://127.0.0.1:{port}{path}"
 
     def probe(u=url):
         for _ in range(100):
             try:
-                with urllib.request.urlopen(u, timeout=2) as r:
+                with urllib.request.urlopen(u, timeout=10) as r:
                     return r.status, json.loads(r.read())
             except urllib.error.HTTPError as e:
                 return e.code, None
@@ -107,23 +116,59 @@ HEALTH_DRIVER = textwrap.dedent(
                 time.sleep(0.05)
         raise SystemExit("boot health endpoint never answered")
 
+    def serve(server):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
     out = {"booting": probe()}
     os.makedirs(state, exist_ok=True)
     for s in steps:
         open(os.path.join(state, s + ".done"), "w").close()
     out["steps done"] = probe()
-    os.makedirs(os.path.dirname(kubeconfig), exist_ok=True)
-    open(kubeconfig, "w").close()
-    out["registered, kubelet down"] = probe()
 
+    # The kubelet started with its bootstrap kubeconfig: healthz answers and it has written its own
+    # kubeconfig, which names a client certificate that does not exist until the CSR is signed.
     class Kubelet(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
         def log_message(self, *a): pass
     host, kport = healthz.split(":")
-    kubelet = http.server.ThreadingHTTPServer((host, int(kport)), Kubelet)
-    threading.Thread(target=kubelet.serve_forever, daemon=True).start()
-    out["booted"] = probe()
+    serve(http.server.ThreadingHTTPServer((host, int(kport)), Kubelet))
+    os.makedirs(os.path.dirname(kubeconfig), exist_ok=True)
+    open(kubeconfig, "w").write("kind: Config  # users[0] names " + cert + "\\n")
+    out["kubelet up, CSR not signed"] = probe()
+
+    # The API server: serves this node's Node to a client the cluster CA signed, Ready or not.
+    ready = {"status": "False"}
+    class Api(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            subject = dict(x[0] for x in self.connection.getpeercert()["subject"])
+            name = self.path.split("?")[0].rsplit("/", 1)[-1]
+            if subject.get("commonName") != "system:node:" + name:
+                self.send_response(403); self.end_headers(); return
+            body = json.dumps({"kind": "Node", "status": {"conditions": [{"type": "Ready", **ready}]}}).encode()
+            self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+            self.wfile.write(body)
+        def log_message(self, *a): pass
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(pems["apiserver.crt"], pems["apiserver.key"])
+    tls.load_verify_locations(pems["ca.crt"])
+    tls.verify_mode = ssl.CERT_REQUIRED
+    api_host, api_port = api.removeprefix("https://").split(":")
+    apiserver = http.server.ThreadingHTTPServer((api_host, int(api_port)), Api)
+    apiserver.socket = tls.wrap_socket(apiserver.socket, server_side=True)
+    serve(apiserver)
+
+    os.makedirs(os.path.dirname(cert), exist_ok=True)
+    for case in ("other CA", "expired", "other node"):
+        shutil.copy(pems[case], cert)
+        out[f"certificate: {case}"] = probe()
+    shutil.copy(pems["node"], cert)
+    out["joined, Node NotReady"] = probe()
+    ready["status"] = "True"
+    out["joined, Node Ready"] = probe()
+    apiserver.shutdown(); apiserver.server_close()
+    out["joined, API server down"] = probe()
     open(os.path.join(state, "failed"), "w").write(steps[-1])
     out["a step failed"] = probe()
     out["wrong path"] = probe(f"http://127.0.0.1:{port}/")
@@ -131,18 +176,72 @@ HEALTH_DRIVER = textwrap.dedent(
     print(json.dumps(out))
     """
 )
+NODE_NAME = "agk-h-000007"
+
+
+def _health_pems(ctx: BootstrapContext, tmp: Path) -> dict[str, str]:
+    """The cluster CA and an API server certificate (ClusterPki's spec), and kubelet client
+    certificates as the controller-manager signs them: this node's, another node's, an expired one
+    and one from a CA the cluster does not trust. Certificate and key in one file, as the kubelet
+    writes kubelet-client-current.pem. Returns name -> file."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    from modules.bootstrap import pki
+
+    from .certs import issue, leaf
+
+    spec = pki.pki_spec(ctx)
+    apiserver = pki.apiserver_cert(names(ctx, "apiserver")[0])
+    pems = issue(spec, only={apiserver})
+    other = issue(spec, only=set())
+    files = {
+        "ca.crt": pems[f"cert:{pki.KUBERNETES_CA}"],
+        "apiserver.crt": pems[f"cert:{apiserver}"],
+        "apiserver.key": pems[f"key:{apiserver}"],
+    }
+
+    def kubelet(ca: dict[str, str], cn: str, now: dt.datetime, hours: int = 24) -> str:
+        ca_key = serialization.load_pem_private_key(ca[f"key:{pki.KUBERNETES_CA}"].encode(), None)
+        ca_cert = x509.load_pem_x509_certificate(ca[f"cert:{pki.KUBERNETES_CA}"].encode())
+        spec_ = pki.CertSpec("kubelet-client", pki.KUBERNETES_CA, cn, "system:nodes", validity_hours=hours)
+        key, cert = leaf(spec_, ca_key, ca_cert, now)  # type: ignore[arg-type]
+        return (
+            cert
+            + key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+            ).decode()
+        )
+
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    files |= {
+        "node": kubelet(pems, f"system:node:{NODE_NAME}", now),
+        "other node": kubelet(pems, "system:node:agk-h-000008", now),
+        "expired": kubelet(pems, f"system:node:{NODE_NAME}", now - dt.timedelta(days=3), hours=24),
+        "other CA": kubelet(other, f"system:node:{NODE_NAME}", now),
+    }
+    out = {}
+    for name, text in files.items():
+        path = tmp / f"pem-{name.replace(' ', '-')}"
+        path.write_text(text)
+        out[name] = str(path)
+    return out
 
 
 @pytest.mark.realtool
 @pytest.mark.parametrize("pool", ["system", "a100"])
-def test_boot_health_is_healthy_only_after_a_successful_boot(
+def test_boot_health_is_healthy_only_once_the_node_has_joined(
     dev: BootstrapContext, require: Callable[[str], str], tmp_path: Path, pool: str
 ) -> None:
     require("ip")
     require("unshare")
+    require("openssl")
     node = bundle(dev, dev.pool(pool).role, pool)
     driver = tmp_path / "driver.py"
     driver.write_text(HEALTH_DRIVER)
+    pems = _health_pems(dev, tmp_path)
     args = [
         PATHS.script("boot-health.py"),
         json.dumps([s.name for s in node.steps]),
@@ -151,20 +250,43 @@ def test_boot_health_is_healthy_only_after_a_successful_boot(
         PATHS.kubelet_kubeconfig,
         PATHS.boot_state,
         "127.0.0.1:10248",
+        KUBELET_CLIENT_CERT,
+        dev.apiserver_url,
+        json.dumps(pems),
     ]
-    with namespaces("node") as ns:  # its own loopback: the ports are free
-        lines = [*private_host(tmp_path, node), " ".join([sys.executable, str(driver), *map(repr, args)])]
+    with namespaces("node") as ns:  # its own loopback: the ports are free; the API server VIP on it
+        run("ip", "addr", "add", f"{dev.apiserver_vip}/32", "dev", "lo", ns=ns["node"])
+        ca = Path(pems["ca.crt"]).read_text()
+        command = " ".join([sys.executable, str(driver), *map(shlex.quote, args)])
+        lines = [
+            *private_host(tmp_path, node, {f"{PATHS.pki}/ca.crt": ca}),
+            # The node's own host name (a UTS namespace), as the kubelet registers it.
+            f"exec unshare -u sh -c {shlex.quote(f'hostname {NODE_NAME.upper()} && exec {command}')}",
+        ]
         out = in_private_host(ns["node"], lines)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     healthy, unhealthy = [200, {"ApplicationHealthState": "Healthy"}], [200, {"ApplicationHealthState": "Unhealthy"}]
     assert result == {
         "booting": unhealthy,
         "steps done": unhealthy,
-        "registered, kubelet down": unhealthy,
-        "booted": healthy,
+        "kubelet up, CSR not signed": unhealthy,
+        "certificate: other CA": unhealthy,
+        "certificate: expired": unhealthy,
+        "certificate: other node": unhealthy,
+        "joined, Node NotReady": unhealthy,
+        "joined, Node Ready": healthy,
+        "joined, API server down": healthy,
         "a step failed": unhealthy,
         "wrong path": [404, None],
-    }
+    }, out.stderr
+    # Each Unhealthy answer says why, once per change, in the journal.
+    for why in (
+        "the kubelet's CSR is not signed yet",
+        "does not chain to the cluster CA or is out of date",
+        "not CN=system:node:agk-h-000007,O=system:nodes",
+        "Node not Ready",
+    ):
+        assert why in out.stderr, out.stderr
 
 
 def _expand(exec_start: str, env: dict[str, str]) -> list[str]:
@@ -185,6 +307,7 @@ def test_gpu_nodes_register_with_their_infiniband_island(
         lines = [
             *private_host(tmp_path, node),
             "export http_proxy=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9",  # IMDS must bypass proxies
+            "export AGK_IMDS_RETRY_DELAY=1",
             *_execs(node.file(f"systemd/{NODE_IDENTITY_UNIT}").content),
             f"cat {PATHS.kubelet_env}",
         ]
@@ -314,6 +437,18 @@ POD_CLIENT = textwrap.dedent(
         print(f"unreachable: {e}")
     """
 )
+IMDS_CLIENT = textwrap.dedent(
+    """
+    import sys, urllib.request
+    url = "http://169.254.169.254" + sys.argv[1]
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(urllib.request.Request(url, headers={"Metadata": "true"}), timeout=3) as r:
+            print(f"imds {r.status}")
+    except OSError as e:
+        print(f"unreachable: {e}")
+    """
+)
 # What each image does to the host before customData is read (research notes, azhpc-images): the
 # HPC image's Docker sets FORWARD DROP (iptables-nft, the default backend) and cloud-init leaves
 # networking alone; Ubuntu's cloud-init binds every IP configuration in IMDS to eth0.
@@ -356,7 +491,8 @@ def test_replayed_boot_forwards_pod_traffic_to_the_api_server(
         s.name for s in node.steps[: node.steps.index(next(s for s in node.steps if s.name == "host-network"))]
     ]
     assert skipped[-2:] == ["containerd", "kubelet"]
-    with namespaces("node", "pod", "api") as ns, fake_imds(ns["node"], tmp_path, routes):
+    # IMDS sits beyond eth0, as in Azure (here in the namespace that stands for the VNet side).
+    with namespaces("node", "pod", "api") as ns, fake_imds(ns["api"], tmp_path, routes):
         n, p, a = ns["node"], ns["pod"], ns["api"]
         # pod --azv veth-- node --eth0-- API server (the VNet routes it; here a link)
         run("ip", "link", "add", "azv0c0ffee", "netns", n, "type", "veth", "peer", "name", "eth0", "netns", p)
@@ -368,6 +504,7 @@ def test_replayed_boot_forwards_pod_traffic_to_the_api_server(
             for ip in ips[1:]:
                 run("ip", "addr", "add", f"{ip}/{plan.subnet.prefixlen}", "dev", "eth0", ns=n)
         run("ip", "route", "add", f"{vip}/32", "dev", "eth0", ns=n)
+        run("ip", "route", "add", "169.254.169.254/32", "dev", "eth0", ns=n)  # Azure's DHCP route to IMDS
         # Azure's default route via the subnet's gateway (.1): proxy ARP answers pods for 169.254.1.1.
         run("ip", "route", "add", "default", "via", str(plan.subnet.network_address + 1), "dev", "eth0", ns=n)
         # Azure CNI transparent mode: a /32 route to the pod's veth, the pod routes via 169.254.1.1.
@@ -385,13 +522,24 @@ def test_replayed_boot_forwards_pod_traffic_to_the_api_server(
         client.write_text(POD_CLIENT)
         server = tmp_path / "server.py"
         server.write_text(API_SERVER)
+        imds = tmp_path / "imds_client.py"
+        imds.write_text(IMDS_CLIENT)
         with background(a, sys.executable, str(server), vip, "6443"):
             before = run(sys.executable, str(client), vip, "6443", ns=p).stdout.strip()
             files = {PATHS.sysctl: _per_netns_sysctls(node.file("sysctl.d/999-agk.conf").content, n)}
             out = in_private_host(n, [*private_host(tmp_path, node, files), *commands, "iptables-legacy -S FORWARD"])
             after = run(sys.executable, str(client), vip, "6443", ns=p).stdout.strip()
+            probe = f"/metadata/instance/compute/vmScaleSetName?api-version={IMDS_API_VERSION}&format=text"
+            pod_imds = run(sys.executable, str(imds), probe, ns=p).stdout.strip()
+            host_imds = run(sys.executable, str(imds), probe, ns=n).stdout.strip()
         assert before.startswith("unreachable"), before
         assert after == "api", f"{after}\n{out.stdout}{out.stderr}"
+        # The host keeps IMDS (node identity, its own token); a pod on a GPU node gets nothing from it.
+        assert host_imds == "imds 200", host_imds
+        if plan.role in POD_IMDS_BLOCKED:
+            assert pod_imds.startswith("unreachable"), pod_imds
+        else:
+            assert pod_imds == "imds 200", pod_imds
         replayed = [line.removeprefix("step:") for line in out.stdout.splitlines() if line.startswith("step:")]
         # The last step starts agk-sync.timer, which runs nothing now (agk-sync.service waits for its hour).
         expected = ["host-network", *(["node-identity"] if plan.gpus else []), "egress-accounting", "sync-timer"]

@@ -16,7 +16,10 @@ from pathlib import Path
 import pytest
 
 from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import bundle
+
+from .hostsim import in_private_host, private_host
 
 INTERNET = "203.0.113.10"
 INTERNET_GW = "203.0.113.1"
@@ -41,6 +44,13 @@ for i in range(int(sys.argv[3])):
     s.sendto(b"ping", (sys.argv[1], int(sys.argv[2])))
     assert s.recvfrom(100)[0] == b"ping"
 """
+
+
+def unit_commands(unit: str) -> list[str]:
+    """A oneshot unit's ExecStart command lines, in order (systemd's quoting is the shell's here)."""
+    return [
+        line.split("=", 1)[1] for line in unit.splitlines() if line.startswith("ExecStart=") and line != "ExecStart="
+    ]
 
 
 def _sh(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -118,9 +128,12 @@ def test_mangle_rules_count_only_internet_traffic(
     require("iptables")
     require("iptables-save")
     node_ip, _ = _wire(dev, namespaces)
+    node = bundle(dev, "gpu-node", "a100")
     rules = tmp_path / "mangle.rules"
-    rules.write_text(bundle(dev, "gpu-node", "a100").file("iptables/mangle.rules").content)
-    _sh("iptables-restore", "--noflush", str(rules), ns=namespaces["node"])
+    rules.write_text(node.file("iptables/mangle.rules").content)
+    # What agk-egress-accounting runs: the restore, then the jumps into its chains.
+    for line in unit_commands(node.file("systemd/agk-egress-accounting.service").content):
+        _sh("sh", "-c", line.replace(PATHS.mangle_rules, str(rules)), ns=namespaces["node"])
     zero = {
         "traffic=host-internet-in": 0,
         "traffic=host-internet-out": 0,
@@ -156,3 +169,46 @@ def test_broken_rules_are_refused_for_real(
     rules.write_text("*mangle\n-A INPUT -j AGK-NO-SUCH-CHAIN\nCOMMIT\n")
     run = _sh("iptables-restore", "--noflush", str(rules), ns=namespaces["node"], check=False)
     assert run.returncode != 0
+
+
+def _rules_without_counters(save: str) -> list[str]:
+    return [line for line in save.splitlines() if not line.startswith("#")]
+
+
+@pytest.mark.realtool
+@pytest.mark.parametrize(
+    ("role", "unit", "table"),
+    [("gpu-node", "agk-egress-accounting", "mangle"), ("nat", "agk-service-nat", "nat")],
+)
+def test_restarting_a_rules_unit_leaves_the_same_rules(
+    dev: BootstrapContext,
+    namespaces: dict[str, str],
+    require: Callable[[str], str],
+    tmp_path: Path,
+    role: str,
+    unit: str,
+    table: str,
+) -> None:
+    # Applied twice with the legacy backend, as agk-node-network leaves the host: a restart of the
+    # unit (or of agk-node-network, which it Requires=) must not add a second jump, which would
+    # count every packet twice.
+    require("iptables")
+    require("iptables-save")
+    require("unshare")
+    node = bundle(dev, role, "a100" if role == "gpu-node" else dev.nat.name)
+    commands = unit_commands(node.file(f"systemd/{unit}.service").content)
+    save = f"iptables-legacy-save -t {table}"
+    lines = [
+        *private_host(tmp_path, node),
+        "update-alternatives --quiet --set iptables /usr/sbin/iptables-legacy",
+        *commands,
+        f"{save} > /run/first",
+        *commands,
+        f"{save} > /run/second",
+        "cat /run/first; echo ---; cat /run/second",
+    ]
+    out = in_private_host(namespaces["node"], lines).stdout
+    first, second = (_rules_without_counters(part) for part in out.split("---\n"))
+    assert first == second
+    jumps = [line for line in first if line.startswith("-A ") and " -j AGK-" in line and "-A AGK-" not in line]
+    assert len(jumps) == len(set(jumps)) and jumps, first

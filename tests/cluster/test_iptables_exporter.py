@@ -20,7 +20,7 @@ import pytest
 
 from infra.config import load_stack
 from infra.prepare import prepare_cluster
-from modules.bootstrap.roles import bundle
+from modules.bootstrap.roles import MANGLE_JUMPS, bundle
 from modules.cluster.scripts import iptables_exporter
 from tests.bootstrap.conftest import tool
 from tests.cluster.conftest import STACKS
@@ -82,6 +82,9 @@ def test_exporter_reports_the_kernels_counters_of_the_rendered_rules(netns: tupl
     rules = tmp_path / "mangle.rules"
     rules.write_text(bundle(boot, "gpu-node", "a100").file("iptables/mangle.rules").content)
     _sh("iptables-legacy-restore", "--noflush", str(rules), ns=node)
+    # The file holds only our chains; agk-egress-accounting then adds the jumps into them.
+    for table, builtin, chain in MANGLE_JUMPS:
+        _sh("iptables-legacy", "-w", "-t", table, "-A", builtin, "-j", chain, ns=node)
     text, before = _exported(node)
     assert before == _saved(node) and len(before) == 4 and all(v == (0, 0) for v in before.values())
 

@@ -164,6 +164,20 @@ CASES: list[tuple[str, Mutation, str]] = [
         "dev: azure-gpu-k8s:cluster.kubernetes_version: kubernetes_version '1.19' is not supported: use 1.35, 1.36 or 1.37",
     ),
     (
+        "label domain under kubernetes.io",
+        _set("cluster.label_domain", "node.kubernetes.io"),
+        "dev: azure-gpu-k8s:cluster.label_domain: 'node.kubernetes.io' is in the kubernetes.io namespace, which "
+        "Kubernetes reserves: the kubelet refuses --node-labels there (NodeRestriction), so no node would start; "
+        "use a domain your organisation owns, e.g. gpu.example.com",
+    ),
+    (
+        "label domain k8s.io",
+        _set("cluster.label_domain", "k8s.io"),
+        "dev: azure-gpu-k8s:cluster.label_domain: 'k8s.io' is in the k8s.io namespace, which Kubernetes reserves: "
+        "the kubelet refuses --node-labels there (NodeRestriction), so no node would start; use a domain your "
+        "organisation owns, e.g. gpu.example.com",
+    ),
+    (
         "host bits",
         _set("network.address_space", ["10.16.0.1/20"]),
         "dev: azure-gpu-k8s:network.address_space[0]: 10.16.0.1/20 has host bits set: use 10.16.0.0/20",
@@ -251,7 +265,9 @@ def test_case_table_is_large_enough() -> None:
     assert len(CASES) >= 20
 
 
-@pytest.mark.parametrize("case", ["api servers 4", "overlapping spoke", "pod IPs over a NIC", "hard limit override"])
+@pytest.mark.parametrize(
+    "case", ["api servers 4", "overlapping spoke", "pod IPs over a NIC", "hard limit override", "label domain k8s.io"]
+)
 def test_agk_plan_refuses_before_any_resource(tmp_path: Path, case: str) -> None:
     _, mutate, expected = next(c for c in CASES if c[0] == case)
     stacks = write_stacks(tmp_path, mutate)

@@ -1,0 +1,93 @@
+"""Which pools let pods reach IMDS, checked against what the add-ons put on each pool.
+
+IMDS hands any pod that reaches it a token for the node's managed identity, so pools in
+``POD_IMDS_BLOCKED`` drop pod -> 169.254.169.254 (forward-pod-traffic.sh; proved on a replayed boot in
+test_realtool_boot). That is only safe where no pod-network workload needs IMDS. A workload needs it
+when its NetworkPolicy allows egress to the IMDS address (the add-ons declare it for each one that
+takes a managed-identity token): none of those may land on a blocked pool, and the system pool stays
+open only while one of them lands there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from ipaddress import IPv4Network
+from typing import Any
+
+import pytest
+
+from infra.config import load_stack
+from infra.prepare import prepare_cluster
+from modules.bootstrap.roles import IMDS_ADDRESS, POD_IMDS_BLOCKED, bundle
+from modules.cluster.manifests import render_manifests
+from modules.cluster.placement import NodeTaint, lands_on
+
+from .conftest import STACKS
+
+WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet", "ReplicaSet", "Job")
+
+
+def _pod(obj: dict[str, Any]) -> dict[str, Any] | None:
+    if obj.get("kind") in WORKLOADS:
+        return obj["spec"]["template"]  # type: ignore[no-any-return]
+    if obj.get("kind") == "CronJob":
+        return obj["spec"]["jobTemplate"]["spec"]["template"]  # type: ignore[no-any-return]
+    return None
+
+
+def _selects(policy: dict[str, Any], namespace: str, labels: dict[str, str]) -> bool:
+    if policy["metadata"].get("namespace") != namespace:
+        return False
+    wanted = policy["spec"].get("podSelector", {}).get("matchLabels", {})
+    return all(labels.get(k) == v for k, v in wanted.items())
+
+
+def _allows_imds(policy: dict[str, Any]) -> bool:
+    imds = IPv4Network(f"{IMDS_ADDRESS}/32")
+    for rule in policy["spec"].get("egress", []):
+        for peer in rule.get("to", []):
+            block = peer.get("ipBlock")
+            if block and imds.subnet_of(IPv4Network(block["cidr"])):
+                return True
+    return False
+
+
+def _imds_workloads(objs: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Pod-network workloads whose NetworkPolicy lets them reach IMDS: (namespace/name, pod spec)."""
+    policies = [o for o in objs if o.get("kind") == "NetworkPolicy"]
+    for obj in objs:
+        template = _pod(obj)
+        if template is None or template["spec"].get("hostNetwork"):
+            continue
+        namespace = obj["metadata"].get("namespace", "default")
+        labels = template.get("metadata", {}).get("labels", {})
+        if any(_selects(p, namespace, labels) and _allows_imds(p) for p in policies):
+            yield f"{namespace}/{obj['metadata']['name']}", template["spec"]
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod-7500"])
+def test_no_pod_that_needs_imds_lands_where_pods_are_cut_off_from_it(stack: str) -> None:
+    prep = prepare_cluster(stack, load_stack(STACKS, stack), STACKS)
+    needing = list(_imds_workloads(render_manifests(prep.addons)))
+    # cloud-provider-azure's controller-manager and the XID remediation take tokens from IMDS.
+    assert {"kube-system/cloud-controller-manager", "gpu-health/gpu-remediation"} <= {n for n, _ in needing}
+    open_pools_used = set()
+    for pool in prep.pools.pools.values():
+        taints = [NodeTaint(t.key, t.value, t.effect) for t in pool.taints]
+        landing = [name for name, spec in needing if lands_on(spec, dict(pool.labels), taints)]
+        if pool.role in POD_IMDS_BLOCKED:
+            assert landing == [], f"{pool.name}: {landing} need IMDS but pods there cannot reach it"
+        elif landing:
+            open_pools_used.add(pool.role)
+    # The system pool is open for a reason: if nothing there needed IMDS, it should be blocked too.
+    assert open_pools_used == {"system-node"} - POD_IMDS_BLOCKED
+
+
+def test_only_blocked_roles_render_the_imds_drop() -> None:
+    from .conftest import context
+
+    ctx = context("dev")
+    for pool in ctx.pools:
+        script = bundle(ctx, pool.role, pool.name).file("forward-pod-traffic.sh").content
+        drops = f"-d {IMDS_ADDRESS}/32 -j DROP" in script
+        assert drops is (pool.role in POD_IMDS_BLOCKED), pool.name
