@@ -1,7 +1,8 @@
 """agk: plan every stack offline, review it against the policy pack, render node files.
 
 A thin shell: each subcommand parses arguments and calls one function. Bad input is one line on
-stderr (``error: <what>: <fix>``) and exit status 2, never a traceback.
+stderr (``error: <what>: <fix>``) and exit status 2, never a traceback; every status comes from
+``agk.errors`` (one table, one mapping, shared with ``subnet-calc``).
 """
 
 from __future__ import annotations
@@ -15,22 +16,22 @@ from typing import NoReturn
 
 import click
 
-from agk.errors import fail
-from modules.errors import AgkError
+from agk import args
+from agk.errors import Exit, fail, guard, status_of
 
-STACKS_DIR = Path("stacks")
+STACKS_DIR = "stacks"
 
 _stack = click.option("--stack", default=None, help="One stack from stacks/.")
 _all = click.option("--all", "all_stacks", is_flag=True, help="Every stack in stacks/ (hub first).")
 _base = click.option(
     "--base",
-    type=click.Path(path_type=Path),
+    type=click.Path(),
     default=None,
     help="Compare with a base: a folder written by `agk plan --out` or one stack's `pulumi stack export`.",
 )
 _stacks_dir = click.option(
     "--stacks-dir",
-    type=click.Path(path_type=Path),
+    type=click.Path(),
     default=STACKS_DIR,
     show_default=True,
     help="Where the Pulumi.<stack>.yaml files are.",
@@ -38,23 +39,48 @@ _stacks_dir = click.option(
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="azure-gpu-k8s", prog_name="agk", message="%(prog)s %(version)s")
 def app() -> None:
     """Azure GPU Kubernetes: plan, review and render stacks offline."""
+
+
+def _stack_or_none(stack: str | None) -> str | None:
+    return None if stack is None else args.stack_name(stack)
+
+
+def _stacks(stacks_dir: str) -> Path:
+    return args.path(stacks_dir, "--stacks-dir", "the folder with the Pulumi.<stack>.yaml files")
+
+
+def _base_path(base: str | None) -> Path | None:
+    return None if base is None else args.path(base, "--base", "a folder written by `agk plan --out` or an export")
 
 
 @app.command()
 @_stack
 @_all
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write state.json, plan.md, addresses.json.")
+@click.option("--out", type=click.Path(), default=None, help="Write state.json, plan.md, addresses.json.")
 @_base
 @_stacks_dir
-def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, base: Path | None, stacks_dir: Path) -> None:
+def plan(stack: str | None, all_stacks: bool, fmt: str, out: str | None, base: str | None, stacks_dir: str) -> None:
     """Run the real infra/ program under Pulumi's mock runtime: what `pulumi up` would create
     (with --base: what it would change, and what goes with it)."""
-    from agk.plan import run
 
-    _exit(lambda: run(stack=stack, all_stacks=all_stacks, fmt=fmt, out=out, stacks_dir=stacks_dir, base=base))
+    def work() -> int:
+        from agk.plan import run
+        from agk.plan.engine import check_out
+        from agk.plan.stackconfig import stack_names
+
+        name, folder = _stack_or_none(stack), _stacks(stacks_dir)
+        target = None if out is None else args.path(out, "--out", "a directory to write the plans into")
+        if target is not None:
+            # Before any planning: a plan takes seconds to minutes, a wrong --out is known now.
+            chosen = [name] if name is not None else stack_names(folder) if folder.is_dir() else []
+            check_out(target, {s: ("state.json", "plan.md", "addresses.json") for s in chosen})
+        return run(stack=name, all_stacks=all_stacks, fmt=fmt, out=target, stacks_dir=folder, base=_base_path(base))
+
+    _exit(work)
 
 
 @app.command()
@@ -63,14 +89,14 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, base: 
 @click.option(
     "--file",
     "files",
-    type=click.Path(path_type=Path),
+    type=click.Path(),
     multiple=True,
     help="A `pulumi stack export` file (repeat it for several stacks).",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "markdown"]), default="text")
 @click.option(
     "--policy-config",
-    type=click.Path(path_type=Path),
+    type=click.Path(),
     default=None,
     help="Policy config in the format of `pulumi preview --policy-pack-config`.",
 )
@@ -79,59 +105,93 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, base: 
 def review(
     stack: str | None,
     all_stacks: bool,
-    files: tuple[Path, ...],
+    files: tuple[str, ...],
     fmt: str,
-    policy_config: Path | None,
-    base: Path | None,
-    stacks_dir: Path,
+    policy_config: str | None,
+    base: str | None,
+    stacks_dir: str,
 ) -> None:
     """Evaluate the policy pack offline. Exit 0: clean, 1: a mandatory violation, 2: bad input."""
-    from agk.review import run
 
-    _exit(
-        lambda: run(
-            stack=stack,
+    def work() -> int:
+        from agk.review import run
+
+        return run(
+            stack=_stack_or_none(stack),
             all_stacks=all_stacks,
-            file=list(files),
+            file=[args.path(f, "--file", "a `pulumi stack export` file") for f in files],
             fmt=fmt,
-            policy_config=policy_config,
-            stacks_dir=stacks_dir,
-            base=base,
+            policy_config=None if policy_config is None else args.path(policy_config, "--policy-config", "a JSON file"),
+            stacks_dir=_stacks(stacks_dir),
+            base=_base_path(base),
         )
-    )
+
+    _exit(work)
 
 
 @app.command()
 @click.option("--stack", required=True, help="The stack whose files to render.")
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="Output directory.")
+@click.option(
+    "--out", type=click.Path(), required=True, help="Output directory (its nodes/ and manifests/ are replaced)."
+)
 @_stacks_dir
-def render(stack: str, out: Path, stacks_dir: Path) -> None:
+def render(stack: str, out: str, stacks_dir: str) -> None:
     """Write every file a node or the cluster receives (cloud-config, configs, manifests)."""
-    from agk.render import run
 
-    _exit(lambda: run(stack=stack, out=out, stacks_dir=stacks_dir))
+    def work() -> int:
+        from agk.render import run
+
+        target = args.path(out, "--out", "a directory to write the files into")
+        return run(stack=args.stack_name(stack), out=target, stacks_dir=_stacks(stacks_dir))
+
+    _exit(work)
 
 
-def _exit(call: Callable[[], int]) -> None:
-    try:
-        code = call()
-    except AgkError as err:
-        fail(str(err))
-    sys.exit(code)
+def _exit(call: Callable[[], int]) -> NoReturn:
+    """The command's work, its errors mapped here (before click's own EPIPE handling sees them)."""
+    sys.exit(guard(call))
+
+
+def usage_line(err: click.UsageError) -> str:
+    """A click usage error in this project's words: what is wrong, then the help to read."""
+    where = err.ctx.command_path if err.ctx is not None else "agk"
+    if isinstance(err, click.NoSuchOption):
+        guesses = sorted(err.possibilities or [])
+        hint = f" (did you mean {' or '.join(guesses)}?)" if guesses else ""
+        what = f"{err.option_name}: no such option{hint}"
+    elif isinstance(err, click.MissingParameter) and err.param is not None:
+        what = f"{_param(err.param)}: missing"
+    elif isinstance(err, click.BadParameter) and err.param is not None:
+        what = f"{_param(err.param)}: {err.message.rstrip('.')}"
+    elif err.ctx is not None and isinstance(err.ctx.command, click.Group) and "No such command" in err.message:
+        unknown = err.message.split("'")[1] if err.message.count("'") >= 2 else "?"
+        what = f"{unknown}: no such command (commands: {', '.join(err.ctx.command.list_commands(err.ctx))})"
+    else:
+        message = err.format_message().rstrip(".")
+        what = message[:1].lower() + message[1:]
+    return f"{what}: see '{where} --help'"
+
+
+def _param(param: click.Parameter) -> str:
+    return "/".join(param.opts) if param.opts else str(param.name)
 
 
 def run_group(group: click.Group, prog: str) -> None:
     """Run a click group with usage errors as one line and exit status 2."""
     try:
-        group.main(prog_name=prog, standalone_mode=False)
+        code = group.main(prog_name=prog, standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as err:
         click.echo(err.ctx.get_help() if err.ctx else "", err=True)
-        sys.exit(2)
+        sys.exit(Exit.BAD_INPUT)
     except click.UsageError as err:
-        fail(f"{err.format_message()}: see '{prog} --help'")
+        fail(usage_line(err))
     except click.exceptions.Abort:
-        fail("aborted: run the command again")
-    sys.exit(0)
+        sys.exit(guard(_interrupted))
+    sys.exit(code if isinstance(code, int) else Exit.OK)
+
+
+def _interrupted() -> int:
+    raise KeyboardInterrupt
 
 
 def main() -> None:
@@ -155,9 +215,15 @@ def _leave(code: object) -> NoReturn:
         print(code, file=sys.stderr)
         code = 1
     status = code if isinstance(code, int) else (0 if code is None else 1)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            status = status or 120  # what Python answers when it cannot flush stdout at exit
+    try:
+        sys.stdout.flush()
+    except OSError as err:
+        # Most output is still buffered here: a full disk or a closed pipe shows now, not in print().
+        status = status or status_of(err)
+    except ValueError:
+        status = status or Exit.IO
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        status = status or Exit.IO
     os._exit(status)
