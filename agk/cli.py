@@ -18,6 +18,7 @@ import click
 
 from agk import args
 from agk.errors import Exit, fail, guard, status_of
+from modules.errors import AgkError
 
 STACKS_DIR = "stacks"
 
@@ -115,13 +116,24 @@ def review(
 
     def work() -> int:
         from agk.review import run
+        from agk.review.export import read_json
 
+        exports = [args.path(f, "--file", "a `pulumi stack export` file") for f in files]
+        for i, path in enumerate(exports):
+            twice = next((p for p in exports[:i] if p.exists() and path.exists() and p.samefile(path)), None)
+            if twice is not None:
+                raise AgkError(f"--file {path}: the same file as --file {twice}: give each stack's export once")
+        config = None if policy_config is None else args.path(policy_config, "--policy-config", "a JSON file")
+        if config is not None and config.is_file():
+            # The JSON itself first, as strictly as an export (duplicate keys, nesting, NaN): the
+            # policy config reader then checks what it says.
+            read_json(config, f"--policy-config {config}", "fix the file")
         return run(
             stack=_stack_or_none(stack),
             all_stacks=all_stacks,
-            file=[args.path(f, "--file", "a `pulumi stack export` file") for f in files],
+            file=exports,
             fmt=fmt,
-            policy_config=None if policy_config is None else args.path(policy_config, "--policy-config", "a JSON file"),
+            policy_config=config,
             stacks_dir=_stacks(stacks_dir),
             base=_base_path(base),
         )
