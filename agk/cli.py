@@ -164,10 +164,17 @@ def _exit(call: Callable[[], int]) -> NoReturn:
     sys.exit(guard(call))
 
 
-def usage_line(err: click.UsageError) -> str:
-    """A click usage error in this project's words: what is wrong, then the help to read."""
-    where = err.ctx.command_path if err.ctx is not None else "agk"
-    if isinstance(err, click.NoSuchOption):
+def usage_line(err: click.UsageError, argv: list[str] | None = None) -> str:
+    """A click usage error in this project's words: what is wrong, then the help to read (the
+    subcommand's, when ``argv`` names one and click's error does not say which)."""
+    if err.ctx is not None:
+        where = err.ctx.command_path
+    else:
+        words = sys.argv[1:] if argv is None else argv
+        where = f"agk {words[0]}" if words and words[0] in app.commands else "agk"
+    if isinstance(err, click.BadOptionUsage) and "requires an argument" in err.message:
+        what = f"{err.option_name}: needs a value"
+    elif isinstance(err, click.NoSuchOption):
         guesses = sorted(err.possibilities or [])
         hint = f" (did you mean {' or '.join(guesses)}?)" if guesses else ""
         what = f"{err.option_name}: no such option{hint}"
@@ -188,15 +195,16 @@ def _param(param: click.Parameter) -> str:
     return "/".join(param.opts) if param.opts else str(param.name)
 
 
-def run_group(group: click.Group, prog: str) -> None:
-    """Run a click group with usage errors as one line and exit status 2."""
+def run_group(group: click.Group, prog: str, argv: list[str] | None = None) -> None:
+    """Run a click group (on ``argv``, else the command line) with usage errors as one line and
+    exit status 2; always ends in SystemExit with a status from agk.errors."""
     try:
-        code = group.main(prog_name=prog, standalone_mode=False)
+        code = group.main(argv, prog_name=prog, standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as err:
         click.echo(err.ctx.get_help() if err.ctx else "", err=True)
         sys.exit(Exit.BAD_INPUT)
     except click.UsageError as err:
-        fail(usage_line(err))
+        fail(usage_line(err, argv))
     except click.exceptions.Abort:
         sys.exit(guard(_interrupted))
     sys.exit(code if isinstance(code, int) else Exit.OK)
