@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = ROOT / "stacks"
@@ -28,16 +29,20 @@ def agk(*argv: str) -> Done:
 
     out, err = io.StringIO(), io.StringIO()
     code: object = None
-    with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            run_group(app, "agk", list(argv))
-        except SystemExit as done:
-            code = done.code
+    saved = sys.argv
+    sys.argv = [str(BIN / "agk"), *argv]
+    try:
+        with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            run_group(app, "agk")
+    except SystemExit as done:
+        code = done.code
+    finally:
+        sys.argv = saved
     assert isinstance(code, int), code
     return Done(code, out.getvalue(), err.getvalue())
 
 
-def run(tool: str, *argv: str, **kwargs: object) -> Done:
+def run(tool: str, *argv: str, **kwargs: Any) -> Done:
     """The installed console script ``tool`` in a process of its own."""
     done = subprocess.run(
         [str(BIN / tool), *argv], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False, **kwargs

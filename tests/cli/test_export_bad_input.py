@@ -256,7 +256,7 @@ CASES: list[tuple[str, Callable[[], bytes], str | tuple[str, str]]] = [
     ("urn not a URN", edit(_set(5, urn="vnet-dev")), f"{{where}}: {R}[5]: urn 'vnet-dev' is not a Pulumi URN: " + FIX),
     (
         "resource a string",
-        edit(lambda d: res(d).insert(5, "vnet-dev")),
+        edit(lambda d: d["deployment"]["resources"].insert(5, "vnet-dev")),
         f"{{where}}: {R}[5]: not an object: " + FIX,
     ),
     ("inputs a list", edit(_set(5, inputs=[1])), f"{{where}}: {R}[5]: 'inputs' is not an object: " + FIX),
