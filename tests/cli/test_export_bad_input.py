@@ -16,11 +16,10 @@ from typing import Any
 
 import pytest
 
-from agk.review.export import FILE_HINT
-
 from .badinput import ROOT, agk, assert_refused, files
 
 GOOD = ROOT / "tests" / "review" / "fixtures" / "good-stack.json"
+FILE_HINT = "give the output of `pulumi stack export`"
 BASE_HINT = "give a folder written by 'agk plan --out' or a 'pulumi stack export' file"
 FIX = "give an unmodified stack export"
 R = "deployment.resources"

@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agk.errors import EXIT_STATUSES
-
 from .badinput import ROOT, STACKS, agk
 
 README = (ROOT / "README.md").read_text()
@@ -25,6 +23,8 @@ def _section(title: str) -> str:
 
 
 def test_the_exit_status_table_is_the_codes() -> None:
+    from agk.errors import EXIT_STATUSES
+
     rows = re.findall(r"^\| (\d+) \| (.+) \|$", _section("Exit statuses"), flags=re.MULTILINE)
     assert [(int(code), text) for code, text in rows] == [(int(k), v) for k, v in EXIT_STATUSES.items()]
 
