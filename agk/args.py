@@ -26,7 +26,9 @@ def stack_name(value: str, flag: str = "--stack") -> str:
             " the <stack> of stacks/Pulumi.<stack>.yaml"
         )
     if not _STACK_NAME.fullmatch(value):
-        raise AgkError(f"{flag} {value!r}: not a Pulumi stack name: use at most 100 letters, digits, '-', '_' and '.'")
+        raise AgkError(
+            f"{flag} {value!r}: not a Pulumi stack name: use at most 100 ASCII letters, digits, '-', '_' and '.'"
+        )
     return value
 
 
@@ -35,3 +37,11 @@ def path(value: str, flag: str, what: str) -> Path:
     if not value.strip():
         raise AgkError(f"{flag}: empty: give {what}")
     return Path(value)
+
+
+def stacks_dir(value: str, flag: str = "--stacks-dir") -> Path:
+    """The folder of stack files, which must exist: both commands say so in the same words."""
+    folder = path(value, flag, "the folder with the Pulumi.<stack>.yaml files")
+    if not folder.is_dir():
+        raise AgkError(f"{flag} {folder}: no such directory: pass the folder with the Pulumi.<stack>.yaml files")
+    return folder

@@ -50,7 +50,7 @@ def _stack_or_none(stack: str | None) -> str | None:
 
 
 def _stacks(stacks_dir: str) -> Path:
-    return args.path(stacks_dir, "--stacks-dir", "the folder with the Pulumi.<stack>.yaml files")
+    return args.stacks_dir(stacks_dir)
 
 
 def _base_path(base: str | None) -> Path | None:
@@ -77,7 +77,7 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: str | None, base: s
         target = None if out is None else args.path(out, "--out", "a directory to write the plans into")
         if target is not None:
             # Before any planning: a plan takes seconds to minutes, a wrong --out is known now.
-            chosen = [name] if name is not None else stack_names(folder) if folder.is_dir() else []
+            chosen = [name] if name is not None else stack_names(folder)
             check_out(target, {s: ("state.json", "plan.md", "addresses.json") for s in chosen})
         return run(stack=name, all_stacks=all_stacks, fmt=fmt, out=target, stacks_dir=folder, base=_base_path(base))
 

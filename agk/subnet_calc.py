@@ -159,18 +159,11 @@ def fit_text(result: Fit) -> str:
     return "\n".join(lines)
 
 
-def _stacks_dir(value: str) -> Path:
-    folder = checks.path(value, "--stacks-dir", "the folder with the Pulumi.<stack>.yaml files")
-    if not folder.is_dir():
-        raise AgkError(f"--stacks-dir {folder}: no such directory: pass the folder with the Pulumi.<stack>.yaml files")
-    return folder
-
-
 def _fit(args: argparse.Namespace) -> Fit:
     limits = Limits.default()
     budgets = None
     if args.stack is not None:
-        budgets = stack_budgets(checks.stack_name(args.stack), _stacks_dir(args.stacks_dir))
+        budgets = stack_budgets(checks.stack_name(args.stack), checks.stacks_dir(args.stacks_dir))
     if args.pod_ips is not None:
         if args.plugin != "azure-cni":
             raise AgkError(f"--pod-ips: answers for azure-cni only (not {args.plugin}): use --plugin azure-cni")
@@ -307,7 +300,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         else:
             print(fit_text(fit))
         return 0
-    stack, stacks_dir = checks.stack_name(args.stack), _stacks_dir(args.stacks_dir)
+    stack, stacks_dir = checks.stack_name(args.stack), checks.stacks_dir(args.stacks_dir)
     doc = plan_json(stack, stacks_dir)
     if args.format == "json":
         import json

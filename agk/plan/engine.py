@@ -469,7 +469,14 @@ def check_out(out: Path, layout: dict[str, tuple[str, ...]], flag: str = "--out"
         raise AgkError(f"{flag} {out}: cannot be reached ({err.strerror}): give a directory you can write to") from None
 
 
+def _dangling(path: Path) -> bool:
+    return path.is_symlink() and not path.exists()
+
+
 def _check_out(out: Path, layout: dict[str, tuple[str, ...]], flag: str) -> None:
+    for path in (out, *(out / f for f in layout), *(out / f / n for f, names in layout.items() for n in names)):
+        if _dangling(path):
+            raise AgkError(f"{flag} {out}: {path} is a symbolic link to nothing: remove it or give another {flag}")
     if out.exists() and not out.is_dir():
         raise AgkError(f"{flag} {out}: a file, not a directory: give a directory (created when missing)")
     if not out.exists():

@@ -12,6 +12,7 @@ from .badinput import ROOT, agk, assert_refused, run
 
 GOOD = ROOT / "tests" / "review" / "fixtures" / "good-stack.json"
 KNOWN = "dev, dev-addons, hub, prod-7500, prod-7500-addons"
+NO_STACKS_DIR = "--stacks-dir /nonexistent: no such directory: pass the folder with the Pulumi.<stack>.yaml files"
 STACK_EMPTY = "--stack: empty: give a stack name, e.g. --stack dev (stacks/Pulumi.<stack>.yaml)"
 
 
@@ -23,7 +24,7 @@ def _qualified(name: str, own: str) -> str:
 
 
 def _not_a_name(name: str) -> str:
-    return f"--stack {name!r}: not a Pulumi stack name: use at most 100 letters, digits, '-', '_' and '.'"
+    return f"--stack {name!r}: not a Pulumi stack name: use at most 100 ASCII letters, digits, '-', '_' and '.'"
 
 
 AGK: list[tuple[list[str], str]] = [
@@ -42,6 +43,10 @@ AGK: list[tuple[list[str], str]] = [
         "--stacks-dir: empty: give the folder with the Pulumi.<stack>.yaml files",
     ),
     (["review", "--file", ""], "--file: empty: give a `pulumi stack export` file"),
+    (["plan", "--stack", "dev", "--stacks-dir", "/nonexistent"], NO_STACKS_DIR),
+    (["review", "--stack", "dev", "--stacks-dir", "/nonexistent"], NO_STACKS_DIR),
+    (["render", "--stack", "dev", "--out", "x", "--stacks-dir", "/nonexistent"], NO_STACKS_DIR),
+    (["plan", "--stack", "dév"], _not_a_name("dév")),
     (["plan", "--stack", "dev", "--base", ""], "--base: empty: give a folder written by `agk plan --out` or an export"),
     (["review", "--file", str(GOOD), "--policy-config", ""], "--policy-config: empty: give a JSON file"),
     (

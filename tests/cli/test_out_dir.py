@@ -62,6 +62,17 @@ def _file_is_a_folder(rel: str) -> Setup:
     return setup
 
 
+def _dangling(rel: str) -> Setup:
+    def setup(tmp: Path) -> tuple[str, str]:
+        link = tmp / "out" / rel if rel else tmp / "out"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(tmp / "gone")
+        out = tmp / "out"
+        return str(out), f"--out {out}: {link} is a symbolic link to nothing: remove it or give another --out"
+
+    return setup
+
+
 PLAN = ["plan", "--stack", "dev"]
 RENDER = ["render", "--stack", "dev"]
 
@@ -84,6 +95,11 @@ CASES: list[tuple[str, list[str], Setup]] = [
     ("render: empty", RENDER, _empty("files")),
     ("render: nodes is a file", RENDER, _folder_is_a_file("nodes")),
     ("render: manifests is a file", RENDER, _folder_is_a_file("manifests")),
+    ("plan: a link to nothing", PLAN, _dangling("")),
+    ("plan: <stack> a link to nothing", PLAN, _dangling("dev")),
+    ("plan: <stack>/plan.md a link to nothing", PLAN, _dangling("dev/plan.md")),
+    ("render: a link to nothing", RENDER, _dangling("")),
+    ("render: nodes a link to nothing", RENDER, _dangling("nodes")),
 ]
 
 
