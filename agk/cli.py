@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -20,19 +20,43 @@ from agk import args
 from agk.errors import Exit, fail, guard, status_of
 from modules.errors import AgkError
 
-STACKS_DIR = "stacks"
+STACKS_DIR = Path("stacks")
 
-_stack = click.option("--stack", default=None, help="One stack from stacks/.")
+
+class _Checked(click.ParamType[Any]):
+    """An option value checked by ``agk.args`` as it is parsed: the command gets a stack name or a
+    Path (defaults too), and a bad one is the same one line as any other bad input (AgkError)."""
+
+    def __init__(self, name: str, check: Callable[[str, str], Any]) -> None:
+        self.name = name
+        self._check = check
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            value = str(value)
+        flag = param.opts[0] if param is not None and param.opts else self.name
+        return self._check(value, flag)
+
+
+STACK = _Checked("stack", lambda v, flag: args.stack_name(v, flag))
+STACKS = _Checked("directory", lambda v, flag: args.stacks_dir(v, flag))
+
+
+def _path(what: str) -> _Checked:
+    return _Checked("path", lambda v, flag: args.path(v, flag, what))
+
+
+_stack = click.option("--stack", type=STACK, default=None, help="One stack from stacks/.")
 _all = click.option("--all", "all_stacks", is_flag=True, help="Every stack in stacks/ (hub first).")
 _base = click.option(
     "--base",
-    type=click.Path(),
+    type=_path("a folder written by `agk plan --out` or an export"),
     default=None,
     help="Compare with a base: a folder written by `agk plan --out` or one stack's `pulumi stack export`.",
 )
 _stacks_dir = click.option(
     "--stacks-dir",
-    type=click.Path(),
+    type=STACKS,
     default=STACKS_DIR,
     show_default=True,
     help="Where the Pulumi.<stack>.yaml files are.",
@@ -45,26 +69,19 @@ def app() -> None:
     """Azure GPU Kubernetes: plan, review and render stacks offline."""
 
 
-def _stack_or_none(stack: str | None) -> str | None:
-    return None if stack is None else args.stack_name(stack)
-
-
-def _stacks(stacks_dir: str) -> Path:
-    return args.stacks_dir(stacks_dir)
-
-
-def _base_path(base: str | None) -> Path | None:
-    return None if base is None else args.path(base, "--base", "a folder written by `agk plan --out` or an export")
-
-
 @app.command()
 @_stack
 @_all
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text")
-@click.option("--out", type=click.Path(), default=None, help="Write state.json, plan.md, addresses.json.")
+@click.option(
+    "--out",
+    type=_path("a directory to write the plans into"),
+    default=None,
+    help="Write state.json, plan.md, addresses.json.",
+)
 @_base
 @_stacks_dir
-def plan(stack: str | None, all_stacks: bool, fmt: str, out: str | None, base: str | None, stacks_dir: str) -> None:
+def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, base: Path | None, stacks_dir: Path) -> None:
     """Run the real infra/ program under Pulumi's mock runtime: what `pulumi up` would create
     (with --base: what it would change, and what goes with it)."""
 
@@ -73,13 +90,11 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: str | None, base: s
         from agk.plan.engine import check_out
         from agk.plan.stackconfig import stack_names
 
-        name, folder = _stack_or_none(stack), _stacks(stacks_dir)
-        target = None if out is None else args.path(out, "--out", "a directory to write the plans into")
-        if target is not None:
+        if out is not None:
             # Before any planning: a plan takes seconds to minutes, a wrong --out is known now.
-            chosen = [name] if name is not None else stack_names(folder)
-            check_out(target, {s: ("state.json", "plan.md", "addresses.json") for s in chosen})
-        return run(stack=name, all_stacks=all_stacks, fmt=fmt, out=target, stacks_dir=folder, base=_base_path(base))
+            chosen = [stack] if stack is not None else stack_names(stacks_dir)
+            check_out(out, {s: ("state.json", "plan.md", "addresses.json") for s in chosen})
+        return run(stack=stack, all_stacks=all_stacks, fmt=fmt, out=out, stacks_dir=stacks_dir, base=base)
 
     _exit(work)
 
@@ -90,14 +105,14 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: str | None, base: s
 @click.option(
     "--file",
     "files",
-    type=click.Path(),
+    type=_path("a `pulumi stack export` file"),
     multiple=True,
     help="A `pulumi stack export` file (repeat it for several stacks).",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "markdown"]), default="text")
 @click.option(
     "--policy-config",
-    type=click.Path(),
+    type=_path("a JSON file"),
     default=None,
     help="Policy config in the format of `pulumi preview --policy-pack-config`.",
 )
@@ -106,11 +121,11 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: str | None, base: s
 def review(
     stack: str | None,
     all_stacks: bool,
-    files: tuple[str, ...],
+    files: tuple[Path, ...],
     fmt: str,
-    policy_config: str | None,
-    base: str | None,
-    stacks_dir: str,
+    policy_config: Path | None,
+    base: Path | None,
+    stacks_dir: Path,
 ) -> None:
     """Evaluate the policy pack offline. Exit 0: clean, 1: a mandatory violation, 2: bad input."""
 
@@ -118,45 +133,41 @@ def review(
         from agk.review import run
         from agk.review.export import read_json
 
-        exports = [args.path(f, "--file", "a `pulumi stack export` file") for f in files]
-        for i, path in enumerate(exports):
-            twice = next((p for p in exports[:i] if p.exists() and path.exists() and p.samefile(path)), None)
+        for i, path in enumerate(files):
+            twice = next((p for p in files[:i] if p.exists() and path.exists() and p.samefile(path)), None)
             if twice is not None:
                 raise AgkError(f"--file {path}: the same file as --file {twice}: give each stack's export once")
-        config = None if policy_config is None else args.path(policy_config, "--policy-config", "a JSON file")
-        if config is not None and config.is_file():
+        if policy_config is not None and policy_config.is_file():
             # The JSON itself first, as strictly as an export (duplicate keys, nesting, NaN): the
             # policy config reader then checks what it says.
-            read_json(config, f"--policy-config {config}", "fix the file")
+            read_json(policy_config, f"--policy-config {policy_config}", "fix the file")
         return run(
-            stack=_stack_or_none(stack),
+            stack=stack,
             all_stacks=all_stacks,
-            file=exports,
+            file=list(files),
             fmt=fmt,
-            policy_config=config,
-            stacks_dir=_stacks(stacks_dir),
-            base=_base_path(base),
+            policy_config=policy_config,
+            stacks_dir=stacks_dir,
+            base=base,
         )
 
     _exit(work)
 
 
 @app.command()
-@click.option("--stack", required=True, help="The stack whose files to render.")
+@click.option("--stack", type=STACK, required=True, help="The stack whose files to render.")
 @click.option(
-    "--out", type=click.Path(), required=True, help="Output directory (its nodes/ and manifests/ are replaced)."
+    "--out",
+    type=_path("a directory to write the files into"),
+    required=True,
+    help="Output directory (its nodes/ and manifests/ are replaced).",
 )
 @_stacks_dir
-def render(stack: str, out: str, stacks_dir: str) -> None:
+def render(stack: str, out: Path, stacks_dir: Path) -> None:
     """Write every file a node or the cluster receives (cloud-config, configs, manifests)."""
+    from agk.render import run
 
-    def work() -> int:
-        from agk.render import run
-
-        target = args.path(out, "--out", "a directory to write the files into")
-        return run(stack=args.stack_name(stack), out=target, stacks_dir=_stacks(stacks_dir))
-
-    _exit(work)
+    _exit(lambda: run(stack=stack, out=out, stacks_dir=stacks_dir))
 
 
 def _exit(call: Callable[[], int]) -> NoReturn:
@@ -197,21 +208,22 @@ def _param(param: click.Parameter) -> str:
 
 def run_group(group: click.Group, prog: str, argv: list[str] | None = None) -> None:
     """Run a click group (on ``argv``, else the command line) with usage errors as one line and
-    exit status 2; always ends in SystemExit with a status from agk.errors."""
-    try:
-        code = group.main(argv, prog_name=prog, standalone_mode=False)
-    except click.exceptions.NoArgsIsHelpError as err:
-        click.echo(err.ctx.get_help() if err.ctx else "", err=True)
-        sys.exit(Exit.BAD_INPUT)
-    except click.UsageError as err:
-        fail(usage_line(err, argv))
-    except click.exceptions.Abort:
-        sys.exit(guard(_interrupted))
-    sys.exit(code if isinstance(code, int) else Exit.OK)
+    exit status 2; always ends in SystemExit with a status from agk.errors (an option that its
+    type refuses raises AgkError while click parses: guard maps it like any other)."""
 
+    def parse_and_run() -> int:
+        try:
+            code = group.main(argv, prog_name=prog, standalone_mode=False)
+        except click.exceptions.NoArgsIsHelpError as err:
+            click.echo(err.ctx.get_help() if err.ctx else "", err=True)
+            return Exit.BAD_INPUT
+        except click.UsageError as err:
+            fail(usage_line(err, argv))
+        except click.exceptions.Abort:
+            raise KeyboardInterrupt from None
+        return code if isinstance(code, int) else Exit.OK
 
-def _interrupted() -> int:
-    raise KeyboardInterrupt
+    sys.exit(guard(parse_and_run))
 
 
 def main() -> None:
