@@ -4,15 +4,23 @@
 stable bootstrap, with named placeholders for what only a deploy knows (the vault, the secret, the
 identity). ``bundle.json`` beside it is the document its Key Vault secret holds (every file, the boot
 steps, the restart map), and the files it installs are written out too (``etcd.conf.yml``,
-``rules/*.yml``, ``iptables/mangle.rules``, ...); further hosts and pools of the role go to
-``DIR/nodes/<role>/by-name/<name>/``. Private keys never leave a deploy: the bundle carries named
-placeholders where ClusterPki's PEMs go.
-``DIR/manifests/NNN-<kind>-<name>.yaml`` holds every Kubernetes object, one per file.
+``rules/*.yml``, ``iptables/mangle.rules``, ...): the layout CONTRACTS.md names. Every host and pool
+of the role, the first included, is also at ``DIR/nodes/<role>/by-name/<name>/``, so one pattern
+(``nodes/*/by-name/*/``) finds each host exactly once. Private keys never leave a deploy: the bundle
+carries named placeholders where ClusterPki's PEMs go. ``DIR/manifests/NNN-<kind>-<name>.yaml``
+holds every Kubernetes object, one per file.
+
+File names are portable: no ``:`` (RBAC names like ``system:coredns``; Windows refuses it and
+tools read ``a:b`` as host:path) or any other character outside letters, digits, ``.``, ``_``
+and ``-``. A render replaces ``DIR/nodes`` and ``DIR/manifests`` whole: a file of an object or
+host that is gone must not stay behind for ``kubectl apply -f DIR/manifests`` to apply.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +36,32 @@ from modules.cluster.manifests import render_manifests
 from modules.cluster.spec import AddonsSpec
 from modules.errors import AgkError
 
+OWNED = ("nodes", "manifests")
+"""The folders under ``--out`` that a render writes, and replaces whole."""
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def file_name(text: str) -> str:
+    """``text`` as one portable path segment (``system:coredns`` -> ``system_coredns``)."""
+    safe = _UNSAFE.sub("_", text).strip(".")
+    return safe or "unnamed"
+
+
+def _portable(rel: str) -> str:
+    return "/".join(file_name(part) for part in rel.split("/"))
+
 
 def render_nodes(ctx: BootstrapContext, out: Path) -> list[Path]:
     written: list[Path] = []
     for role in ROLES:
         for i, name in enumerate(names(ctx, role)):
             node = bundle(ctx, role, name)
-            where = out / "nodes" / role if i == 0 else out / "nodes" / role / "by-name" / name
-            written += _write_node(ctx, node, where)
+            homes = [out / "nodes" / role / "by-name" / file_name(name)]
+            if i == 0:
+                homes.insert(0, out / "nodes" / role)
+            for where in homes:
+                written += _write_node(ctx, node, where)
     return written
 
 
@@ -49,7 +75,7 @@ def _write_node(ctx: BootstrapContext, node: NodeBundle, where: Path) -> list[Pa
     files.update({f.rel: contents[f.path] for f in node.files})
     paths = []
     for rel, text in files.items():
-        path = where / rel
+        path = where / _portable(rel)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         paths.append(path)
@@ -80,13 +106,16 @@ def render_manifests_dir(spec: AddonsSpec, out: Path) -> list[Path]:
     paths = []
     for i, obj in enumerate(objs):
         meta = obj.get("metadata", {})
-        path = folder / f"{i:03d}-{str(obj['kind']).lower()}-{meta.get('name', 'unnamed')}.yaml"
+        path = folder / file_name(f"{i:03d}-{str(obj['kind']).lower()}-{meta.get('name', 'unnamed')}.yaml")
         path.write_text(dump_yaml(obj))
         paths.append(path)
     return paths
 
 
 def run(*, stack: str, out: Path, stacks_dir: Path) -> int:
+    from agk.plan.engine import check_out
+
+    check_out(out, {folder: () for folder in OWNED})
     config = load_stack(stacks_dir, stack)
     if config.kind == "addons":
         # The add-ons stack deploys the cluster stack's objects: render that cluster.
@@ -95,9 +124,10 @@ def run(*, stack: str, out: Path, stacks_dir: Path) -> int:
         config = load_stack(stacks_dir, stack)
     if config.kind != "cluster":
         raise AgkError(f"a {config.kind} stack boots no nodes: render a cluster stack", stack=stack)
-    if out.exists() and not out.is_dir():
-        raise AgkError(f"--out {out}: not a directory: name a directory to write into")
     prep = prepare_cluster(stack, config, stacks_dir)
+    for folder in OWNED:  # every check has passed: what is left to fail is the disk
+        if (out / folder).is_dir():
+            shutil.rmtree(out / folder)
     nodes = render_nodes(prep.bootstrap, out)
     manifests = render_manifests_dir(prep.addons, out)
     print(f"{stack}: wrote {len(nodes)} node files and {len(manifests)} manifests under {out}")

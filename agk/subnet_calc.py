@@ -13,18 +13,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from agk import args as checks
+from agk.errors import Exit, guard, status_of
 from modules.errors import AgkError
 from modules.netplan.fit import FIT_PLUGINS, Budget, Fit, most_nodes, most_pod_ips
 from modules.netplan.limits import Limits
 from modules.netplan.sizing import DEFAULT_MAX_PODS, PLUGINS, Sizing, parse_surge, size
 
-STACKS_DIR = Path("stacks")
+STACKS_DIR = "stacks"
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # No abbreviations (--form for --format): click's `agk` takes none, and an abbreviation
+        # that works today becomes ambiguous, or another option, when an option is added.
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         print(f"error: {message}: see '{self.prog} --help'", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(Exit.BAD_INPUT)
 
 
 class _Version(argparse.Action):
@@ -65,11 +73,11 @@ def _parser() -> _Parser:
         default=None,
         help="Answer for this stack's GPU pools: its other subnets and the rest of its peered groups are taken.",
     )
-    f.add_argument("--stacks-dir", type=Path, default=STACKS_DIR, help="Where the stack files are.")
+    f.add_argument("--stacks-dir", default=STACKS_DIR, help="Where the stack files are.")
     f.add_argument("--format", choices=("text", "json"), default="text", help="A readable table or one JSON object.")
     p = sub.add_parser("plan", help="A stack's whole address plan, laid out.")
     p.add_argument("--stack", required=True, help="Stack name (stacks/Pulumi.<stack>.yaml).")
-    p.add_argument("--stacks-dir", type=Path, default=STACKS_DIR, help="Where the stack files are.")
+    p.add_argument("--stacks-dir", default=STACKS_DIR, help="Where the stack files are.")
     p.add_argument(
         "--format", choices=("text", "json", "markdown"), default="text", help="Table, JSON, or a PR-comment table."
     )
@@ -118,6 +126,9 @@ def stack_budgets(stack: str, stacks_dir: Path) -> tuple[Budget, ...]:
 
     plan = plan_stack(stacks_dir, stack)
     network, vnet = plan.network, plan.vnet
+    if vnet.kind == "hub":
+        spokes = ", ".join(sorted(n for n, v in network.vnets.items() if v.kind != "hub")) or "none"
+        raise AgkError(f"--stack {stack}: a hub stack has no GPU pools: give a cluster stack ({spokes})")
     gpu = sum(s.ips_needed for s in vnet.subnets.values() if s.role == "gpu-pool")
     budgets = [Budget("vnet-private-ips", plan.limits["vnet-private-ips"], vnet.ips_needed - gpu, f"VNet {stack}")]
     for head in [stack, *vnet.peers]:
@@ -150,11 +161,9 @@ def fit_text(result: Fit) -> str:
 
 def _fit(args: argparse.Namespace) -> Fit:
     limits = Limits.default()
-    if args.stack and not args.stacks_dir.is_dir():
-        raise AgkError(
-            f"--stacks-dir {args.stacks_dir}: no such directory: pass the folder with the Pulumi.<stack>.yaml files"
-        )
-    budgets = stack_budgets(args.stack, args.stacks_dir) if args.stack else None
+    budgets = None
+    if args.stack is not None:
+        budgets = stack_budgets(checks.stack_name(args.stack), checks.stacks_dir(args.stacks_dir))
     if args.pod_ips is not None:
         if args.plugin != "azure-cni":
             raise AgkError(f"--pod-ips: answers for azure-cni only (not {args.plugin}): use --plugin azure-cni")
@@ -291,11 +300,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         else:
             print(fit_text(fit))
         return 0
-    if not args.stacks_dir.is_dir():
-        raise AgkError(
-            f"--stacks-dir {args.stacks_dir}: no such directory: pass the folder with the Pulumi.<stack>.yaml files"
-        )
-    doc = plan_json(args.stack, args.stacks_dir)
+    stack, stacks_dir = checks.stack_name(args.stack), checks.stacks_dir(args.stacks_dir)
+    doc = plan_json(stack, stacks_dir)
     if args.format == "json":
         import json
 
@@ -306,11 +312,11 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    code = guard(lambda: run(argv))
     try:
-        code = run(argv)
-    except AgkError as err:
-        print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
+        sys.stdout.flush()  # a full disk shows here, while the exit status can still say so
+    except OSError as err:
+        code = code or status_of(err)
     raise SystemExit(code)
 
 

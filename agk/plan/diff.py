@@ -9,7 +9,6 @@ refuses in place are marked ``refused``. Pure: state dicts in, :class:`StackDiff
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,16 +145,16 @@ def load_base(path: Path) -> Base:
 
 
 def _read_export(path: Path, where: str) -> dict[str, Any]:
-    from agk.review.export import parse
+    from agk.review.export import parse, read_json
 
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as err:
-        raise AgkError(f"{where}: cannot read it ({err}): {_BASE_HINT}") from None
-    except json.JSONDecodeError as err:
-        raise AgkError(f"{where}: not JSON (line {err.lineno}: {err.msg}): {_BASE_HINT}") from None
+    data = read_json(path, where, _BASE_HINT)
     parse(data, where, str(path))  # the same structural checks `agk review --file` makes
     assert isinstance(data, dict)
+    if not resources_of(data):
+        raise AgkError(
+            f"{where}: no resources (a stack never deployed): leave out --base, and the plan lists every"
+            " resource as created"
+        )
     return data
 
 
@@ -166,8 +165,10 @@ def _stack_of(export: Mapping[str, Any]) -> str:
 
 
 def resources_of(export: Mapping[str, Any]) -> list[State]:
+    """The live resources of an export that :func:`agk.review.export.parse` accepted: copies of a
+    URN marked ``delete`` (left by a replacement that has not finished) are not what runs."""
     deployment = export.get("deployment") or {}
-    return list(deployment.get("resources") or [])
+    return [r for r in deployment.get("resources") or [] if not (isinstance(r, dict) and r.get("delete") is True)]
 
 
 # -- comparing -------------------------------------------------------------------------------------

@@ -450,3 +450,58 @@ def deployment(plan: StackPlan) -> dict[str, Any]:
 def export_state(stack: str, stacks_dir: Path, project_root: Path = REPO_ROOT) -> dict[str, Any]:
     """``pulumi stack export`` of what ``pulumi up --stack <stack>`` would create."""
     return deployment(Planner(stacks_dir, project_root).plan(stack))
+
+
+# -- where --out writes ----------------------------------------------------------------------------
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK | os.X_OK)
+
+
+def check_out(out: Path, layout: dict[str, tuple[str, ...]], flag: str = "--out") -> None:
+    """Refuse ``out`` before any work when the files ``layout`` names could not be written there.
+
+    ``layout`` maps each folder under ``out`` to the files written into it. Nothing is created here:
+    a command that fails later (bad config) must leave ``out`` absent or unchanged. As root,
+    ``os.access`` still answers for read-only file systems (EROFS); permissions do not stop root.
+    """
+    try:
+        _check_out(out, layout, flag)
+    except OSError as err:  # a folder on the way that cannot even be looked into
+        raise AgkError(f"{flag} {out}: cannot be reached ({err.strerror}): give a directory you can write to") from None
+
+
+def _dangling(path: Path) -> bool:
+    return path.is_symlink() and not path.exists()
+
+
+def _check_out(out: Path, layout: dict[str, tuple[str, ...]], flag: str) -> None:
+    for path in (out, *(out / f for f in layout), *(out / f / n for f, names in layout.items() for n in names)):
+        if _dangling(path):
+            raise AgkError(f"{flag} {out}: {path} is a symbolic link to nothing: remove it or give another {flag}")
+    if out.exists() and not out.is_dir():
+        raise AgkError(f"{flag} {out}: a file, not a directory: give a directory (created when missing)")
+    if not out.exists():
+        ancestor = out.parent
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise AgkError(f"{flag} {out}: {ancestor} is a file, not a directory: give a path outside it")
+        if not _writable(ancestor):
+            raise AgkError(
+                f"{flag} {out}: cannot be created ({ancestor} is not writable): give a directory you can write to"
+            )
+        return
+    if not _writable(out):
+        raise AgkError(f"{flag} {out}: not writable: give a directory you can write to")
+    for folder, files in layout.items():
+        where = out / folder
+        if where.exists() and not where.is_dir():
+            raise AgkError(f"{flag} {out}: {where} is a file, not a directory: remove it or give another {flag}")
+        if where.is_dir() and not _writable(where):
+            raise AgkError(f"{flag} {out}: {where} is not writable: give a directory you can write to")
+        for name in files:
+            path = where / name
+            if path.is_dir():
+                raise AgkError(f"{flag} {out}: {path} is a directory, not a file: remove it or give another {flag}")
+            if path.exists() and not os.access(path, os.W_OK):
+                raise AgkError(f"{flag} {out}: {path} is not writable: give a directory you can write to")

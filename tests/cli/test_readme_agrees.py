@@ -1,0 +1,115 @@
+"""The README says what the program does: the exit statuses, dev's plan excerpt and VMs, prod-7500's
+address space. When the program changes, these fail and name the README line to update."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .badinput import ROOT, STACKS, agk
+
+README = (ROOT / "README.md").read_text()
+
+
+def _section(title: str) -> str:
+    start = README.index(f"\n## {title}")
+    end = README.find("\n## ", start + 1)
+    return README[start : end if end != -1 else None]
+
+
+def test_the_exit_status_table_is_the_codes() -> None:
+    from agk.errors import EXIT_STATUSES
+
+    rows = re.findall(r"^\| (\d+) \| (.+) \|$", _section("Exit statuses"), flags=re.MULTILINE)
+    assert [(int(code), text) for code, text in rows] == [(int(k), v) for k, v in EXIT_STATUSES.items()]
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, object]]:
+    """dev's plan.md (as `agk plan --format markdown` prints it) and its state.json."""
+    out = tmp_path_factory.mktemp("dev-plan")
+    done = agk("plan", "--stack", "dev", "--format", "markdown", "--out", str(out))
+    assert done.code == 0, done.err
+    return done.out, json.loads((out / "dev" / "state.json").read_text())
+
+
+def _excerpt(after: str) -> list[str]:
+    lines = README[README.index(after) :].splitlines()
+    start = lines.index("````markdown") + 1
+    return lines[start : lines.index("````", start)]
+
+
+def test_the_plan_md_excerpt_is_what_agk_plan_prints(dev: tuple[str, dict[str, object]]) -> None:
+    markdown, _ = dev
+    printed = markdown.splitlines()
+    at = 0
+    for line in _excerpt("An excerpt of `plan.md` for dev"):
+        assert line in printed[at:], f"README line {line!r} is not what agk plan prints now (its lines: {printed[:8]})"
+        at = printed.index(line, at) + 1
+
+
+def _vms(state: dict[str, object]) -> Counter[tuple[str, str]]:
+    """(role, VM size) -> machines: VMs one each, scale sets by their capacity."""
+    found: Counter[tuple[str, str]] = Counter()
+    for res in state["deployment"]["resources"]:  # type: ignore[index]
+        inputs = res.get("inputs") or {}
+        if res["type"] == "azure-native:compute:VirtualMachine":
+            found[(inputs["tags"]["agk-role"], inputs["hardwareProfile"]["vmSize"])] += 1
+        elif res["type"] == "azure-native:compute:VirtualMachineScaleSet":
+            found[(inputs["tags"]["agk-role"], inputs["sku"]["name"])] += inputs["sku"]["capacity"]
+    return found
+
+
+ROLES = {
+    "API servers": "apiserver",
+    "etcd": "etcd",
+    "Prometheus": "prometheus",
+    "NAT host": "nat",
+    "system nodes": "system-node",
+}
+
+
+def test_the_stack_table_row_for_dev_is_the_plan(dev: tuple[str, dict[str, object]]) -> None:
+    row = next(line for line in README.splitlines() if line.startswith("| `dev` |"))
+    vms = row.rsplit("|", 2)[-2]
+    claimed: Counter[tuple[str, str]] = Counter()
+    for count, what, size in re.findall(r"(\d+) (API servers|etcd|Prometheus|NAT host|system nodes) \((\w+)", vms):
+        claimed[(ROLES[what], f"Standard_{size}")] += int(count)
+    for count, size in re.findall(r"(\d+) × (\w+)", vms):
+        claimed[("gpu-node", f"Standard_{size}")] += int(count)
+    assert claimed == _vms(dev[1]), f"README's dev row says {vms.strip()!r}"
+
+
+def test_the_system_pool_is_called_by_its_name(dev: tuple[str, dict[str, object]]) -> None:
+    """The plan's system pool is `system` (its subnet `dev-system`); the README never calls the pool otherwise."""
+    pools = {
+        res["inputs"]["tags"].get("agk-pool")
+        for res in dev[1]["deployment"]["resources"]  # type: ignore[index]
+        if res["type"] == "azure-native:compute:VirtualMachineScaleSet"
+        and res["inputs"]["tags"]["agk-role"] == "system-node"
+    }
+    assert pools == {"system"}
+    assert "`dev-system` pool" not in README and "pool `dev-system`" not in README
+
+
+def test_prod_7500s_address_space_is_shown_whole() -> None:
+    config = yaml.safe_load((STACKS / "Pulumi.prod-7500.yaml").read_text())["config"]
+    spaces = config["azure-gpu-k8s:network"]["address_space"]
+    assert spaces == ["10.64.0.0/16", "10.65.0.0/22"]
+    assert f"VNet prod-7500 (spoke)  {', '.join(spaces)}  " in README
+    for wrong in ("10.64.0.0/14", "10.64.0.0/15"):
+        assert wrong not in README
+
+
+def test_the_render_layout_named_in_the_readme_exists(tmp_path: Path) -> None:
+    assert agk("render", "--stack", "dev", "--out", str(tmp_path)).code == 0
+    section = _section("Node bootstrap")
+    named = re.findall(r"`((?:nodes|manifests)/[A-Za-z0-9_./-]+)`", section)
+    assert len(named) >= 4, named
+    for rel in named:
+        assert (tmp_path / rel).exists(), rel
