@@ -16,7 +16,8 @@ joining kubelet use, and enforces what the real server enforces there:
 - ``POST /api/v1/namespaces/<ns>/secrets`` validates the body against the Secret schema
   (kubernetes-validate, strict), answers 409 AlreadyExists for a taken name, and merges
   ``stringData`` into base64 ``data`` as the API server does on write.
-- ``POST /apis/authentication.k8s.io/v1/selfsubjectreviews`` answers 201 with ``status.userInfo``.
+- ``POST /apis/authentication.k8s.io/v1/selfsubjectreviews`` answers 201 with ``status.userInfo``
+  (JSON, which clients accept; kubectl's request body is protobuf and not read), ``GET /version``.
 """
 
 from __future__ import annotations
@@ -134,9 +135,13 @@ class FakeKube:
         if method == "POST" and path == REVIEWS:
             if "system:authenticated" not in groups:
                 return 403, _status(403, "Forbidden", f'User "{user}" cannot create selfsubjectreviews')
-            review = json.loads(body)
-            assert review == {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, review
-            return 201, {**review, "metadata": {}, "status": {"userInfo": {"username": user, "groups": groups}}}
+            if headers.get("Content-Type", "").startswith("application/json"):  # kubectl sends protobuf
+                review = json.loads(body)
+                assert review == {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, review
+            review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview", "metadata": {}}
+            return 201, {**review, "status": {"userInfo": {"username": user, "groups": groups}}}
+        if method == "GET" and path == "/version":
+            return 200, {"major": "1", "minor": self.version.split(".")[1], "gitVersion": f"v{self.version}.0"}
         m = SECRETS.match(path)
         if method == "POST" and m:
             namespace = m.group(1)

@@ -553,3 +553,56 @@ def test_systemd_accepts_the_issuer_units(tmp_path: Path) -> None:
     assert run.returncode == 0 and not (run.stdout + run.stderr).strip(), run.stdout + run.stderr
     assert "ExecStart=/usr/bin/python3 -m agk_host.bootstrap_tokens --config /etc/agk/bootstrap-tokens.json" in service
     assert "OnUnitActiveSec=10min" in timer
+
+
+def _whoami(kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+    from tests.bootstrap.conftest import tool
+
+    return subprocess.run(
+        [tool("kubectl"), "--kubeconfig", str(kubeconfig), "auth", "whoami", "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+@pytest.mark.realtool
+def test_kubectl_joins_with_the_published_token_through_the_token_file(cluster: Cluster, tmp_path: Path) -> None:
+    """client-go (kubectl) loads the bootstrap kubeconfig, reads tokenFile and is the pool's bootstrapper;
+    a renewed token in the same file works without touching the kubeconfig; a revoked one is refused."""
+    from modules.bootstrap.templating import render
+
+    cluster.clock[0] = time.time()  # kubectl's requests are answered at the wall clock
+    cluster.run()
+    token_file = tmp_path / "bootstrap-token"
+    # As the node's sync writes it: the vault secret's value (a trailing newline is tolerated too).
+    token_file.write_text(str(cluster.published("h100-a")) + "\n")
+    kubeconfig = tmp_path / "bootstrap-kubelet.kubeconfig"
+    kubeconfig.write_text(
+        render(
+            "bootstrap-kubeconfig.j2",
+            cluster="dev",
+            server=cluster.kube_url,
+            user="kubelet-bootstrap",
+            ca_file=str(cluster.files["ca"]),
+            token_file=str(token_file),
+        )
+    )
+    before = kubeconfig.read_text()
+    run = _whoami(kubeconfig)
+    assert run.returncode == 0, run.stderr
+    info = json.loads(run.stdout)["status"]["userInfo"]
+    assert info["username"] == f"system:bootstrap:{cluster.published('h100-a').id}"
+    assert bt.NODES_GROUP in info["groups"] and bt.pool_group("h100-a") in info["groups"]
+
+    cluster.clock[0] += 12 * HOUR
+    assert cluster.run()["h100-a"].action == "minted"
+    token_file.write_text(str(cluster.published("h100-a")))
+    run = _whoami(kubeconfig)
+    assert run.returncode == 0 and cluster.published("h100-a").id in run.stdout, run.stderr
+    assert kubeconfig.read_text() == before
+
+    cluster.kube.revoke(cluster.published("h100-a").id)
+    run = _whoami(kubeconfig)
+    assert run.returncode != 0 and "Unauthorized" in run.stderr
