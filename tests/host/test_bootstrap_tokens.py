@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import re
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -525,8 +526,7 @@ def test_systemd_accepts_the_issuer_units(tmp_path: Path) -> None:
     analyze = tool("systemd-analyze")
     service = render(
         "agk-bootstrap-tokens.service.j2",
-        lib="/opt/agk/lib",
-        module="agk_host.bootstrap_tokens",
+        program="/opt/agk/lib/bootstrap_tokens.py",
         config=bt.DEFAULT_CONFIG,
         timeout_s=300,
     )
@@ -551,7 +551,9 @@ def test_systemd_accepts_the_issuer_units(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0 and not (run.stdout + run.stderr).strip(), run.stdout + run.stderr
-    assert "ExecStart=/usr/bin/python3 -m agk_host.bootstrap_tokens --config /etc/agk/bootstrap-tokens.json" in service
+    assert (
+        "ExecStart=/usr/bin/python3 /opt/agk/lib/bootstrap_tokens.py --config /etc/agk/bootstrap-tokens.json" in service
+    )
     assert "OnUnitActiveSec=10min" in timer
 
 
@@ -606,3 +608,25 @@ def test_kubectl_joins_with_the_published_token_through_the_token_file(cluster: 
     cluster.kube.revoke(cluster.published("h100-a").id)
     run = _whoami(kubeconfig)
     assert run.returncode != 0 and "Unauthorized" in run.stderr
+
+
+def test_the_program_runs_as_the_hosts_run_it(tmp_path: Path) -> None:
+    """From /opt/agk/lib as a script, beside imds.py and vault_write.py, importing nothing of the toolkit."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for name in ("bootstrap_tokens.py", "vault_write.py", "imds.py"):
+        (lib / name).write_text((HOST / name).read_text())
+    config = tmp_path / "bootstrap-tokens.json"
+    config.write_text(json.dumps({**GOOD, "ttl_hours": 6}))
+    run = subprocess.run(
+        [sys.executable, "-E", "-s", str(lib / "bootstrap_tokens.py"), "--config", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert (run.returncode, run.stdout) == (2, "")
+    assert (
+        run.stderr
+        == f"error: {config}: renew_before_hours: 12 is not below ttl_hours 6: renew before a token expires (e.g. half its lifetime)\n"
+    )

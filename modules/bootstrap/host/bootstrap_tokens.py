@@ -43,7 +43,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from . import imds, vault_write
+if __package__:  # the toolkit and the tests import this as modules.bootstrap.host.bootstrap_tokens
+    from . import imds, vault_write
+else:  # a host runs it from /opt/agk/lib, beside the modules it imports
+    import imds  # type: ignore[no-redef,import-not-found]
+    import vault_write  # type: ignore[no-redef,import-not-found]
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 # k8s.io/cluster-bootstrap token/api: BootstrapTokenPattern and BootstrapGroupPattern. An extra group

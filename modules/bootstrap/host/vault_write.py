@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 API_VERSION = "7.4"
 RETRIED = (429, 500, 502, 503, 504)
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""The vault's private endpoint, never a proxy."""
 
 
 class VaultError(Exception):
@@ -75,7 +77,7 @@ def _call(
     last = ""
     for attempt in range(tries):
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with _OPENER.open(request, timeout=30) as response:
                 return bytes(response.read())
         except urllib.error.HTTPError as err:
             if err.code == 404 and missing_ok:
