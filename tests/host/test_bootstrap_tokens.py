@@ -34,7 +34,15 @@ HOST = Path(__file__).resolve().parents[2] / "modules/bootstrap/host"
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 HOUR = 3600
 VAULT_BEARER = "vault-token-of-the-apiserver-identity"
-POOLS = ("h100-a", "system")
+SECRETS = {pool: f"{bt.vault_secret_key(pool)}-0a1b2c3d" for pool in ("h100-a", "system")}
+"""Pool -> its token's Key Vault secret (the cluster stack adds a digest of the pool identity)."""
+POOLS = tuple(SECRETS)
+
+
+def only(*pools: str) -> dict[str, str]:
+    return {p: SECRETS[p] for p in pools}
+
+
 DOCUMENTED_TOKEN = re.compile(r"^[a-z0-9]{6}\.[a-z0-9]{16}$")  # kubernetes.io, "Token Format"
 
 
@@ -55,7 +63,7 @@ class Cluster:
             "key_file": str(self.files["issuer.key"]),
             "vault_url": self.vault_url,
             "client_id": "11111111-2222-3333-4444-555555555555",
-            "pools": POOLS,
+            "pools": SECRETS,
             **over,
         }
         return bt.IssuerConfig(**values)
@@ -72,7 +80,7 @@ class Cluster:
         return {o.pool: o for o in outcomes}
 
     def published(self, pool: str) -> bt.Token:
-        current = self.vault.current(bt.vault_secret_name(pool))
+        current = self.vault.current(SECRETS[pool])
         assert current is not None
         token = bt.Token.parse(current["value"])
         assert token is not None
@@ -158,7 +166,7 @@ def test_the_first_run_mints_a_token_per_pool_and_publishes_it(cluster: Cluster)
     assert {p: o.action for p, o in outcomes.items()} == {"h100-a": "minted", "system": "minted"}
     for pool in POOLS:
         token = cluster.published(pool)
-        current = cluster.vault.current(bt.vault_secret_name(pool))
+        current = cluster.vault.current(SECRETS[pool])
         assert current is not None
         assert current["attributes"]["exp"] == NOW + 24 * HOUR
         assert current["tags"] == {
@@ -197,7 +205,7 @@ def test_a_token_within_the_renewal_window_is_replaced_and_the_old_one_left_to_e
     assert outcomes["h100-a"].action == "minted" and "within 12 h" in outcomes["h100-a"].message
     new = cluster.published("h100-a")
     assert new != old
-    current = cluster.vault.current(bt.vault_secret_name("h100-a"))
+    current = cluster.vault.current(SECRETS["h100-a"])
     assert current is not None and current["attributes"]["exp"] == NOW + 36 * HOUR
     # A node that read the old token before the renewal still joins with it until it expires.
     assert cluster.api().who(old) is not None
@@ -227,7 +235,7 @@ def test_a_revoked_token_is_replaced_on_the_next_run(cluster: Cluster) -> None:
 def test_a_placeholder_or_an_unexpiring_value_is_replaced(
     cluster: Cluster, value: str, attributes: dict[str, Any], reason: str
 ) -> None:
-    cluster.vault.put(bt.vault_secret_name("h100-a"), value, **attributes)
+    cluster.vault.put(SECRETS["h100-a"], value, **attributes)
     outcome = cluster.run()["h100-a"]
     assert outcome.action == "minted" and reason in outcome.message
     assert cluster.published("h100-a") != bt.Token.parse(value)
@@ -238,7 +246,7 @@ def test_a_token_that_authenticates_outside_the_node_group_is_replaced(cluster: 
     rogue = bt.token_secret(token, "h100-a", NOW + 24 * HOUR, "someone")
     rogue["stringData"]["auth-extra-groups"] = "system:bootstrappers:other"
     cluster.api().create_secret(rogue)
-    cluster.vault.put(bt.vault_secret_name("h100-a"), str(token), exp=NOW + 24 * HOUR)
+    cluster.vault.put(SECRETS["h100-a"], str(token), exp=NOW + 24 * HOUR)
     outcome = cluster.run()["h100-a"]
     assert outcome.action == "minted" and "not as a node bootstrap token of h100-a" in outcome.message
 
@@ -248,7 +256,7 @@ def test_a_taken_token_id_is_drawn_again(cluster: Cluster, monkeypatch: pytest.M
     cluster.api().create_secret(bt.token_secret(taken, "system", NOW + HOUR, "someone"))
     draws = iter([taken, bt.Token("bbbbbb", "0123456789abcdef")])
     monkeypatch.setattr(bt.Token, "generate", classmethod(lambda cls: next(draws)))
-    outcome = cluster.run(pools=("h100-a",))["h100-a"]
+    outcome = cluster.run(pools=only("h100-a"))["h100-a"]
     assert outcome.action == "minted" and cluster.published("h100-a").id == "bbbbbb"
 
 
@@ -261,7 +269,7 @@ def test_without_the_issuer_role_nothing_is_published_and_the_error_names_the_ro
     assert {o.action for o in outcomes.values()} == {"failed"}
     message = outcomes["h100-a"].message
     assert "HTTP 403 Forbidden" in message and bt.MANAGED_BY in message and bt.ISSUER_USER in message
-    assert cluster.vault.current(bt.vault_secret_name("h100-a")) is None
+    assert cluster.vault.current(SECRETS["h100-a"]) is None
 
 
 def test_the_role_lets_the_issuer_create_secrets_only_in_kube_system(cluster: Cluster) -> None:
@@ -286,14 +294,14 @@ def test_an_unreachable_api_server_publishes_nothing(cluster: Cluster) -> None:
     )
     assert {o.action for o in outcomes} == {"failed"}
     assert "ConnectionRefusedError" in outcomes[0].message or "Connection refused" in outcomes[0].message
-    assert cluster.vault.current(bt.vault_secret_name("h100-a")) is None
+    assert cluster.vault.current(SECRETS["h100-a"]) is None
 
 
 def test_a_review_that_says_nothing_mints_nothing(cluster: Cluster) -> None:
     cluster.run()
     cluster.kube.fail["/apis/authentication.k8s.io/v1/selfsubjectreviews"] = (500, "InternalError")
     before = len(cluster.kube.bootstrap_tokens())
-    outcome = cluster.run(pools=("h100-a",))["h100-a"]
+    outcome = cluster.run(pools=only("h100-a"))["h100-a"]
     assert outcome.action == "failed" and "HTTP 500" in outcome.message
     assert len(cluster.kube.bootstrap_tokens()) == before
 
@@ -309,7 +317,7 @@ def test_vault_throttling_is_waited_out(cluster: Cluster) -> None:
     cluster.vault.throttle = 2
     waits: list[float] = []
     outcomes = bt.run(
-        cluster.config(pools=("h100-a",)), cluster.api(), VAULT_BEARER, now=NOW, host="h", sleep=waits.append
+        cluster.config(pools=only("h100-a")), cluster.api(), VAULT_BEARER, now=NOW, host="h", sleep=waits.append
     )
     assert outcomes[0].action == "minted" and waits == [1.0, 1.0]  # Retry-After
 
@@ -323,13 +331,13 @@ def test_a_server_that_finds_a_fresh_token_after_minting_leaves_it(cluster: Clus
     def other_server(obj: dict[str, Any]) -> None:
         if obj["metadata"]["labels"]["app.kubernetes.io/instance"] == "h100-a" and cluster.kube.on_create:
             cluster.kube.on_create = None
-            assert cluster.run(host="apiserver-1", pools=("h100-a",))["h100-a"].action == "minted"
+            assert cluster.run(host="apiserver-1", pools=only("h100-a"))["h100-a"].action == "minted"
 
     cluster.kube.on_create = other_server
-    outcome = cluster.run(host="apiserver-0", pools=("h100-a",))["h100-a"]
+    outcome = cluster.run(host="apiserver-0", pools=only("h100-a"))["h100-a"]
     assert outcome.action == "left" and "another API server published" in outcome.message
     published = cluster.published("h100-a")
-    current = cluster.vault.current(bt.vault_secret_name("h100-a"))
+    current = cluster.vault.current(SECRETS["h100-a"])
     assert current is not None and current["tags"]["minted-by"] == "apiserver-1"
     assert len(cluster.kube.bootstrap_tokens()) == 2 and cluster.api().who(published) is not None
 
@@ -345,7 +353,7 @@ def test_two_servers_that_overlap_exactly_both_publish_and_either_token_joins(cl
     results: dict[str, bt.Outcome] = {}
 
     def server(host: str) -> None:
-        results[host] = cluster.run(host=host, pools=("h100-a",))["h100-a"]
+        results[host] = cluster.run(host=host, pools=only("h100-a"))["h100-a"]
 
     threads = [threading.Thread(target=server, args=(h,)) for h in ("apiserver-0", "apiserver-1")]
     for t in threads:
@@ -361,7 +369,7 @@ def test_two_servers_that_overlap_exactly_both_publish_and_either_token_joins(cl
     # The next runs settle on the published token.
     cluster.vault.on_get = None
     for host in ("apiserver-0", "apiserver-1", "apiserver-2"):
-        assert cluster.run(host=host, pools=("h100-a",))["h100-a"].action == "kept"
+        assert cluster.run(host=host, pools=only("h100-a"))["h100-a"].action == "kept"
     assert len(cluster.kube.bootstrap_tokens()) == 2
 
 
@@ -419,7 +427,7 @@ def test_the_program_runs_from_its_configuration_file(
 def test_a_failed_pool_fails_the_run(cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cluster.kube.rbac = []
     path = tmp_path / "c.json"
-    path.write_text(cluster.config(pools=("h100-a",)).to_json())
+    path.write_text(cluster.config(pools=only("h100-a")).to_json())
     with serve(FakeImds()) as imds_url:
         assert bt.main(["--config", str(path)], imds_endpoint=imds_url) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -435,7 +443,7 @@ GOOD = {
     "key_file": "/etc/kubernetes/pki/i.key",
     "vault_url": "https://kv.vault.azure.net",
     "client_id": "c",
-    "pools": ["h100-a"],
+    "pools": {"h100-a": "pool-h100-a-bootstrap-token-0a1b2c3d"},
 }
 
 
@@ -448,10 +456,11 @@ GOOD = {
         ),
         ({"vault_url": None}, "vault_url: must be a non-empty string"),
         ({"apiserver": "127.0.0.1:6443"}, "apiserver: '127.0.0.1:6443' is not a URL: use https://<host>[:port]"),
-        ({"pools": []}, "pools: []: list each pool once, at least one"),
-        ({"pools": ["a", "a"]}, "pools: ['a', 'a']: list each pool once, at least one"),
-        ({"pools": "h100-a"}, "pools: 'h100-a': use a list of pool names"),
-        ({"pools": ["H100"]}, "pools: 'H100' cannot name a bootstrap group: use lowercase letters, digits, '-'"),
+        ({"pools": {}}, "pools: {}: map each pool to its token's Key Vault secret"),
+        ({"pools": ["h100-a"]}, "pools: ['h100-a']: map each pool to its token's Key Vault secret"),
+        ({"pools": {"H100": "s"}}, "pools: 'H100' cannot name a bootstrap group: use lowercase letters, digits, '-'"),
+        ({"pools": {"a": "s_1"}}, "pools.a: 's_1' is not a Key Vault secret name: use 1-127 letters, digits, '-'"),
+        ({"pools": {"a": "s", "b": "s"}}, "pools: two pools share a Key Vault secret: give each its own"),
         ({"ttl_hours": 0}, "ttl_hours: 0: use a whole number of hours >= 1"),
         ({"ttl_hours": "24"}, "ttl_hours: '24': use a whole number of hours >= 1"),
         (

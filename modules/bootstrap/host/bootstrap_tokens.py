@@ -10,7 +10,7 @@ system:bootstrappers:". The API server (``--enable-bootstrap-token-auth``) authe
 and the controller-manager's ``tokencleaner`` deletes it (both flags are in the static pods).
 
 Every few minutes each API server host runs this program (agk-bootstrap-tokens.timer). For each
-pool it reads the pool's Key Vault secret ``pool-<pool>-bootstrap-token``; when that holds no
+pool it reads the pool's Key Vault secret (``pool-<pool>-bootstrap-token-...``); when that holds no
 token, a token the API server no longer accepts (revoked: its Secret was deleted), or one expiring
 within the renewal window, it creates a fresh token Secret through the local API server
 (127.0.0.1, its own client certificate) and publishes the token to the vault with the host's
@@ -90,8 +90,8 @@ def pool_group(pool: str) -> str:
     return f"system:bootstrappers:agk:pool:{pool}"
 
 
-def vault_secret_name(pool: str) -> str:
-    """The Key Vault secret that holds the pool's current token (what its nodes fetch)."""
+def vault_secret_key(pool: str) -> str:
+    """What the pool's token secret is called after (the cluster stack names the secret itself)."""
     return f"pool-{pool}-bootstrap-token"
 
 
@@ -161,7 +161,8 @@ class IssuerConfig:
     """``https://<vault>.vault.azure.net`` (reached through its private endpoint)."""
     client_id: str
     """The host's user-assigned identity, allowed to set the pools' token secrets."""
-    pools: tuple[str, ...]
+    pools: Mapping[str, str]
+    """Pool name -> the Key Vault secret that holds its current token (what its nodes fetch)."""
     ttl_hours: int = TTL_HOURS
     renew_before_hours: int = RENEW_BEFORE_HOURS
 
@@ -172,13 +173,17 @@ class IssuerConfig:
         for key in ("apiserver", "vault_url"):
             if not getattr(self, key).startswith(("https://", "http://")):
                 raise ConfigError(f"{key}: {getattr(self, key)!r} is not a URL: use https://<host>[:port]")
-        if not self.pools or len(set(self.pools)) != len(self.pools):
-            raise ConfigError(f"pools: {list(self.pools)!r}: list each pool once, at least one")
-        for pool in self.pools:
-            if not isinstance(pool, str) or not GROUP_PATTERN.match(pool_group(pool)):
+        if not isinstance(self.pools, Mapping) or not self.pools:
+            raise ConfigError(f"pools: {self.pools!r}: map each pool to its token's Key Vault secret")
+        for pool, secret in self.pools.items():
+            if not GROUP_PATTERN.match(pool_group(pool)):
                 raise ConfigError(f"pools: {pool!r} cannot name a bootstrap group: use lowercase letters, digits, '-'")
-            if not _VAULT_NAME.match(vault_secret_name(pool)):
-                raise ConfigError(f"pools: {pool!r} cannot name a Key Vault secret: use letters, digits, '-'")
+            if not isinstance(secret, str) or not _VAULT_NAME.match(secret):
+                raise ConfigError(
+                    f"pools.{pool}: {secret!r} is not a Key Vault secret name: use 1-127 letters, digits, '-'"
+                )
+        if len(set(self.pools.values())) != len(self.pools):
+            raise ConfigError("pools: two pools share a Key Vault secret: give each its own")
         for key in ("ttl_hours", "renew_before_hours"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -190,7 +195,7 @@ class IssuerConfig:
             )
 
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "pools": list(self.pools)}, indent=2, sort_keys=True) + "\n"
+        return json.dumps({**asdict(self), "pools": dict(self.pools)}, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> IssuerConfig:
@@ -199,7 +204,7 @@ class IssuerConfig:
         except ValueError as err:
             raise ConfigError(f"not JSON ({err}): rewrite it as a JSON object") from None
         if not isinstance(data, dict):
-            raise ConfigError('not a JSON object: write {"apiserver": ..., "pools": [...], ...}')
+            raise ConfigError('not a JSON object: write {"apiserver": ..., "pools": {...}, ...}')
         fields = cls.__dataclass_fields__
         unknown = sorted(set(data) - set(fields))
         if unknown:
@@ -207,9 +212,7 @@ class IssuerConfig:
         missing = sorted(k for k, f in fields.items() if k not in data and f.default is dataclasses.MISSING)
         if missing:
             raise ConfigError(f"{missing[0]}: missing: add it")
-        if not isinstance(data["pools"], list):
-            raise ConfigError(f"pools: {data['pools']!r}: use a list of pool names")
-        return cls(**{**data, "pools": tuple(data["pools"])})
+        return cls(**data)
 
 
 class KubeApi:
@@ -314,7 +317,7 @@ def issue(
     sleep: Callable[[float], None] = time.sleep,
 ) -> Outcome:
     """One pool: keep the published token, or mint and publish a new one."""
-    name = vault_secret_name(pool)
+    name = config.pools[pool]
     try:
         current = vault_write.get_secret(config.vault_url, name, bearer, sleep=sleep)
         reason = renewal_reason(current, now, config.renew_before_hours)
