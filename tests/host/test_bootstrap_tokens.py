@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import json
+import math
 import re
 import subprocess
 import sys
@@ -33,6 +34,8 @@ from tests.host.loopback import serve
 HOST = Path(__file__).resolve().parents[2] / "modules/bootstrap/host"
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 HOUR = 3600
+TTL = bt.TTL_HOURS * HOUR
+RENEW = bt.RENEW_BEFORE_HOURS * HOUR
 VAULT_BEARER = "vault-token-of-the-apiserver-identity"
 SECRETS = {pool: f"{bt.vault_secret_key(pool)}-0a1b2c3d" for pool in ("h100-a", "system")}
 """Pool -> its token's Key Vault secret (the cluster stack adds a digest of the pool identity)."""
@@ -168,15 +171,15 @@ def test_the_first_run_mints_a_token_per_pool_and_publishes_it(cluster: Cluster)
         token = cluster.published(pool)
         current = cluster.vault.current(SECRETS[pool])
         assert current is not None
-        assert current["attributes"]["exp"] == NOW + 24 * HOUR
+        assert current["attributes"]["exp"] == NOW + TTL
         assert current["tags"] == {
             "token-id": token.id,
-            "expiration": "2027-01-16T08:00:00Z",
+            "expiration": bt.rfc3339(NOW + TTL),
             "minted-by": "apiserver-0",
         }
         assert current["contentType"] == "text/plain"
         stored = cluster.kube.bootstrap_tokens()[token.id]
-        assert stored["token-secret"] == token.secret and stored["expiration"] == "2027-01-16T08:00:00Z"
+        assert stored["token-secret"] == token.secret and stored["expiration"] == bt.rfc3339(NOW + TTL)
         # The node's view: the published token authenticates as a node bootstrapper of its pool.
         user, groups = cluster.api().who(token) or ("", ())
         assert user == f"system:bootstrap:{token.id}"
@@ -187,7 +190,7 @@ def test_the_first_run_mints_a_token_per_pool_and_publishes_it(cluster: Cluster)
 def test_a_later_run_keeps_a_valid_token(cluster: Cluster) -> None:
     cluster.run()
     first = {p: cluster.published(p) for p in POOLS}
-    cluster.clock[0] = NOW + 11 * HOUR
+    cluster.clock[0] = NOW + TTL - RENEW - HOUR
     outcomes = cluster.run(host="apiserver-1")
     assert {o.action for o in outcomes.values()} == {"kept"}
     assert {p: cluster.published(p) for p in POOLS} == first
@@ -200,16 +203,16 @@ def test_a_later_run_keeps_a_valid_token(cluster: Cluster) -> None:
 def test_a_token_within_the_renewal_window_is_replaced_and_the_old_one_left_to_expire(cluster: Cluster) -> None:
     cluster.run()
     old = cluster.published("h100-a")
-    cluster.clock[0] = NOW + 12 * HOUR  # 12 h left: within renew_before_hours
+    cluster.clock[0] = NOW + TTL - RENEW  # RENEW left: within the renewal window
     outcomes = cluster.run()
-    assert outcomes["h100-a"].action == "minted" and "within 12 h" in outcomes["h100-a"].message
+    assert outcomes["h100-a"].action == "minted" and f"within {bt.RENEW_BEFORE_HOURS} h" in outcomes["h100-a"].message
     new = cluster.published("h100-a")
     assert new != old
     current = cluster.vault.current(SECRETS["h100-a"])
-    assert current is not None and current["attributes"]["exp"] == NOW + 36 * HOUR
+    assert current is not None and current["attributes"]["exp"] == NOW + 2 * TTL - RENEW
     # A node that read the old token before the renewal still joins with it until it expires.
     assert cluster.api().who(old) is not None
-    cluster.clock[0] = NOW + 24 * HOUR
+    cluster.clock[0] = NOW + TTL
     assert cluster.api().who(old) is None and cluster.api().who(new) is not None
     assert not any(m == "DELETE" for m, _, _ in cluster.kube.requests)
 
@@ -243,10 +246,10 @@ def test_a_placeholder_or_an_unexpiring_value_is_replaced(
 
 def test_a_token_that_authenticates_outside_the_node_group_is_replaced(cluster: Cluster) -> None:
     token = bt.Token("zzzzzz", "0123456789abcdef")
-    rogue = bt.token_secret(token, "h100-a", NOW + 24 * HOUR, "someone")
+    rogue = bt.token_secret(token, "h100-a", NOW + TTL, "someone")
     rogue["stringData"]["auth-extra-groups"] = "system:bootstrappers:other"
     cluster.api().create_secret(rogue)
-    cluster.vault.put(SECRETS["h100-a"], str(token), exp=NOW + 24 * HOUR)
+    cluster.vault.put(SECRETS["h100-a"], str(token), exp=NOW + TTL)
     outcome = cluster.run()["h100-a"]
     assert outcome.action == "minted" and "not as a node bootstrap token of h100-a" in outcome.message
 
@@ -380,8 +383,8 @@ def test_five_servers_a_day_mint_two_tokens_per_pool(cluster: Cluster) -> None:
         for server in range(5):
             outcomes = cluster.run(host=f"apiserver-{server}")
             assert all(o.ok for o in outcomes.values())
-    # Minted at 0 h and 12 h (renewed with 12 h left), per pool.
-    assert len(cluster.kube.bootstrap_tokens()) == 2 * len(POOLS)
+    # One token per pool every TTL - RENEW (24 h / 12 h = 2), whichever server gets there first.
+    assert len(cluster.kube.bootstrap_tokens()) == math.ceil(24 * HOUR / (TTL - RENEW)) * len(POOLS)
 
 
 # -- the program -----------------------------------------------------------------------------------
@@ -563,7 +566,7 @@ def test_systemd_accepts_the_issuer_units(tmp_path: Path) -> None:
     assert (
         "ExecStart=/usr/bin/python3 /opt/agk/lib/bootstrap_tokens.py --config /etc/agk/bootstrap-tokens.json" in service
     )
-    assert "OnUnitActiveSec=10min" in timer
+    assert f"OnUnitActiveSec={bt.EVERY_MINUTES}min" in timer
 
 
 def _whoami(kubeconfig: Path) -> subprocess.CompletedProcess[str]:
@@ -607,7 +610,7 @@ def test_kubectl_joins_with_the_published_token_through_the_token_file(cluster: 
     assert info["username"] == f"system:bootstrap:{cluster.published('h100-a').id}"
     assert bt.NODES_GROUP in info["groups"] and bt.pool_group("h100-a") in info["groups"]
 
-    cluster.clock[0] += 12 * HOUR
+    cluster.clock[0] += TTL - RENEW
     assert cluster.run()["h100-a"].action == "minted"
     token_file.write_text(str(cluster.published("h100-a")))
     run = _whoami(kubeconfig)
