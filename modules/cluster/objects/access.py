@@ -1,12 +1,18 @@
-"""RBAC the node bootstrap relies on: kubelets join with bootstrap certificates, Prometheus reads.
+"""RBAC the node bootstrap relies on: kubelets join with bootstrap tokens, Prometheus reads.
 
-Kubelets authenticate as ``system:bootstrappers`` only to file a client CSR, which the
-controller-manager's auto-approver signs when these bindings exist; renewals come from
-``system:nodes``. Prometheus's client certificate carries the group ``<label_domain>:monitoring``.
+Kubelets authenticate as bootstrappers only to file a client CSR, which the controller-manager's
+auto-approver signs when these bindings exist; renewals come from ``system:nodes``. The pools'
+bootstrap tokens carry the extra group ``NODES_GROUP`` (modules/bootstrap/host/bootstrap_tokens.py),
+which is what may file node CSRs. The API server hosts' token issuer may create Secrets in
+``kube-system`` and nothing else: a Role cannot narrow ``create`` by name (RBAC ``resourceNames``
+do not apply to create), so it could create any Secret there, but it can read none (no get, list or
+watch), and its certificate lives on the API server hosts, which hold the cluster CA key anyway.
+Prometheus's client certificate carries the group ``<label_domain>:monitoring``.
 """
 
 from __future__ import annotations
 
+from modules.bootstrap.host.bootstrap_tokens import ISSUER_USER, MANAGED_BY, NAMESPACE, NODES_GROUP
 from modules.cluster.objects.common import Obj, meta
 from modules.cluster.spec import AddonsSpec
 
@@ -14,14 +20,32 @@ APP = "node-access"
 CSR = "system:certificates.k8s.io:certificatesigningrequests"
 
 
-def _binding(name: str, role: str, group: str) -> Obj:
+def _binding(name: str, role: str, *groups: str) -> Obj:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
         "metadata": meta(name, app=APP),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g} for g in groups],
     }
+
+
+def token_issuer() -> list[Obj]:
+    """The Role and RoleBinding of the API server hosts' bootstrap token issuer (``ISSUER_USER``)."""
+    role: Obj = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": meta(MANAGED_BY, NAMESPACE, app=APP),
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}],
+    }
+    binding: Obj = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": meta(MANAGED_BY, NAMESPACE, app=APP),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": MANAGED_BY},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": ISSUER_USER}],
+    }
+    return [role, binding]
 
 
 def access(spec: AddonsSpec) -> list[Obj]:
@@ -41,10 +65,14 @@ def access(spec: AddonsSpec) -> list[Obj]:
             {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
         ],
     }
+    # system:bootstrappers until the pools' year-long bootstrap certificate (O=system:bootstrappers)
+    # is gone; the tokens are in NODES_GROUP.
+    bootstrappers = ("system:bootstrappers", NODES_GROUP)
     return [
-        _binding("agk-bootstrappers-node-bootstrapper", "system:node-bootstrapper", "system:bootstrappers"),
-        _binding("agk-bootstrappers-auto-approve", f"{CSR}:nodeclient", "system:bootstrappers"),
+        _binding("agk-bootstrappers-node-bootstrapper", "system:node-bootstrapper", *bootstrappers),
+        _binding("agk-bootstrappers-auto-approve", f"{CSR}:nodeclient", *bootstrappers),
         _binding("agk-nodes-auto-renew", f"{CSR}:selfnodeclient", "system:nodes"),
         reader,
         _binding("agk-prometheus", "agk-prometheus", monitoring),
+        *token_issuer(),
     ]
