@@ -29,7 +29,7 @@ import yaml
 from infra.config import load_stack
 from infra.prepare import prepare_cluster
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.delivery import document, placeholder_pems
+from modules.bootstrap.delivery import document, placeholder_facts, placeholder_pems
 from modules.bootstrap.roles import ROLES, NodeBundle, bundle, names
 from modules.bootstrap.userdata import offline_host, render_user_data
 from modules.cluster.manifests import render_manifests
@@ -66,7 +66,7 @@ def render_nodes(ctx: BootstrapContext, out: Path) -> list[Path]:
 
 
 def _write_node(ctx: BootstrapContext, node: NodeBundle, where: Path) -> list[Path]:
-    doc = document(node, placeholder_pems(node))
+    doc = document(node, placeholder_pems(node), placeholder_facts(node))
     contents = {f["path"]: f["content"] for f in doc["files"]}
     files = {
         "user-data.yaml": render_user_data(ctx, node, offline_host(ctx, node)),

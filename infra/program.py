@@ -31,10 +31,11 @@ from modules.azure.keyvault import ClusterVault, ClusterVaultArgs, vault_name
 from modules.azure.node_pool import NodePool, NodePoolArgs
 from modules.azure.nsg import Rule
 from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
-from modules.azure.storage import ClusterStorage, ClusterStorageArgs, Grant, account_name
+from modules.azure.storage import ClusterStorage, ClusterStorageArgs, Grant, account_name, blob_url
 from modules.azure.vm import IdentityBound
 from modules.bootstrap.customdata import bundle_parts, custom_data
 from modules.bootstrap.delivery import check_sizes
+from modules.bootstrap.etcd_backup import ACCOUNT_URL_FACT
 from modules.bootstrap.kubeconfig import admin_kubeconfig
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
@@ -173,14 +174,23 @@ def _grants(prep: ClusterPrep, pools: Mapping[str, NodePool]) -> dict[str, list[
     return grants
 
 
-def host_boot(prep: ClusterPrep, pki: ClusterPki, keys: ClusterVault, role: Role, name: str) -> IdentityBound:
+def host_boot(
+    prep: ClusterPrep,
+    pki: ClusterPki,
+    keys: ClusterVault,
+    role: Role,
+    name: str,
+    facts: Mapping[str, pulumi.Input[str]] | None = None,
+) -> IdentityBound:
     """customData of fixed host (or pool) ``name``, made once its identity exists: its bundle goes into
     its own secret, readable by that identity alone, and the machine waits for the grant and for the
-    vault's private endpoint and DNS, so its first fetch can succeed (it retries anyway)."""
+    vault's private endpoint and DNS, so its first fetch can succeed (it retries anyway). ``facts``:
+    the bundle's deploy-time values (roles.FACT)."""
     key = name if role not in ("gpu-node", "system-node") else f"pool-{name}"
 
     def bind(identity: managedidentity.UserAssignedIdentity) -> pulumi.Output[str]:
-        made = keys.reader_secret(key, bundle_parts(prep.bootstrap, pki, role, name), identity.principal_id)
+        parts = bundle_parts(prep.bootstrap, pki, role, name, facts)
+        made = keys.reader_secret(key, parts, identity.principal_id)
         return custom_data(
             prep.bootstrap,
             role,
@@ -248,7 +258,12 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         "events-etcd": addresses.events_etcd,
         "prometheus": addresses.prometheus,
     }
-    boot = {host: host_boot(prep, pki, keys, role, host) for role, hosts in roles.items() for host in hosts}
+    account = client.subscription_id.apply(lambda sub: account_name(cluster.name, sub, location, stack))
+    # Where the etcd members upload snapshots: a fact of their bundles (etcd_backup.ACCOUNT_URL_FACT).
+    facts: dict[Role, dict[str, pulumi.Input[str]]] = {"etcd": {ACCOUNT_URL_FACT: account.apply(blob_url)}}
+    boot = {
+        host: host_boot(prep, pki, keys, role, host, facts.get(role)) for role, hosts in roles.items() for host in hosts
+    }
     nodes = prep.pools.peak_nodes
     groups = [("etcd", cluster.etcd, addresses.etcd)]
     if cluster.events_etcd is not None:
@@ -310,8 +325,6 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         ),
     )
     control_endpoint = prep.bootstrap.apiserver_url
-    client = authorization.get_client_config_output()
-    location = config.location or ""
     controllers = ClusterIdentities(f"{cluster.name}-controllers", ClusterIdentitiesArgs(ctx=ctx, cluster=cluster.name))
     node_pools: dict[str, NodePool] = {}
     for pool in prep.pools.pools.values():
@@ -353,7 +366,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             f"{cluster.name}-storage",
             ClusterStorageArgs(
                 ctx=ctx,
-                account_name=client.subscription_id.apply(lambda sub: account_name(cluster.name, sub, location, stack)),
+                account_name=account,
                 containers=[*cluster.storage.containers, *([BACKUP_CONTAINER] if backup.enabled else [])],
                 grants={**_grants(prep, node_pools), **backup_grants},
                 retention_days={BACKUP_CONTAINER: backup.retention_days} if backup.enabled else {},

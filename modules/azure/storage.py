@@ -13,7 +13,9 @@ from modules.azure.context import DeployContext
 from modules.azure.dns import link_vnet
 from modules.azure.rbac import grant
 
-BLOB_ZONE = "privatelink.blob.core.windows.net"
+BLOB_SUFFIX = "blob.core.windows.net"
+"""Azure public cloud's blob service domain (docs: "Storage account overview", standard endpoints)."""
+BLOB_ZONE = f"privatelink.{BLOB_SUFFIX}"
 # Built-in data-plane roles (azure/role-based-access-control/built-in-roles#storage). Shared keys are
 # off, so these role assignments are the only way to read or write a blob.
 BLOB_ROLES = {
@@ -44,6 +46,11 @@ def account_name(cluster: str, subscription_id: str, location: str, stack: str) 
     """
     digest = hashlib.sha256(f"{subscription_id}/{location}/{stack}/{cluster}".encode()).hexdigest()[:8]
     return ("agk" + "".join(c for c in cluster if c.isalnum()))[:16] + digest
+
+
+def blob_url(account: str) -> str:
+    """The account's blob service endpoint (its private endpoint answers for this name inside the VNet)."""
+    return f"https://{account}.{BLOB_SUFFIX}"
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ customData (the stable bootstrap that fetches it; nothing secret, so a plan can 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -17,18 +17,30 @@ from modules.bootstrap.roles import Role, bundle
 from modules.bootstrap.userdata import encode_custom_data, render_user_data
 
 
-def bundle_parts(ctx: BootstrapContext, pki: ClusterPki, role: Role, name: str) -> list[pulumi.Output[str]]:
+def bundle_parts(
+    ctx: BootstrapContext,
+    pki: ClusterPki,
+    role: Role,
+    name: str,
+    facts: Mapping[str, pulumi.Input[str]] | None = None,
+) -> list[pulumi.Output[str]]:
     """The values of the ``PARTS`` Key Vault secrets of ``role`` host ``name`` (a pool name for pools),
-    Pulumi secrets: they hold private keys. Raises ``KeyError`` for an unknown name; the encoding
-    refuses a bundle that does not fit."""
+    Pulumi secrets: they hold private keys. ``facts`` fills the bundle's fact files (values only a
+    deploy knows). Raises ``KeyError`` for an unknown name or a missing fact; the encoding refuses a
+    bundle that does not fit."""
     node = bundle(ctx, role, name)
-    needed = {s.secret: pki.secrets[s.secret] for s in node.secrets}
+    given = facts or {}
+    absent = [f.fact for f in node.facts if f.fact not in given]
+    if absent:
+        raise KeyError(f"{role} {name}: the bundle needs deploy-time value {absent[0]!r}")
+    pems = pulumi.Output.all(**{s.secret: pki.secrets[s.secret] for s in node.secrets})
+    known = pulumi.Output.all(**{f.fact: given[f.fact] for f in node.facts})
 
-    def part(index: int) -> Callable[[dict[str, str]], str]:
-        return lambda pems: encode(document(node, pems))[index]
+    def part(index: int) -> Callable[[list[dict[str, str]]], str]:
+        return lambda both: encode(document(node, both[0], both[1]))[index]
 
-    pems = pulumi.Output.all(**needed)
-    return [pulumi.Output.secret(pems.apply(part(i))) for i in range(delivery.PARTS)]
+    values = pulumi.Output.all(pems, known)
+    return [pulumi.Output.secret(values.apply(part(i))) for i in range(delivery.PARTS)]
 
 
 def custom_data(

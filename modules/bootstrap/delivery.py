@@ -41,13 +41,19 @@ def owner(path: str) -> str:
     return "root:root"
 
 
-def document(node: NodeBundle, pems: Mapping[str, str]) -> dict[str, Any]:
-    """The bundle of ``node`` with ``pems`` (secret name -> PEM) in place of its secret files."""
+def document(node: NodeBundle, pems: Mapping[str, str], facts: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The bundle of ``node`` with ``pems`` (secret name -> PEM) in place of its secret files and
+    ``facts`` (name -> value known at deploy) in its fact files."""
     missing = [s.secret for s in node.secrets if s.secret not in pems]
     if missing:
         raise AgkError(f"{node.role} {node.name}: no PKI secret {missing[0]!r}: issue it in ClusterPki")
+    given = facts or {}
+    absent = [f.fact for f in node.facts if f.fact not in given]
+    if absent:
+        raise AgkError(f"{node.role} {node.name}: no deploy-time value {absent[0]!r}: pass it to bundle_parts")
     contents = {f.path: (f.content, f.mode) for f in node.files}
     contents |= {s.path: (pems[s.secret], s.mode) for s in node.secrets}
+    contents |= {f.path: (given[f.fact] + "\n", f.mode) for f in node.facts}
     for path, (text, mode) in list(contents.items()):
         if FILES_HASH_SLOT in text:
             contents[path] = (text.replace(FILES_HASH_SLOT, mounted_files_hash(text, contents)), mode)
@@ -77,6 +83,11 @@ def placeholder_pems(node: NodeBundle) -> dict[str, str]:
         s.secret: f"# {s.secret}: issued by ClusterPki, delivered in this host's Key Vault secret\n"
         for s in node.secrets
     }
+
+
+def placeholder_facts(node: NodeBundle) -> dict[str, str]:
+    """Stand-ins for offline rendering: the cluster stack knows these values only at deploy."""
+    return {f.fact: f"{f.fact.upper()}-KNOWN-AT-DEPLOY" for f in node.facts}
 
 
 def mounted_files_hash(manifest: str, contents: Mapping[str, tuple[str, str]]) -> str:
@@ -152,6 +163,15 @@ def standin_pems(spec: PkiSpec) -> dict[str, str]:
     return out
 
 
+FACT_BYTES = 256
+"""Room for a deploy-time value (an account URL is under 70 bytes)."""
+
+
+def standin_facts(node: NodeBundle) -> dict[str, str]:
+    """The node's deploy-time facts, as long as a real one may be."""
+    return {f.fact: "f" * FACT_BYTES for f in node.facts}
+
+
 def check_sizes(ctx: BootstrapContext) -> dict[str, int]:
     """Every host's (and pool's) encoded bundle size with real-size certificates, in bytes over all its
     parts; raises for one that does not fit (the figures `make bench` prints)."""
@@ -159,5 +179,6 @@ def check_sizes(ctx: BootstrapContext) -> dict[str, int]:
     sizes = {}
     for role in ROLES:
         for name in names(ctx, role):
-            sizes[name] = sum(len(part) for part in encode(document(bundle(ctx, role, name), pems)))
+            node = bundle(ctx, role, name)
+            sizes[name] = sum(len(part) for part in encode(document(node, pems, standin_facts(node))))
     return sizes

@@ -8,12 +8,14 @@ How one snapshot per interval is chosen among the members: modules/bootstrap/hos
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from modules.bootstrap.context import BootstrapContext, EtcdBackup, EtcdCluster
 from modules.bootstrap.host import boot as host_boot
 from modules.bootstrap.host import etcd_snapshot
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.monitoring import ETCD_BACKUP_STALE_INTERVALS
-from modules.bootstrap.roles import NodeFile, host_program
+from modules.bootstrap.roles import FactFile, NodeFile, host_program
 from modules.bootstrap.steps import Step, start
 from modules.bootstrap.templating import render
 
@@ -27,10 +29,8 @@ SPOOL = "/var/lib/agk/etcd-snapshot"
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 """Debian's and Ubuntu's prometheus-node-exporter reads this directory by default
 (``--collector.textfile.directory``, built in by the package; the textfile collector is on by default)."""
-URL_TAG = "agk-etcd-backup-url"
-"""VM tag with the storage account's blob service URL (``https://<account>.blob.core.windows.net``)."""
-CLIENT_ID_TAG = "agk-client-id"
-"""VM tag with the client id of the VM's user-assigned identity (IMDS tokens name it)."""
+ACCOUNT_URL_FACT = "etcd-backup-url"
+"""The deploy-time value the cluster stack fills in: the storage account's blob service URL."""
 MIN_TIMEOUT_S = 900
 
 
@@ -56,11 +56,21 @@ def _timeout_s(backup: EtcdBackup) -> int:
     return max(MIN_TIMEOUT_S, backup.every_minutes * 60)
 
 
-def member_files(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> tuple[tuple[NodeFile, ...], tuple[Step, ...]]:
-    """Files and boot steps for member ``name``; none when ``etcd`` is not backed up."""
+@dataclass(frozen=True)
+class MemberBackup:
+    """What member ``name``'s bundle gets for snapshots (all empty when its etcd is not backed up)."""
+
+    files: tuple[NodeFile, ...] = ()
+    facts: tuple[FactFile, ...] = ()
+    """The storage account's URL, known at deploy."""
+    steps: tuple[Step, ...] = ()
+
+
+def member_files(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> MemberBackup:
+    """Files, deploy-time facts and boot steps for member ``name``."""
     backup = etcd.backup
     if backup is None:
-        return (), ()
+        return MemberBackup()
     index = [m.name for m in etcd.members].index(name)
     members = len(etcd.members)
     settings = render(
@@ -74,8 +84,8 @@ def member_files(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> tuple[t
         pki_dir=PATHS.etcd_pki,
         spool=SPOOL,
         textfile=f"{TEXTFILE_DIR}/agk_etcd_backup.prom",
-        url_tag=URL_TAG,
-        client_id_tag=CLIENT_ID_TAG,
+        account_url_file=etcd_snapshot.ACCOUNT_URL_FILE,
+        host_config=host_boot.HOST_CONFIG,
     )
     service = render(
         "agk-etcd-snapshot.service.j2",
@@ -97,7 +107,11 @@ def member_files(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> tuple[t
         NodeFile(PATHS.unit(SNAPSHOT_TIMER), f"systemd/{SNAPSHOT_TIMER}", timer),
         *(host_program(lib) for lib in LIBRARY),
     )
-    return files, (Step("etcd-backup-timer", start(SNAPSHOT_TIMER)),)
+    return MemberBackup(
+        files,
+        (FactFile(etcd_snapshot.ACCOUNT_URL_FILE, ACCOUNT_URL_FACT),),
+        (Step("etcd-backup-timer", start(SNAPSHOT_TIMER)),),
+    )
 
 
 def alert_rules(ctx: BootstrapContext) -> dict[str, str]:

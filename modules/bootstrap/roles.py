@@ -103,6 +103,16 @@ class SecretFile:
 
 
 @dataclass(frozen=True)
+class FactFile:
+    """A file holding a value only a deploy knows (not secret: e.g. the storage account's URL, whose name
+    comes from the subscription), filled in by the cluster stack (customdata.bundle_parts ``facts``)."""
+
+    path: str
+    fact: str
+    mode: str = "0644"
+
+
+@dataclass(frozen=True)
 class DataDisk:
     device: str
     label: str
@@ -158,6 +168,8 @@ class NodeBundle:
     restarts: tuple[Restart, ...] = ()
     """The restart map: what a running host restarts when a file changes (``restart_map``)."""
     gates: tuple[Gate, ...] = ()
+    facts: tuple[FactFile, ...] = ()
+    """Files of deploy-time values (FactFile)."""
 
     @property
     def runcmd(self) -> tuple[str, ...]:
@@ -449,7 +461,7 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
     # Scheduled snapshots to blob storage: the main etcd only, when enabled (etcd_backup.py says why).
     from modules.bootstrap.etcd_backup import member_files
 
-    backup_files, backup_steps = member_files(ctx, etcd, name)
+    backup = member_files(ctx, etcd, name)
     return NodeBundle(
         role=etcd.role,
         name=name,
@@ -461,9 +473,10 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
             NodeFile(PATHS.unit("etcd.service.d/10-agk.conf"), "systemd/etcd.service.d/10-agk.conf", unit),
             _etcd_joined(member, f"https://{member.ip}:{ETCD_CLIENT_PORT}"),
             _sysctl(ctx, etcd.role, node=False, forwarding=False),
-            *backup_files,
+            *backup.files,
         ),
         secrets=secrets,
+        facts=backup.facts,
         disk=DataDisk(device, "etcd", PATHS.etcd_mount),
         steps=(
             Step("packages", apt_install(*packages)),
@@ -476,7 +489,7 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
             Step("etcd", "systemctl enable etcd && systemctl restart --no-block etcd"),
             Step("etcd-joined", f"sh {PATHS.script('etcd-joined.sh')}", tries=1),
             NODE_EXPORTER_STEP,
-            *backup_steps,
+            *backup.steps,
         ),
     )
 

@@ -71,14 +71,17 @@ class Capture(pulumi.runtime.Mocks):
 
 def test_cluster_pki_resources_and_the_bundle(dev: BootstrapContext) -> None:
     from modules.bootstrap.customdata import bundle_parts
+    from modules.bootstrap.etcd_backup import ACCOUNT_URL_FACT
     from modules.bootstrap.host import bundle as host_bundle
+    from modules.bootstrap.host.etcd_snapshot import ACCOUNT_URL_FILE
     from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
 
     mocks = Capture()
     pulumi.runtime.set_mocks(mocks, preview=False)
     spec = pki.pki_spec(dev)
     component = ClusterPki("dev-pki", ClusterPkiArgs(spec=spec))
-    parts = bundle_parts(dev, component, "etcd", "dev-etcd-1")
+    url = "https://account.blob.core.windows.net"
+    parts = bundle_parts(dev, component, "etcd", "dev-etcd-1", {ACCOUNT_URL_FACT: pulumi.Output.from_input(url)})
     # Read only once every registration settled, not when the parts alone have resolved.
     values = settled(pulumi.Output.all(pulumi.Output.all(*parts), *(p.is_secret() for p in parts)))
 
@@ -96,7 +99,8 @@ def test_cluster_pki_resources_and_the_bundle(dev: BootstrapContext) -> None:
         csr = next(
             r for r in by_type["tls:index/certRequest:CertRequest"] if r.name == "dev-pki-etcd-peer-dev-etcd-1-csr"
         )
-        assert csr.inputs["ipAddresses"] == ["10.16.3.37", "127.0.0.1"]
+        member_ip = next(str(m.ip) for m in dev.etcd.members if m.name == "dev-etcd-1")
+        assert csr.inputs["ipAddresses"] == [member_ip, "127.0.0.1"]
         signed = next(
             r
             for r in by_type["tls:index/locallySignedCert:LocallySignedCert"]
@@ -111,5 +115,6 @@ def test_cluster_pki_resources_and_the_bundle(dev: BootstrapContext) -> None:
         assert files["/etc/etcd/pki/peer.key"] == "KEY dev-pki-etcd-peer-dev-etcd-1-key\n"
         assert files["/etc/etcd/pki/server.crt"] == "CERT dev-pki-etcd-server-dev-etcd-1\n"
         assert files["/etc/etcd/etcd.conf.yml"] == bundle(dev, "etcd", "dev-etcd-1").file("etcd.conf.yml").content
+        assert files[ACCOUNT_URL_FILE] == url + "\n"  # the deploy-time fact, beside the PEMs
 
     check(values)

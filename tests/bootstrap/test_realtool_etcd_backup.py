@@ -22,11 +22,11 @@ import pytest
 
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.etcd_backup import CLIENT_ID_TAG, HOST_LIB, URL_TAG
+from modules.bootstrap.etcd_backup import HOST_LIB
 from modules.bootstrap.host import blob, etcd_restore, etcd_snapshot
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import bundle, names
-from tests.host.azurite import Azurite, StorageImds, azurite
+from tests.host.azurite import Azurite, StorageImds, azurite, host_facts
 from tests.host.loopback import serve
 
 from .certs import issue
@@ -122,6 +122,8 @@ def _settings(ctx: BootstrapContext, member: Member, az: Azurite, imds_url: str)
         textfile=str(home / "textfile" / "agk_etcd_backup.prom"),
         imds=imds_url,
         cafile=az.cafile,
+        # Where the member's files are: its host.json and the account URL its bundle carries.
+        **host_facts(home / "facts", az.account_url, f"client-{member.name}"),
     )
     path = home / "etcd-backup.json"
     path.write_text(json.dumps(raw))
@@ -164,10 +166,7 @@ def test_snapshots_upload_to_blob_storage_and_restore_into_a_fresh_cluster(
     with ExitStack() as stack:
         az = stack.enter_context(azurite(tmp_path / "azurite"))
         az.create_container(ctx.etcd.backup.container)
-        idents = {
-            m.name: StorageImds(f"client-{m.name}", {URL_TAG: az.account_url, CLIENT_ID_TAG: f"client-{m.name}"})
-            for m in old.members
-        }
+        idents = {m.name: StorageImds(f"client-{m.name}") for m in old.members}
         urls = {name: stack.enter_context(serve(fake)) for name, fake in idents.items()}
         settings = {m.name: _settings(ctx, m, az, urls[m.name]) for m in old.members}
         env = {**os.environ, "PATH": f"{Path(shutil.which('etcdctl') or '').parent}:/usr/bin:/bin"}
@@ -220,7 +219,7 @@ def test_snapshots_upload_to_blob_storage_and_restore_into_a_fresh_cluster(
         shutil.copytree(tmp_path / "old" / members[0] / "var" / "data", data0)
         calls: list[tuple[str, ...]] = []
         for m in fresh.members:
-            fake = StorageImds(f"client-{m.name}", {URL_TAG: az.account_url, CLIENT_ID_TAG: f"client-{m.name}"})
+            fake = StorageImds(f"client-{m.name}")
             s = etcd_snapshot.Settings.load(str(_settings(ctx, m, az, stack.enter_context(serve(fake)))))
             lines: list[str] = []
             assert (

@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives import serialization
 
 from modules.bootstrap import pki
 from modules.bootstrap.context import ETCD_CLIENT_PORT, ETCD_METRICS_PORT, ETCD_PEER_PORT, BootstrapContext
-from modules.bootstrap.delivery import PARTS, document, encode
+from modules.bootstrap.delivery import PARTS, document, encode, placeholder_facts
 from modules.bootstrap.host import boot, bundle, sync
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import bundle as node_bundle
@@ -160,7 +160,8 @@ def test_renewing_every_members_certificates_one_at_a_time_keeps_quorum_and_ever
     secret = {n: f"{n}-59292334" for n in members}
 
     def publish(name: str, pems: dict[str, str]) -> None:
-        doc = _localize(document(node_bundle(dev, "etcd", name), pems), roots[name], ports)
+        node = node_bundle(dev, "etcd", name)
+        doc = _localize(document(node, pems, placeholder_facts(node)), roots[name], ports)
         doc["boot"] = []  # the boot steps install packages; here etcd is already installed
         for i, part in enumerate(encode(doc), start=1):
             kv.put(bundle.part_name(secret[name], i), part, f"client-{name}")

@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from modules.bootstrap.host import imds
+from modules.bootstrap.host.boot import HostConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 AZURITE = ROOT / "tools/azurite/node_modules/.bin/azurite-blob"
@@ -147,13 +148,23 @@ def azurite(folder: Path) -> Iterator[Azurite]:
             proc.wait()
 
 
-class StorageImds:
-    """IMDS for one VM: its tags (``compute/tagsList``) and its identity's storage tokens. Refuses what IMDS
-    refuses (no ``Metadata: true``), and tokens for any other client id or resource (404, like IMDS for an
-    identity the VM does not have)."""
+def host_facts(home: Path, account_url: str, client_id: str) -> dict[str, str]:
+    """What a backed-up member has before a snapshot run, in ``home``: the host's facts (host.json, as
+    customData writes it) and the account URL file (as the host sync writes it from the bundle); the
+    Settings keys that point at them."""
+    home.mkdir(parents=True, exist_ok=True)
+    host = HostConfig("etcd", home.name, "dev", "https://vault.invalid/", "dev-keys-x", client_id)
+    (home / "host.json").write_text(host.to_json())
+    (home / "etcd-backup-url").write_text(account_url + "\n")
+    return {"host_config": str(home / "host.json"), "account_url_file": str(home / "etcd-backup-url")}
 
-    def __init__(self, client_id: str, tags: dict[str, str], token: str | None = None) -> None:
-        self.client_id, self.tags, self.token = client_id, tags, token
+
+class StorageImds:
+    """IMDS for one VM: its identity's storage tokens. Refuses what IMDS refuses (no ``Metadata: true``),
+    and tokens for any other client id or resource (404, like IMDS for an identity the VM does not have)."""
+
+    def __init__(self, client_id: str, token: str | None = None) -> None:
+        self.client_id, self.token = client_id, token
         self.calls: list[str] = []
 
     def __call__(
@@ -162,8 +173,6 @@ class StorageImds:
         self.calls.append(path)
         if headers.get("Metadata") != "true":
             return 400, {}, {"error": "invalid_request", "error_description": "Required metadata header not specified"}
-        if path == "/metadata/instance/compute/tagsList" and query.get("format") == ["json"]:
-            return 200, {}, [{"name": k, "value": v} for k, v in self.tags.items()]
         if path == "/metadata/identity/oauth2/token" and query.get("api-version") == [imds.API_VERSION]:
             if query.get("client_id") != [self.client_id] or query.get("resource") != [imds.STORAGE]:
                 return 404, {}, {"error": "invalid_request", "error_description": "Identity not found"}

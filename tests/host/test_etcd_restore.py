@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from modules.bootstrap.etcd_backup import CLIENT_ID_TAG, URL_TAG
 from modules.bootstrap.host import blob, etcd_restore
 from modules.bootstrap.host.etcd_snapshot import BackupError, Settings
 from modules.bootstrap.roles import bundle
 from tests.bootstrap.conftest import context
-from tests.host.azurite import Azurite, StorageImds, azurite, jwt
+from tests.host.azurite import Azurite, StorageImds, azurite, host_facts, jwt
 from tests.host.loopback import serve
 
 pytestmark = pytest.mark.realtool
@@ -42,9 +41,10 @@ def settings(emulator: Azurite, tmp_path: Path) -> Iterator[Settings]:
     conf = tmp_path / "etcd.conf.yml"
     conf.write_text(node.file("etcd.conf.yml").content)
     raw = json.loads(node.file("etcd-backup.json").content)
-    fake = StorageImds("cid-1", {URL_TAG: emulator.account_url, CLIENT_ID_TAG: "cid-1"})
+    fake = StorageImds("cid-1")
     with serve(fake) as url:
         raw.update(etcd_config=str(conf), spool=str(tmp_path / "spool"), imds=url, cafile=emulator.cafile)
+        raw.update(host_facts(tmp_path / "dev-etcd-1", emulator.account_url, "cid-1"))
         yield Settings(**raw)
 
 

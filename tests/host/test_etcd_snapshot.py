@@ -11,13 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from modules.bootstrap.etcd_backup import ACCOUNT_URL_FACT
 from modules.bootstrap.host import etcd_snapshot
+from modules.bootstrap.host.boot import HOST_CONFIG
 from modules.bootstrap.host.etcd_snapshot import BackupError, Outcome, Settings, due
 from modules.bootstrap.roles import alert_rules, bundle
 from tests.bootstrap.conftest import context, tool
 from tests.host.loopback import serve
 
-from .azurite import StorageImds
+from .azurite import StorageImds, host_facts
 
 HOUR = 3600
 
@@ -79,7 +81,10 @@ def test_rendered_settings_load_and_name_files_the_member_has() -> None:
     secrets = {f.path for f in node.secrets}
     assert {s.cacert, s.cert, s.key} <= secrets  # the health-check client certificate the member is given
     assert s.etcd_config in {f.path for f in node.files}
-    assert s.account_url is None and s.client_id is None  # read from the VM's tags at each run
+    # Where to upload comes from the bundle (a deploy-time fact), as whom from the host's facts: no VM tags.
+    assert s.account_url is None and s.client_id is None
+    assert [f.fact for f in node.facts if f.path == s.account_url_file] == [ACCOUNT_URL_FACT]
+    assert s.host_config == HOST_CONFIG
 
 
 def _settings(tmp_path: Path, **overrides: object) -> Settings:
@@ -88,14 +93,26 @@ def _settings(tmp_path: Path, **overrides: object) -> Settings:
     return Settings(**raw)
 
 
-def test_a_vm_without_the_tags_says_what_is_missing(tmp_path: Path) -> None:
-    fake = StorageImds("cid", {"agk-client-id": "cid"})
-    with serve(fake) as url, pytest.raises(BackupError) as err:
-        etcd_snapshot.storage(_settings(tmp_path, imds=url))
+def test_a_member_without_its_facts_says_which_file_is_missing(tmp_path: Path) -> None:
+    facts = host_facts(tmp_path / "facts", "https://acct.blob.core.windows.net", "cid")
+    Path(facts["account_url_file"]).unlink()
+    with pytest.raises(BackupError) as err:
+        etcd_snapshot.storage(_settings(tmp_path, **facts))
     assert str(err.value) == (
-        "this VM has no tag agk-etcd-backup-url: the cluster stack tags etcd members with the storage account's "
-        "blob URL and their identity's client id (pulumi up)"
+        f"storage account URL ({facts['account_url_file']}): FileNotFoundError: [Errno 2] No such file or "
+        f"directory: '{facts['account_url_file']}': the host sync writes it"
     )
+    Path(facts["host_config"]).write_text("{}")
+    Path(facts["account_url_file"]).write_text("https://acct.blob.core.windows.net\n")
+    with pytest.raises(BackupError, match=r"^client id of the host's identity \(.*host\.json\): KeyError: 'client_id'"):
+        etcd_snapshot.storage(_settings(tmp_path, **facts))
+
+
+def test_the_container_is_the_one_the_bundle_names(tmp_path: Path) -> None:
+    # (As whom: the Azurite tests' IMDS stand-in answers only the client id host.json names.)
+    facts = host_facts(tmp_path / "facts", "https://acct.blob.core.windows.net", "cid-7")
+    container = etcd_snapshot.storage(_settings(tmp_path, **facts))
+    assert (container.account_url, container.container) == ("https://acct.blob.core.windows.net", "etcd-backups")
 
 
 def _metrics(path: Path) -> dict[str, float]:
@@ -141,7 +158,7 @@ def test_the_alert_rules_read_the_series_the_program_writes(tmp_path: Path) -> N
 def test_a_failed_run_exits_1_with_one_line_and_records_it(tmp_path: Path) -> None:
     conf = tmp_path / "etcd.conf.yml"
     conf.write_text(bundle(context("dev"), "etcd", "dev-etcd-0").file("etcd.conf.yml").content)
-    fake = StorageImds("cid", {})
+    fake = StorageImds("cid")
     with serve(fake) as url:
         s = _settings(tmp_path, imds=url, etcd_config=str(conf))
         path = tmp_path / "settings.json"

@@ -23,10 +23,12 @@ from agk.plan.diff import resources_of
 from modules.bootstrap.delivery import PARTS
 from modules.bootstrap.host import bundle as host_bundle
 from modules.bootstrap.host.bundle import part_name
+from modules.bootstrap.host.etcd_snapshot import ACCOUNT_URL_FILE
 
 from .changed_stacks import cluster, export, stack_folder
 
 MACHINES = ("azure-native:compute:VirtualMachine", "azure-native:compute:VirtualMachineScaleSet")
+STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 
 
 def _plan(folder: Path, monkeypatch: pytest.MonkeyPatch, issued: str) -> dict[str, Any]:
@@ -160,3 +162,16 @@ def test_every_machine_waits_for_its_read_grants_and_the_vaults_private_endpoint
         # The secret it names is the one its identity may read.
         secret = next(s for s in resources_of(state) if s["urn"].endswith(f"::dev-keys-{key}"))
         assert host["secret"] == secret["inputs"]["secretName"]
+
+
+def test_etcd_members_learn_where_to_upload_snapshots_from_their_bundle(
+    plans: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    state = plans[0]
+    accounts = [r["inputs"]["accountName"] for r in resources_of(state) if r["type"] == STORAGE_ACCOUNT]
+    assert len(accounts) == 1
+    for member in ("dev-etcd-0", "dev-etcd-1", "dev-etcd-2"):
+        files = {f["path"]: f["content"] for f in _bundle(state, member)["files"]}
+        assert files[ACCOUNT_URL_FILE] == f"https://{accounts[0]}.blob.core.windows.net\n", member
+    # No other host gets it (the events etcd is not backed up: test_etcd_backup_render).
+    assert ACCOUNT_URL_FILE not in {f["path"] for f in _bundle(state, "dev-apiserver-0")["files"]}

@@ -23,11 +23,11 @@ back and checks its hash, then the upload (blob.py: MD5 per request and for the 
 to a node-exporter textfile (Debian's and Ubuntu's package reads ``/var/lib/prometheus/node-exporter``
 by default) for the EtcdBackup* alerts.
 
-Where to upload and as whom is not in the rendered files: the account's blob URL and the identity's client
-id are tags of the VM (``agk-etcd-backup-url``, ``agk-client-id``), read from IMDS
-(``/metadata/instance/compute/tagsList``, an array of ``{"name", "value"}``; *unverified here*: the
-search corpus holds no copy of Azure's IMDS reference for it) at each run, so they can change without
-touching customData.
+Where to upload and as whom: the account's blob URL is a deploy-time fact in this member's bundle
+(``account_url_file``, written by the host sync from Key Vault like every other file: the cluster stack
+knows the account's name only once it knows the subscription); the identity is the host's own, whose
+client id ``/etc/agk/host.json`` carries (``host_config``, written once from customData). Neither comes
+from VM tags, so nothing outside the bundle and the host's facts decides where snapshots go.
 
 usage: python3 /opt/agk/lib/etcd_snapshot.py [--config /etc/agk/etcd-backup.json] [--force]
 """
@@ -43,8 +43,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -56,6 +54,7 @@ else:  # /opt/agk/lib on the hosts (python3 /opt/agk/lib/etcd_snapshot.py)
     import imds  # type: ignore[import-not-found,no-redef]
 
 SETTINGS = "/etc/agk/etcd-backup.json"
+ACCOUNT_URL_FILE = "/etc/agk/etcd-backup-url"
 STAMP = "%Y%m%dT%H%M%SZ"
 _NAME = re.compile(r"^(?P<stamp>\d{8}T\d{6}Z)-(?P<member>[A-Za-z0-9-]+)\.db$")
 METRIC = "agk_etcd_backup"
@@ -81,13 +80,15 @@ class Settings:
     key: str
     spool: str
     textfile: str
-    url_tag: str
-    client_id_tag: str
+    account_url_file: str
+    """Holds the storage account's blob service URL, ``https://<account>.blob.core.windows.net``."""
+    host_config: str
+    """The host's facts (``/etc/agk/host.json``): ``client_id`` names its identity for IMDS tokens."""
     imds: str = imds.ENDPOINT
     account_url: str | None = None
-    """Blob service URL; None: the VM's ``url_tag`` tag."""
+    """Blob service URL; None: read ``account_url_file`` at each run."""
     client_id: str | None = None
-    """The identity's client id; None: the VM's ``client_id_tag`` tag."""
+    """The identity's client id; None: ``client_id`` of ``host_config``."""
     cafile: str | None = None
     """A CA to trust besides the system's (the tests' storage emulator)."""
 
@@ -135,44 +136,25 @@ def etcd_config(path: str) -> dict[str, str]:
     return out
 
 
-def instance_tags(endpoint: str, tries: int = 5) -> dict[str, str]:
-    """The VM's tags from IMDS (``compute/tagsList``: an array of ``{"name", "value"}``)."""
-    url = f"{endpoint.rstrip('/')}/metadata/instance/compute/tagsList?api-version=2021-02-01&format=json"
-    request = urllib.request.Request(url, headers={"Metadata": "true"})
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # IMDS is never proxied
-    last = ""
-    for attempt in range(tries):
-        if attempt:
-            time.sleep(min(2**attempt, 30))
-        try:
-            with opener.open(request, timeout=30) as response:
-                return {t["name"]: t["value"] for t in json.loads(response.read())}
-        except urllib.error.HTTPError as err:
-            last = f"HTTP {err.code} {err.reason}"
-            if err.code not in imds.RETRIED:
-                break
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            last = f"{type(err).__name__}: {err}"
-    raise BackupError(f"IMDS tags ({url}): {last}")
+def _read_fact(path: str, key: str | None, what: str) -> str:
+    """A one-line file's text, or one key of a JSON file; BackupError naming the file when absent or empty."""
+    try:
+        with open(path) as f:
+            text = f.read()
+        value = json.loads(text)[key] if key else text.strip()
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise BackupError(f"{what} ({path}): {type(err).__name__}: {err}: the host sync writes it") from None
+    if not isinstance(value, str) or not value:
+        raise BackupError(f"{what} ({path}) is empty: the host sync writes it")
+    return value
 
 
 def storage(s: Settings) -> blob.Container:
     """The snapshot container, as this host's identity."""
-    account_url, client_id = s.account_url, s.client_id
-    if account_url is None or client_id is None:
-        tags = instance_tags(s.imds)
-        account_url = account_url or tags.get(s.url_tag)
-        client_id = client_id or tags.get(s.client_id_tag)
-        missing = [t for t, v in ((s.url_tag, account_url), (s.client_id_tag, client_id)) if not v]
-        if missing:
-            raise BackupError(
-                f"this VM has no tag {' or '.join(missing)}: the cluster stack tags etcd members with the "
-                "storage account's blob URL and their identity's client id (pulumi up)"
-            )
-    assert account_url and client_id
-    cid = client_id
+    account_url = s.account_url or _read_fact(s.account_url_file, None, "storage account URL")
+    client_id = s.client_id or _read_fact(s.host_config, "client_id", "client id of the host's identity")
     return blob.Container(
-        account_url, s.container, lambda: imds.token(imds.STORAGE, cid, endpoint=s.imds), cafile=s.cafile
+        account_url, s.container, lambda: imds.token(imds.STORAGE, client_id, endpoint=s.imds), cafile=s.cafile
     )
 
 
