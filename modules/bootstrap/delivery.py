@@ -52,6 +52,7 @@ def document(node: NodeBundle, pems: Mapping[str, str], facts: Mapping[str, str]
     if absent:
         raise AgkError(f"{node.role} {node.name}: no deploy-time value {absent[0]!r}: pass it to bundle_parts")
     contents = {f.path: (f.content, f.mode) for f in node.files}
+    boot_only = {f.path for f in node.files if f.boot_only}
     contents |= {s.path: (pems[s.secret], s.mode) for s in node.secrets}
     contents |= {f.path: (given[f.fact] + "\n", f.mode) for f in node.facts}
     for path, (text, mode) in list(contents.items()):
@@ -63,6 +64,7 @@ def document(node: NodeBundle, pems: Mapping[str, str], facts: Mapping[str, str]
         "name": node.name,
         "files": [
             {"path": path, "mode": mode, "owner": owner(path), "content": text}
+            | ({"boot_only": True} if path in boot_only else {})
             for path, (text, mode) in sorted(contents.items())
         ],
         "boot": list(node.runcmd),

@@ -89,6 +89,8 @@ class NodeFile:
     """Where ``agk render`` writes it, under ``DIR/nodes/<role>/``."""
     content: str
     mode: str = "0644"
+    boot_only: bool = False
+    """Written at first boot only: a boot step removes it, so a later sync must not put it back."""
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,9 @@ def _common(role: Role) -> tuple[NodeFile, ...]:
             "policy-rc.d",
             "#!/bin/sh\n# Deny service starts while the boot steps install packages.\nexit 101\n",
             "0755",
+            # allow-service-starts removes it; were the hourly sync to restore it, no package upgrade
+            # would restart its service again (invoke-rc.d honours exit 101 as "action forbidden").
+            boot_only=True,
         ),
         _script(STEP_SCRIPT.rsplit("/", 1)[1], render("agk-step.sh.j2", role=role, state=PATHS.boot_state)),
         _script("apt-install.sh", render("apt-install.sh.j2", lock_timeout=APT_LOCK_TIMEOUT_S)),
@@ -963,13 +968,24 @@ def _gates(ctx: BootstrapContext, role: Role, name: str) -> tuple[Gate, ...]:
     return ()
 
 
-def _restart_for(path: str) -> Restart | None:
+POOL_ROLES: frozenset[Role] = frozenset({"gpu-node", "system-node"})
+
+
+def _restart_for(path: str, role: Role) -> Restart | None:
     """What reads ``path`` on a running host (None: only a boot step or the next boot reads it)."""
     if path.startswith(PATHS.manifests + "/"):
         pod = path.rsplit("/", 1)[1].removesuffix(".yaml")
         return Restart(pod, "static-pod", (path,), "apiserver" if pod == "kube-apiserver" else "")
     if path in (PATHS.etcd_config, PATHS.unit("etcd.service.d/10-agk.conf")) or path.startswith(PATHS.etcd_pki + "/"):
         return Restart("etcd.service", "restart", (path,), "etcd")
+    runtime = (PATHS.kubelet_config, PATHS.kubelet_dropin, PATHS.containerd_config, PATHS.containerd_dropin)
+    if role in POOL_ROLES and path in runtime:
+        # A pool's nodes take kubelet and containerd settings when reimaged, a few at a time after a
+        # drain (README "Rolling a scale set"). Restarting them from the hourly sync would roll the
+        # whole pool within the hour under running jobs, and some changes (the CPU manager policy, the
+        # reserved CPUs) keep a kubelet with CPU manager state from starting at all (kubernetes.io,
+        # "Control CPU Management Policies on the Node": drain, remove cpu_manager_state, restart).
+        return None
     if path in (PATHS.kubelet_config, PATHS.kubelet_dropin):
         return Restart("kubelet.service", "restart", (path,))
     if path in (PATHS.containerd_config, PATHS.containerd_dropin):
@@ -997,7 +1013,7 @@ def restart_map(node: NodeBundle) -> tuple[Restart, ...]:
     """One entry per unit and action, listing every path of the bundle that it reads."""
     merged: dict[tuple[str, str], Restart] = {}
     for path in [f.path for f in node.files] + [s.path for s in node.secrets]:
-        found = _restart_for(path)
+        found = _restart_for(path, node.role)
         if found is None:
             continue
         key = (found.unit, found.action)

@@ -100,9 +100,12 @@ class Outcome:
 
 
 def changed_files(doc: Mapping[str, Any], rt: Runtime) -> dict[str, str]:
-    """Path -> why it must be written (new, content, mode, owner), for every file that differs."""
+    """Path -> why it must be written (new, content, mode, owner), for every file that differs. Files
+    marked ``boot_only`` are the first boot's alone (a boot step removes them)."""
     out: dict[str, str] = {}
     for f in doc["files"]:
+        if f.get("boot_only"):
+            continue
         disk = files.read(rt.path(f["path"]))
         if disk.data is None:
             out[f["path"]] = "new"
