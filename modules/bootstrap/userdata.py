@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 from dataclasses import dataclass
 from importlib import resources
 
@@ -32,6 +33,12 @@ from modules.errors import AgkError
 AZURE_CUSTOM_DATA_LIMIT = 65_535
 """Azure's customData limit: 64 KB of base64 text (osProfile.customData)."""
 BOOT_COMMAND = f"/usr/bin/python3 {LIB}/boot.py"
+STAGE0_SHA256 = "1249045f333a325fe064d037095b3ebf8b2e40208a02464fc52b7aad08a403ac"
+"""sha256 of the stage-0 programs as customData carries them (``stage0_digest``). Azure refuses to change
+an existing VM's customData (PropertyChangeNotAllowed; pulumi-azure-native#577), so editing one of
+host.boot.STAGE0 makes the next `pulumi up` fail on every fixed host (`agk plan --base` shows it refused).
+Change them only as a decision, with this digest: running hosts get the new copies from their bundles
+anyway (sync writes the bundle's /opt/agk/lib), so stage 0 needs to change only when its contract does."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,13 @@ def offline_host(ctx: BootstrapContext, node: NodeBundle) -> HostConfig:
         secret=f"SECRET-NAME-OF-{node.name}",
         client_id="CLIENT-ID-OF-ITS-IDENTITY",
     )
+
+
+def stage0_digest() -> str:
+    h = hashlib.sha256()
+    for f in stage0_files():
+        h.update(f.path.encode() + b"\0" + f.content.encode() + b"\0")
+    return h.hexdigest()
 
 
 def stage0_files() -> list[_WriteFile]:

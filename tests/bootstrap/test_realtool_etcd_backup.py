@@ -231,7 +231,6 @@ def test_snapshots_upload_to_blob_storage_and_restore_into_a_fresh_cluster(
             == [
                 ("stop", "agk-etcd-snapshot.timer", "agk-etcd-snapshot.service", "etcd.service"),
                 ("start", "--no-block", "etcd.service"),
-                ("start", "agk-etcd-snapshot.timer"),
             ]
             * 3
         )

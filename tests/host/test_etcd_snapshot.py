@@ -167,3 +167,31 @@ def test_a_failed_run_exits_1_with_one_line_and_records_it(tmp_path: Path) -> No
     assert code == 1
     assert _metrics(Path(s.textfile))["agk_etcd_backup_last_run_success"] == 0
     assert etcd_snapshot.main(["--config", str(tmp_path / "absent.json")]) == 2
+
+
+def test_a_save_refused_while_etcd_restarts_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stand-in etcdctl: refused on the first call (its member restarting), the snapshot on the second.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    (bin_dir / "etcdctl").write_text(
+        "#!/bin/sh\n"
+        f'echo x >> "{calls}"\n'
+        f'if [ "$(wc -l < "{calls}")" -lt 2 ]; then echo "connection refused" >&2; exit 1; fi\n'
+        'for last; do :; done; echo snapshot > "$last"\n'
+    )
+    (bin_dir / "etcdctl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    conf = {"advertise-client-urls": "https://10.0.0.1:2379"}
+    waits: list[float] = []
+    dest = tmp_path / "s.db"
+    etcd_snapshot.save(_settings(tmp_path), conf, str(dest), 60, sleep=waits.append)
+    assert dest.read_text() == "snapshot\n" and waits == [etcd_snapshot.SAVE_RETRY_S]
+    # Refused every time: the run fails after its tries, naming the endpoint and etcdctl's last line.
+    calls.write_text("")
+    (bin_dir / "etcdctl").write_text('#!/bin/sh\necho "connection refused" >&2\nexit 1\n')
+    with pytest.raises(
+        BackupError, match=r"^etcdctl snapshot save from https://10\.0\.0\.1:2379: exit 1: connection refused$"
+    ):
+        etcd_snapshot.save(_settings(tmp_path), conf, str(dest), 60, sleep=waits.append)
+    assert len(waits) == etcd_snapshot.SAVE_TRIES

@@ -284,6 +284,24 @@ def test_runs_never_overlap(tmp_path: Path) -> None:
     assert host.lines == ["another sync is running; this run does nothing"]
 
 
+def test_a_hold_file_makes_a_run_change_nothing_until_it_is_removed(tmp_path: Path) -> None:
+    kv = FakeVault()
+    _publish(kv, etcd_doc())
+    with azure(kv) as (url, imds_url):
+        host = Host(tmp_path)
+        host.rt.imds_endpoint = imds_url
+        _host_config(tmp_path, url)
+        hold = tmp_path / sync.HOLD.lstrip("/")
+        hold.write_text("etcd restore, ops ticket 42\n")
+        assert sync.run(host.rt) == sync.Outcome() and host.calls == []
+        assert not (tmp_path / "etc/etcd/pki/peer.crt").exists()
+        assert host.lines == [
+            f"held by {sync.HOLD} (etcd restore, ops ticket 42): this run changes nothing; remove the file to resume"
+        ]
+        hold.unlink()
+        assert sync.run(host.rt).written
+
+
 def test_boot_installs_the_bundles_programs_and_hands_over_to_its_sync(tmp_path: Path) -> None:
     doc = etcd_doc()
     doc["files"].append(f("/opt/agk/lib/sync.py", "# the bundle's sync.py\n"))

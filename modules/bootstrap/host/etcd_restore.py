@@ -154,8 +154,10 @@ def restore(
         out(f"previous data directory kept as {kept}: remove it once the cluster is healthy")
     # Not waiting: etcd reports started only once a quorum of restored members is up (Type=notify).
     systemctl("start", "--no-block", "etcd.service")
-    systemctl("start", "agk-etcd-snapshot.timer")
+    # The snapshot timer stays stopped until every member is restored (the runbook's last step starts
+    # it): a snapshot of a half-restored cluster would become the "latest" a later member restores.
     out(f"{conf['name']} restored; etcd starting. Restore the other members from {snapshot.name}, then check health")
+    out("then, on every member: sudo systemctl start agk-etcd-snapshot.timer; sudo rm /etc/agk/hold")
     with open(os.path.join(s.spool, "last-restore.json"), "w") as f:
         json.dump({"snapshot": snapshot.name, "at": stamp, "revision": status["revision"], "kept": kept}, f)
     return 0

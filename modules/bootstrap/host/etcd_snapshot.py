@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -223,26 +223,40 @@ def snapshot_status(path: str) -> dict[str, int]:
         raise BackupError(f"snapshot status {path}: unreadable output {out[:200]!r}") from None
 
 
-def save(s: Settings, conf: dict[str, str], dest: str, timeout_s: int) -> None:
+SAVE_TRIES = 3
+SAVE_RETRY_S = 30.0
+"""A member's bundle sync restarts etcd (renewed certificates) at its own minute, which may be this run's:
+the save is tried again after the restart rather than failing the interval."""
+
+
+def save(
+    s: Settings, conf: dict[str, str], dest: str, timeout_s: int, sleep: Callable[[float], None] = time.sleep
+) -> None:
     ctl = tool("etcdctl")
     if ctl is None:
         raise BackupError("etcdctl is not installed: apt-get install etcd-client")
     endpoint = conf["advertise-client-urls"].split(",")[0]
-    _run(
-        [
-            ctl,
-            f"--endpoints={endpoint}",
-            f"--cacert={s.cacert}",
-            f"--cert={s.cert}",
-            f"--key={s.key}",
-            "--dial-timeout=10s",
-            f"--command-timeout={timeout_s}s",
-            "snapshot",
-            "save",
-            dest,
-        ],
-        f"etcdctl snapshot save from {endpoint}",
-    )
+    argv = [
+        ctl,
+        f"--endpoints={endpoint}",
+        f"--cacert={s.cacert}",
+        f"--cert={s.cert}",
+        f"--key={s.key}",
+        "--dial-timeout=10s",
+        f"--command-timeout={timeout_s}s",
+        "snapshot",
+        "save",
+        dest,
+    ]
+    for attempt in range(1, SAVE_TRIES + 1):
+        try:
+            _run(argv, f"etcdctl snapshot save from {endpoint}")
+            return
+        except BackupError as err:
+            if attempt == SAVE_TRIES:
+                raise
+            print(f"{err}; trying again in {SAVE_RETRY_S:.0f}s (try {attempt} of {SAVE_TRIES})", flush=True)
+            sleep(SAVE_RETRY_S)
 
 
 @dataclass(frozen=True)

@@ -251,8 +251,18 @@ def _checked(doc: dict[str, Any], host: boot.HostConfig) -> dict[str, Any]:
     return doc
 
 
+HOLD = "/etc/agk/hold"
+"""While this file exists a timer run changes nothing (an operator's maintenance, e.g. the etcd restore
+runbook, which moves static pod manifests away that a run would otherwise put back). Its text says why."""
+
+
 def run(rt: Runtime) -> Outcome:
     """A timer run: fetch, apply (serialised by a lock: a manual run and the timer never overlap)."""
+    held = files.read(rt.path(HOLD))
+    if held.data is not None:
+        reason = held.data.decode(errors="replace").strip() or "no reason given"
+        rt.log(f"held by {HOLD} ({reason}): this run changes nothing; remove the file to resume")
+        return Outcome()
     host = boot.HostConfig.load(rt.path(boot.HOST_CONFIG))
     lock_path = rt.path(LOCK)
     os.makedirs(os.path.dirname(lock_path), exist_ok=True)
