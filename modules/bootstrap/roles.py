@@ -373,11 +373,12 @@ def _rules_service(name: str, description: str, rules_file: str, jumps: tuple[tu
     return _unit(f"{name}.service", text)
 
 
-# Roles whose pods may not reach IMDS (forward-pod-traffic.sh.j2 says why). The system pool stays
-# open: cloud-provider-azure's controller-manager and the XID remediation CronJob run there on the
-# pod network and take their managed-identity tokens from IMDS (modules/cluster/objects; the
-# add-ons' NetworkPolicies allow them IMDS). tests/bootstrap/test_pod_imds.py keeps the two in step.
-POD_IMDS_BLOCKED: frozenset[Role] = frozenset({"gpu-node"})
+# Roles whose pods may not reach IMDS (forward-pod-traffic.sh.j2 says why): every pool. IMDS hands a
+# token for any of the node's identities to whoever names it, and a pool identity reads the pool's Key
+# Vault bundle. What needs IMDS in the cluster (cloud-provider-azure's controller-manager, the XID
+# remediation) runs on the host network, where the node's own traffic keeps IMDS;
+# tests/bootstrap/test_pod_imds.py keeps the two in step.
+POD_IMDS_BLOCKED: frozenset[Role] = frozenset({"gpu-node", "system-node"})
 
 
 def _node_network(ctx: BootstrapContext, role: Role) -> tuple[NodeFile, ...]:

@@ -4,8 +4,8 @@ IMDS hands any pod that reaches it a token for the node's managed identity, so p
 ``POD_IMDS_BLOCKED`` drop pod -> 169.254.169.254 (forward-pod-traffic.sh; proved on a replayed boot in
 test_realtool_boot). That is only safe where no pod-network workload needs IMDS. A workload needs it
 when its NetworkPolicy allows egress to the IMDS address (the add-ons declare it for each one that
-takes a managed-identity token): none of those may land on a blocked pool, and the system pool stays
-open only while one of them lands there.
+takes a managed-identity token): each of those runs on the host network, whose traffic keeps IMDS,
+so every pool can cut its pods off.
 """
 
 from __future__ import annotations
@@ -53,11 +53,12 @@ def _allows_imds(policy: dict[str, Any]) -> bool:
 
 
 def _imds_workloads(objs: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Pod-network workloads whose NetworkPolicy lets them reach IMDS: (namespace/name, pod spec)."""
+    """Workloads whose NetworkPolicy lets them reach IMDS (the add-ons declare it for each one that takes
+    a managed-identity token): (namespace/name, pod spec)."""
     policies = [o for o in objs if o.get("kind") == "NetworkPolicy"]
     for obj in objs:
         template = _pod(obj)
-        if template is None or template["spec"].get("hostNetwork"):
+        if template is None:
             continue
         namespace = obj["metadata"].get("namespace", "default")
         labels = template.get("metadata", {}).get("labels", {})
@@ -66,21 +67,19 @@ def _imds_workloads(objs: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str,
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod-7500"])
-def test_no_pod_that_needs_imds_lands_where_pods_are_cut_off_from_it(stack: str) -> None:
+def test_what_needs_imds_runs_on_the_host_network_and_every_pool_cuts_pods_off(stack: str) -> None:
     prep = prepare_cluster(stack, load_stack(STACKS, stack), STACKS)
     needing = list(_imds_workloads(render_manifests(prep.addons)))
     # cloud-provider-azure's controller-manager and the XID remediation take tokens from IMDS.
     assert {"kube-system/cloud-controller-manager", "gpu-health/gpu-remediation"} <= {n for n, _ in needing}
-    open_pools_used = set()
+    for name, spec in needing:
+        assert spec.get("hostNetwork") is True, f"{name} needs IMDS, which pods cannot reach: run it on the host"
     for pool in prep.pools.pools.values():
         taints = [NodeTaint(t.key, t.value, t.effect) for t in pool.taints]
         landing = [name for name, spec in needing if lands_on(spec, dict(pool.labels), taints)]
-        if pool.role in POD_IMDS_BLOCKED:
-            assert landing == [], f"{pool.name}: {landing} need IMDS but pods there cannot reach it"
-        elif landing:
-            open_pools_used.add(pool.role)
-    # The system pool is open for a reason: if nothing there needed IMDS, it should be blocked too.
-    assert open_pools_used == {"system-node"} - POD_IMDS_BLOCKED
+        assert pool.role in POD_IMDS_BLOCKED, f"{pool.name}: its pods reach IMDS and the pool identity's token"
+        if pool.role == "system-node":
+            assert landing, "nothing needing IMDS lands on the system pool: check the placement"
 
 
 def test_only_blocked_roles_render_the_imds_drop() -> None:

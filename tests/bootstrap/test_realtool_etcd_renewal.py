@@ -229,6 +229,9 @@ def test_renewing_every_members_certificates_one_at_a_time_keeps_quorum_and_ever
             first, second, last = members
             for name in (first, second):
                 publish(name, v2)
+                # On the hosts the members' runs are 60/n minutes apart; here, as soon as all are healthy
+                # (on a loaded machine a restarted member may take a while to report healthy again).
+                cluster.wait_healthy(cluster.members)
                 out = sync.run(runtime(name))
                 assert out.done[-1:] == ["restart etcd.service"] and out.failed == [], lines
             # A member whose peer is down waits: restarting now would cost the cluster its quorum.

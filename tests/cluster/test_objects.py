@@ -143,6 +143,7 @@ def test_containers_are_restricted_or_the_exception_is_justified(prod_spec: Addo
                 assert template["metadata"]["annotations"][exception_key(prod_spec)] == why
                 exceptions.append(c["name"])
     assert sorted(exceptions) == [
+        "cloud-controller-manager",  # restricted, host network (its identity's token from IMDS, cut off for pods)
         "cloud-node-manager",  # restricted, host network (the node's own identity, before any pod network)
         "coredns",
         "dcgm-diag",  # restricted, host network (the host's DCGM engine listens on 127.0.0.1)
@@ -151,6 +152,7 @@ def test_containers_are_restricted_or_the_exception_is_justified(prod_spec: Addo
         "node-problem-detector",
         "nvidia-device-plugin",
         "rdma-shared-device-plugin",
+        "remediate",  # restricted, host network (the remediation identity's token from IMDS, cut off for pods)
         "report",  # the preflight reporter: restricted, but its pod is host-network (pod IPs go to workloads)
     ]
 

@@ -34,7 +34,7 @@ from modules.cluster.objects.common import (
     system_nodes,
     tolerate_everything,
 )
-from modules.cluster.objects.health import HOST_NETWORK_WHY, host_network
+from modules.cluster.objects.health import HOST_NETWORK_WHY, IMDS_WHY, host_network
 from modules.cluster.spec import AddonsSpec
 
 NS = "kube-system"
@@ -132,68 +132,73 @@ def controller_manager(spec: AddonsSpec) -> Obj:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": meta(CCM, NS, app=CCM, component="cloud-provider"),
+        "metadata": meta(CCM, NS, app=CCM, component="cloud-provider", annotations={exception_key(spec): IMDS_WHY}),
         "spec": {
             # Two on distinct system nodes; one leads (leader election), the other takes over.
             "replicas": 2,
             "selector": {"matchLabels": labels},
             "template": {
-                "metadata": {"labels": labels, "annotations": {CONFIG_HASH: _config_hash(spec)}},
-                "spec": {
-                    "serviceAccountName": CCM,
-                    "priorityClassName": "system-cluster-critical",
-                    "affinity": {
-                        **system_nodes(spec),
-                        "podAntiAffinity": {
-                            "preferredDuringSchedulingIgnoredDuringExecution": [
-                                {
-                                    "weight": 100,
-                                    "podAffinityTerm": {
-                                        "labelSelector": {"matchLabels": labels},
-                                        "topologyKey": "kubernetes.io/hostname",
-                                    },
-                                }
-                            ]
-                        },
-                    },
-                    # Nodes stay uninitialized until cloud-node-manager runs; the controller must not wait.
-                    "tolerations": [
-                        {"key": UNINITIALIZED, "operator": "Exists", "effect": "NoSchedule"},
-                        {"key": "CriticalAddonsOnly", "operator": "Exists"},
-                    ],
-                    "securityContext": pod_security(),
-                    "containers": [
-                        {
-                            "name": CCM,
-                            "image": spec.cloud_provider.controller_image,
-                            "command": ["cloud-controller-manager"],
-                            "args": [
-                                "--cloud-provider=azure",
-                                f"--cloud-config={CONFIG_FILE}",
-                                "--controllers=*,-cloud-node",
-                                "--configure-cloud-routes=false",
-                                "--allocate-node-cidrs=false",
-                                f"--cluster-name={spec.cluster_name}",
-                                "--leader-elect=true",
-                                f"--secure-port={CCM_PORT}",
-                                "--v=2",
-                            ],
-                            "ports": [{"name": "https", "containerPort": CCM_PORT}],
-                            "livenessProbe": {**probe, "initialDelaySeconds": 20},
-                            "readinessProbe": probe,
-                            "resources": resources("100m", "512Mi", cpu_limit="2"),
-                            "securityContext": restricted(),
-                            "volumeMounts": [
-                                {"name": "cloud-config", "mountPath": CONFIG_DIR, "readOnly": True},
-                                {"name": "tmp", "mountPath": "/tmp"},
-                            ],
-                        }
-                    ],
-                    "volumes": [
-                        {"name": "cloud-config", "secret": {"secretName": SECRET}},
-                        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
-                    ],
+                "metadata": {
+                    "labels": labels,
+                    "annotations": {CONFIG_HASH: _config_hash(spec), exception_key(spec): IMDS_WHY},
                 },
+                "spec": host_network(
+                    {
+                        "serviceAccountName": CCM,
+                        "priorityClassName": "system-cluster-critical",
+                        "affinity": {
+                            **system_nodes(spec),
+                            "podAntiAffinity": {
+                                "preferredDuringSchedulingIgnoredDuringExecution": [
+                                    {
+                                        "weight": 100,
+                                        "podAffinityTerm": {
+                                            "labelSelector": {"matchLabels": labels},
+                                            "topologyKey": "kubernetes.io/hostname",
+                                        },
+                                    }
+                                ]
+                            },
+                        },
+                        # Nodes stay uninitialized until cloud-node-manager runs; the controller must not wait.
+                        "tolerations": [
+                            {"key": UNINITIALIZED, "operator": "Exists", "effect": "NoSchedule"},
+                            {"key": "CriticalAddonsOnly", "operator": "Exists"},
+                        ],
+                        "securityContext": pod_security(),
+                        "containers": [
+                            {
+                                "name": CCM,
+                                "image": spec.cloud_provider.controller_image,
+                                "command": ["cloud-controller-manager"],
+                                "args": [
+                                    "--cloud-provider=azure",
+                                    f"--cloud-config={CONFIG_FILE}",
+                                    "--controllers=*,-cloud-node",
+                                    "--configure-cloud-routes=false",
+                                    "--allocate-node-cidrs=false",
+                                    f"--cluster-name={spec.cluster_name}",
+                                    "--leader-elect=true",
+                                    f"--secure-port={CCM_PORT}",
+                                    "--v=2",
+                                ],
+                                "ports": [{"name": "https", "containerPort": CCM_PORT}],
+                                "livenessProbe": {**probe, "initialDelaySeconds": 20},
+                                "readinessProbe": probe,
+                                "resources": resources("100m", "512Mi", cpu_limit="2"),
+                                "securityContext": restricted(),
+                                "volumeMounts": [
+                                    {"name": "cloud-config", "mountPath": CONFIG_DIR, "readOnly": True},
+                                    {"name": "tmp", "mountPath": "/tmp"},
+                                ],
+                            }
+                        ],
+                        "volumes": [
+                            {"name": "cloud-config", "secret": {"secretName": SECRET}},
+                            {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+                        ],
+                    }
+                ),
             },
         },
     }

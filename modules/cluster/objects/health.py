@@ -67,6 +67,10 @@ NPD_WHY = (
     "privileged: reading the host kernel log (/dev/kmsg) needs the host's character device, which the "
     "device cgroup only lets a privileged container open"
 )
+IMDS_WHY = (
+    "host network: takes its managed-identity token from IMDS, which no pod can reach on any pool (the nodes "
+    "drop pod -> 169.254.169.254: a pod that reached it could take the node's identities and read its bundle)"
+)
 HOST_NETWORK_WHY = (
     "host network: a node agent needs no address of its own, and with Azure CNI every other pod takes one of "
     "the node's few NIC IP configurations (pod_ips), which belong to workloads"

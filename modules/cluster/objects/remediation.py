@@ -22,6 +22,7 @@ from modules.cluster.objects.common import (
     Obj,
     cluster_role,
     cluster_role_binding,
+    exception_key,
     gpu_node_selector,
     meta,
     pod_security,
@@ -32,7 +33,7 @@ from modules.cluster.objects.common import (
     service_account,
     system_nodes,
 )
-from modules.cluster.objects.health import XID_CONDITION
+from modules.cluster.objects.health import IMDS_WHY, XID_CONDITION, host_network
 from modules.cluster.spec import AddonsSpec
 
 APP = "gpu-remediation"
@@ -102,7 +103,7 @@ def cronjob(spec: AddonsSpec) -> Obj:
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": meta(APP, HEALTH_NS, app=APP),
+        "metadata": meta(APP, HEALTH_NS, app=APP, annotations={exception_key(spec): IMDS_WHY}),
         "spec": {
             "schedule": "* * * * *",
             "concurrencyPolicy": "Forbid",
@@ -116,30 +117,37 @@ def cronjob(spec: AddonsSpec) -> Obj:
                     "activeDeadlineSeconds": 120,
                     "ttlSecondsAfterFinished": 3600,
                     "template": {
-                        "metadata": {"labels": {"app.kubernetes.io/name": APP}},
-                        "spec": {
-                            "serviceAccountName": APP,
-                            "restartPolicy": "Never",
-                            "priorityClassName": "system-cluster-critical",
-                            "affinity": system_nodes(spec),
-                            "securityContext": pod_security(),
-                            "containers": [
-                                {
-                                    "name": "remediate",
-                                    "image": images.PYTHON,
-                                    "command": ["python3", "/scripts/remediate_xid.py"],
-                                    "env": [
-                                        {"name": "RULE_NAMESPACE", "value": HEALTH_NS},
-                                        {"name": "RULE_NAME", "value": RULE},
-                                        {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
-                                    ],
-                                    "resources": resources("50m", "128Mi", cpu_limit="500m"),
-                                    "securityContext": restricted(),
-                                    "volumeMounts": [{"name": "scripts", "mountPath": "/scripts", "readOnly": True}],
-                                }
-                            ],
-                            "volumes": [{"name": "scripts", "configMap": {"name": f"{APP}-scripts"}}],
+                        "metadata": {
+                            "labels": {"app.kubernetes.io/name": APP},
+                            "annotations": {exception_key(spec): IMDS_WHY},
                         },
+                        "spec": host_network(
+                            {
+                                "serviceAccountName": APP,
+                                "restartPolicy": "Never",
+                                "priorityClassName": "system-cluster-critical",
+                                "affinity": system_nodes(spec),
+                                "securityContext": pod_security(),
+                                "containers": [
+                                    {
+                                        "name": "remediate",
+                                        "image": images.PYTHON,
+                                        "command": ["python3", "/scripts/remediate_xid.py"],
+                                        "env": [
+                                            {"name": "RULE_NAMESPACE", "value": HEALTH_NS},
+                                            {"name": "RULE_NAME", "value": RULE},
+                                            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+                                        ],
+                                        "resources": resources("50m", "128Mi", cpu_limit="500m"),
+                                        "securityContext": restricted(),
+                                        "volumeMounts": [
+                                            {"name": "scripts", "mountPath": "/scripts", "readOnly": True}
+                                        ],
+                                    }
+                                ],
+                                "volumes": [{"name": "scripts", "configMap": {"name": f"{APP}-scripts"}}],
+                            }
+                        ),
                     },
                 }
             },
