@@ -1,7 +1,7 @@
 """`make bench`: every ``bench/<area>.py`` that exposes ``rows()``, printed as one table.
 
 A module whose ``rows()`` raises gets one row with the error, so one broken area never hides
-the figures of the others.
+the figures of the others; the exit status is then 1.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def main() -> int:
     sys.path.insert(0, str(HERE.parent))
     rows = collect()
     print(table(rows))
-    return 0
+    # A broken area still prints the others, but `make bench` fails: figures must not rot silently.
+    return 1 if any(metric == "error" for _, metric, _ in rows) else 0
 
 
 if __name__ == "__main__":

@@ -5,9 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from infra.addresses import cluster_addresses, plan_stack
 from infra.config import load_stack
-from infra.prepare import addons_for
+from infra.prepare import addons_for, prepare_cluster
 from modules.cluster.manifests import render_manifests
 
 STACKS = Path(__file__).resolve().parents[1] / "stacks"
@@ -25,12 +24,12 @@ def _best(fn: object, runs: int = 20) -> float:
 
 def rows() -> list[tuple[str, str]]:
     config = load_stack(STACKS, "prod-7500")
-    addresses = cluster_addresses(plan_stack(STACKS, "prod-7500", config))
+    prep = prepare_cluster("prod-7500", config, STACKS)
 
     def spec() -> object:
-        return addons_for(config, addresses)
+        return addons_for("prod-7500", config, prep.addresses, prep.pools)
 
-    built = addons_for(config, addresses)
+    built = spec()
     objs = render_manifests(built)
     return [
         ("cluster: addons_spec (prod-7500)", f"{_best(spec) * 1e3:.2f} ms"),
