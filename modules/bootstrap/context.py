@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from typing import Literal
 
+from modules.netplan.addressing import IMDS
+
 EtcdRole = Literal["etcd", "events-etcd"]
 PoolRole = Literal["gpu-node", "system-node"]
 
@@ -31,7 +33,7 @@ PROMETHEUS_PORT = 9090
 BOOT_HEALTH_PORT = 10280
 BOOT_HEALTH_PATH = "/boot-health"
 # Azure's instance metadata service: host-local, needs the Metadata header and no proxy (IMDS docs).
-IMDS_URL = "http://169.254.169.254/metadata"
+IMDS_URL = f"http://{IMDS}/metadata"
 IMDS_API_VERSION = "2021-02-01"
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_tls as tls
 
-from modules.bootstrap.pki import EARLY_RENEWAL_HOURS, CaSpec, CertSpec, PkiSpec
+from modules.bootstrap.pki import CA_USAGES, EARLY_RENEWAL_HOURS, CaSpec, CertSpec, PkiSpec
 
 ALGORITHM = "ECDSA"
 CURVE = "P256"
@@ -58,7 +58,7 @@ class ClusterPki(pulumi.ComponentResource):
             is_ca_certificate=True,
             validity_period_hours=ca.validity_hours,
             early_renewal_hours=EARLY_RENEWAL_HOURS,
-            allowed_uses=["digital_signature", "cert_signing", "crl_signing"],
+            allowed_uses=list(CA_USAGES),
             opts=opts,
         )
         self.secrets[f"key:{ca.name}"] = pulumi.Output.secret(key.private_key_pem)

@@ -21,7 +21,6 @@ import json
 import math
 from dataclasses import dataclass, replace
 from importlib import resources
-from ipaddress import IPv4Network
 from typing import Literal
 
 from modules import labels
@@ -53,6 +52,7 @@ from modules.bootstrap.monitoring import (
 )
 from modules.bootstrap.steps import APT_INSTALL, STEP_SCRIPT, Step, apt_install, start
 from modules.bootstrap.templating import render
+from modules.netplan import addressing
 
 Role = Literal["etcd", "events-etcd", "apiserver", "gpu-node", "system-node", "prometheus", "nat"]
 ROLES: tuple[Role, ...] = ("etcd", "events-etcd", "apiserver", "gpu-node", "system-node", "prometheus", "nat")
@@ -62,9 +62,8 @@ ROLES: tuple[Role, ...] = ("etcd", "events-etcd", "apiserver", "gpu-node", "syst
 POD_INTERFACE_PREFIX = "azv"
 FORWARD_CHAIN = "AGK-FORWARD"
 # Azure's platform addresses (wire server, IMDS, link-local) and loopback are not internet traffic.
-PLATFORM_CIDRS = tuple(IPv4Network(n) for n in ("127.0.0.0/8", "168.63.129.16/32", "169.254.0.0/16"))
-# The address in IMDS_URL (http://<address>/metadata).
-IMDS_ADDRESS = IMDS_URL.split("/")[2]
+PLATFORM_CIDRS = addressing.PLATFORM
+IMDS_ADDRESS = str(addressing.IMDS)
 NODE_NETWORK_UNIT = "agk-node-network.service"
 NODE_IDENTITY_UNIT = "agk-node-identity.service"
 BOOT_HEALTH_UNIT = "agk-boot-health.service"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from ipaddress import IPv4Network, ip_network
+from ipaddress import IPv4Address, IPv4Network, ip_network
 
 from modules.errors import AgkError
 
@@ -12,10 +12,16 @@ class AddressError(AgkError):
     """A CIDR that Azure would refuse, or two ranges that must not overlap."""
 
 
+LOOPBACK = IPv4Network("127.0.0.0/8")
+LINK_LOCAL = IPv4Network("169.254.0.0/16")
+WIRESERVER = IPv4Network("168.63.129.16/32")
+"""Azure's virtual public IP: DHCP, DNS, health probes, the VM agent (what-is-ip-address-168-63-129-16)."""
+IMDS = IPv4Address("169.254.169.254")
+"""The Instance Metadata Service and managed-identity tokens (instance-metadata-service), in LINK_LOCAL."""
+PLATFORM = (LOOPBACK, WIRESERVER, LINK_LOCAL)
+"""Where a host's platform traffic goes: never the internet, never a VNet's."""
 # Azure refuses these in any VNet (virtual-networks-faq: "What address ranges can I use").
-AZURE_RESERVED = tuple(
-    IPv4Network(c) for c in ("224.0.0.0/4", "255.255.255.255/32", "127.0.0.0/8", "169.254.0.0/16", "168.63.129.16/32")
-)
+AZURE_RESERVED = (IPv4Network("224.0.0.0/4"), IPv4Network("255.255.255.255/32"), *PLATFORM)
 # Private in Azure: RFC 1918 plus the shared address space (RFC 6598).
 PRIVATE = tuple(IPv4Network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10"))
 # Subnets Azure refuses a network security group on (their services manage their own traffic:

@@ -53,3 +53,16 @@ def test_they_import_each_other_from_a_flat_directory_and_sync_runs_as_a_script(
     )
     assert run.returncode == 1 and run.stderr == ""
     assert run.stdout.startswith("agk-sync: no bundle applied: [Errno 2] No such file or directory:")
+
+
+def test_standalone_programs_name_the_imds_address_the_plan_does() -> None:
+    # Host programs and in-cluster scripts run without this package, so they keep their own constant.
+    import inspect
+
+    from modules.bootstrap.host import imds
+    from modules.cluster.scripts import azure
+    from modules.netplan.addressing import IMDS
+
+    assert f"http://{IMDS}" == imds.ENDPOINT
+    default = inspect.signature(azure.Arm.__init__).parameters["imds_endpoint"].default
+    assert default == f"http://{IMDS}"

@@ -35,6 +35,7 @@ from modules.cluster.objects.common import (
 )
 from modules.cluster.objects.health import IMDS_WHY, XID_CONDITION, host_network
 from modules.cluster.spec import AddonsSpec
+from modules.netplan.addressing import IMDS
 
 APP = "gpu-remediation"
 RULE = "gpu-remediation"
@@ -51,8 +52,8 @@ REPLACE = (
     "preflight taint and is tested before it takes work"
 )
 ARM_ENDPOINT = "https://management.azure.com"
-IMDS_ENDPOINT = "http://169.254.169.254"
-IMDS_ADDRESS = "169.254.169.254/32"
+IMDS_ENDPOINT = f"http://{IMDS}"
+IMDS_ADDRESS = f"{IMDS}/32"
 
 
 def remediation_rule(spec: AddonsSpec) -> dict[str, Any]:
