@@ -3,7 +3,7 @@ customData (the stable bootstrap that fetches it; nothing secret, so a plan can 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -17,12 +17,22 @@ from modules.bootstrap.roles import Role, bundle
 from modules.bootstrap.userdata import encode_custom_data, render_user_data
 
 
-def bundle_parts(ctx: BootstrapContext, pki: ClusterPki, role: Role, name: str) -> list[pulumi.Output[str]]:
+def bundle_parts(
+    ctx: BootstrapContext,
+    pki: ClusterPki,
+    role: Role,
+    name: str,
+    facts: Mapping[str, pulumi.Input[str]] | None = None,
+) -> list[pulumi.Output[str]]:
     """The values of the ``PARTS`` Key Vault secrets of ``role`` host ``name`` (a pool name for pools),
-    Pulumi secrets: they hold private keys. Raises ``KeyError`` for an unknown name; the encoding
+    Pulumi secrets: they hold private keys. ``facts``: the contents of its ``fact:`` files
+    (node_tokens.FACTS). Raises ``KeyError`` for an unknown name or a missing fact; the encoding
     refuses a bundle that does not fit."""
     node = bundle(ctx, role, name)
-    needed = {s.secret: pki.secrets[s.secret] for s in node.secrets}
+    given = facts or {}
+    needed = {
+        s.secret: given[s.secret] if s.secret.startswith("fact:") else pki.secrets[s.secret] for s in node.secrets
+    }
 
     def part(index: int) -> Callable[[dict[str, str]], str]:
         return lambda pems: encode(document(node, pems))[index]

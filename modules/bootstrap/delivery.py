@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from modules.bootstrap import node_tokens
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.host import bundle as host_bundle
 from modules.bootstrap.host.vault import SECRET_LIMIT
@@ -45,6 +46,8 @@ def document(node: NodeBundle, pems: Mapping[str, str]) -> dict[str, Any]:
     """The bundle of ``node`` with ``pems`` (secret name -> PEM) in place of its secret files."""
     missing = [s.secret for s in node.secrets if s.secret not in pems]
     if missing:
+        if missing[0].startswith("fact:"):
+            raise AgkError(f"{node.role} {node.name}: no deploy-time fact {missing[0]!r}: pass it to bundle_parts")
         raise AgkError(f"{node.role} {node.name}: no PKI secret {missing[0]!r}: issue it in ClusterPki")
     contents = {f.path: (f.content, f.mode) for f in node.files}
     contents |= {s.path: (pems[s.secret], s.mode) for s in node.secrets}
@@ -71,12 +74,21 @@ def document(node: NodeBundle, pems: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def placeholder_pems(node: NodeBundle) -> dict[str, str]:
-    """Stand-ins for offline rendering (``agk render``): real PEMs exist only at deploy."""
+def placeholder_pems(ctx: BootstrapContext, node: NodeBundle) -> dict[str, str]:
+    """Stand-ins for offline rendering (``agk render``): real PEMs exist only at deploy, and the facts
+    carry stand-in secret names."""
+    facts = facts_standin(ctx, node)
     return {
-        s.secret: f"# {s.secret}: issued by ClusterPki, delivered in this host's Key Vault secret\n"
+        s.secret: facts.get(s.secret)
+        or f"# {s.secret}: issued by ClusterPki, delivered in this host's Key Vault secret\n"
         for s in node.secrets
     }
+
+
+def facts_standin(ctx: BootstrapContext, node: NodeBundle) -> dict[str, str]:
+    """The deploy-time facts ``node`` needs, with stand-in secret names of the real length."""
+    pool = node.name if node.role in ("gpu-node", "system-node") else None
+    return {k: v for k, v in node_tokens.standin_facts(ctx, pool).items() if k in {s.secret for s in node.secrets}}
 
 
 def mounted_files_hash(manifest: str, contents: Mapping[str, tuple[str, str]]) -> str:
@@ -159,5 +171,6 @@ def check_sizes(ctx: BootstrapContext) -> dict[str, int]:
     sizes = {}
     for role in ROLES:
         for name in names(ctx, role):
-            sizes[name] = sum(len(part) for part in encode(document(bundle(ctx, role, name), pems)))
+            node = bundle(ctx, role, name)
+            sizes[name] = sum(len(part) for part in encode(document(node, pems | facts_standin(ctx, node))))
     return sizes

@@ -33,6 +33,7 @@ from modules.bootstrap.delivery import (
 from modules.bootstrap.host import boot as host_boot
 from modules.bootstrap.host.vault import SECRET_LIMIT
 from modules.bootstrap.layout import PATHS
+from modules.bootstrap.node_tokens import standin_facts
 from modules.bootstrap.roles import HOST_PROGRAMS, ROLES, NodeFile, bundle, names, sync_minute
 from modules.errors import AgkError
 
@@ -64,7 +65,7 @@ def test_a_bundle_that_does_not_fit_fails_naming_its_host(dev: BootstrapContext)
     noise = base64.b64encode(os.urandom(40_000)).decode()
     big = replace(node, files=(*node.files, NodeFile("/etc/agk/noise", "noise", noise)))
     with pytest.raises(AgkError) as err:
-        encode(document(big, standin_pems(pki.pki_spec(dev))))
+        encode(document(big, standin_pems(pki.pki_spec(dev)) | standin_facts(dev)))
     assert str(err.value).startswith("apiserver dev-apiserver-1: its bundle is ")
     assert str(err.value).endswith(
         f"bytes, over {PARTS} Key Vault secrets of 25,000 bytes: raise delivery.PARTS (new secrets, new names)"
@@ -91,7 +92,7 @@ def _manifests(doc: dict[str, object]) -> dict[str, str]:
 
 
 def test_a_changed_file_changes_exactly_the_manifests_of_the_pods_that_read_it(ctx: BootstrapContext) -> None:
-    pems = issue(pki.pki_spec(ctx))
+    pems = issue(pki.pki_spec(ctx)) | standin_facts(ctx, ctx.pools[0].name)
     for sp in static_pods(ctx):
         node, manifest = sp.node, f"{PATHS.manifests}/{sp.pod['metadata']['name']}.yaml"
         base = _manifests(document(node, pems))
@@ -116,7 +117,7 @@ def test_a_changed_file_changes_exactly_the_manifests_of_the_pods_that_read_it(c
 
 
 def test_a_file_no_pod_mounts_leaves_every_manifest_alone(dev: BootstrapContext) -> None:
-    pems = issue(pki.pki_spec(dev))
+    pems = issue(pki.pki_spec(dev)) | standin_facts(dev)
     node = bundle(dev, "apiserver", "dev-apiserver-0")
     files = tuple(replace(f, content=f.content + "# x\n") if f.path == PATHS.sysctl else f for f in node.files)
     assert _manifests(document(replace(node, files=files), pems)) == _manifests(document(node, pems))

@@ -12,7 +12,7 @@ import yaml
 
 from modules.bootstrap import pki
 from modules.bootstrap.context import ETCD_METRICS_PORT, BootstrapContext
-from modules.bootstrap.delivery import PARTS, document, encode, placeholder_pems
+from modules.bootstrap.delivery import PARTS, document, encode, facts_standin, placeholder_pems
 from modules.bootstrap.host import bundle as host_bundle
 from modules.bootstrap.host.boot import HOST_CONFIG, LIB, STAGE0
 from modules.bootstrap.host.vault import SECRET_LIMIT
@@ -36,7 +36,7 @@ def _all(ctx: BootstrapContext):  # type: ignore[no-untyped-def]
 
 def test_bundle_carries_every_file_exactly(ctx: BootstrapContext) -> None:
     for node in _all(ctx):
-        secrets = placeholder_pems(node)
+        secrets = placeholder_pems(ctx, node)
         doc = host_bundle.decode(
             host_bundle.join(dict(zip(_names(), encode(document(node, secrets)), strict=True)).__getitem__, "s")
         )
@@ -67,6 +67,7 @@ def test_user_data_carries_only_the_host_facts_and_stage_zero(ctx: BootstrapCont
 def test_every_role_fits_azure_custom_data_and_key_vault_with_real_certificates(ctx: BootstrapContext) -> None:
     pems = issue(pki.pki_spec(ctx))
     for node in _all(ctx):
+        pems |= facts_standin(ctx, node)
         encoded = encode_custom_data(render_user_data(ctx, node, offline_host(ctx, node)), where=node.name)
         # Plain base64 (no gzip needed): every role is far below the limit.
         assert len(encoded) < AZURE_CUSTOM_DATA_LIMIT * 0.6, (node.role, len(encoded))
