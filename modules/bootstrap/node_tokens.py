@@ -27,6 +27,8 @@ from modules.bootstrap.templating import render
 if TYPE_CHECKING:
     from modules.bootstrap.roles import NodeFile, SecretFile
 
+LIBRARY = ("bootstrap_tokens.py",)
+"""Host programs only the API servers need (node_token.py, which the nodes run, is in roles.HOST_PROGRAMS)."""
 ISSUER_UNIT = "agk-bootstrap-tokens.service"
 ISSUER_TIMER = "agk-bootstrap-tokens.timer"
 ISSUER_TIMEOUT_S = 300
@@ -90,7 +92,7 @@ def apiserver_part(ctx: BootstrapContext) -> tuple[tuple[NodeFile, ...], tuple[S
 
     service = render(
         "agk-bootstrap-tokens.service.j2",
-        program=f"{host_boot.LIB}/bootstrap_tokens.py",
+        program=f"{host_boot.LIB}/{LIBRARY[0]}",
         config=bt.DEFAULT_CONFIG,
         timeout_s=ISSUER_TIMEOUT_S,
     )
@@ -103,7 +105,7 @@ def apiserver_part(ctx: BootstrapContext) -> tuple[tuple[NodeFile, ...], tuple[S
     files = (
         NodeFile(PATHS.unit(ISSUER_UNIT), f"systemd/{ISSUER_UNIT}", service),
         NodeFile(PATHS.unit(ISSUER_TIMER), f"systemd/{ISSUER_TIMER}", timer),
-        host_program("bootstrap_tokens.py"),
+        *(host_program(name) for name in LIBRARY),
     )
     secrets = (
         SecretFile(f"{PATHS.pki}/{pki.BOOTSTRAP_TOKEN_ISSUER}.crt", f"cert:{pki.BOOTSTRAP_TOKEN_ISSUER}"),

@@ -112,8 +112,8 @@ def _pki(tmp: Path) -> dict[str, Path]:
     return files
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
+def start(tmp_path: Path) -> Iterator[Cluster]:
+    """The stand-in API server and Key Vault on loopback, the issuer's PKI under ``tmp_path``."""
     files = _pki(tmp_path)
     clock = [NOW]
     kube = FakeKube(access.token_issuer(), now=lambda: clock[0])
@@ -122,6 +122,11 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         vault.grant_write(name, ISSUER_CLIENT)
     with serve_tls(kube, files["ca"], files["apiserver.crt"], files["apiserver.key"]) as kube_url, serve(vault) as url:
         yield Cluster(kube, kube_url, vault, url, files, clock)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    yield from start(tmp_path)
 
 
 # -- the token and its Secret ----------------------------------------------------------------------
