@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from modules.bootstrap import host
-from modules.bootstrap import node_tokens
+from modules.bootstrap import host, node_tokens
 from modules.bootstrap.etcd_backup import LIBRARY
 from modules.bootstrap.roles import HOST_PROGRAMS
 
