@@ -103,8 +103,9 @@ def mounted_files_hash(manifest: str, contents: Mapping[str, tuple[str, str]]) -
 
 
 PARTS = 3
-"""Secrets per host (or pool): room for 3 x 25 KB of encoded bundle. The largest today, a backed-up
-etcd member's (it carries the snapshot and restore programs), fills about 58% of it (`make bench`)."""
+"""Secrets per host (or pool): room for 3 x 25 KB of encoded bundle. The largest today, an API server's
+(it carries the bootstrap token issuer), fills about 68% of it; a backed-up etcd member's (the snapshot
+and restore programs) about 65% (`make bench`)."""
 
 
 def encode(doc: Mapping[str, Any]) -> list[str]:
