@@ -66,7 +66,7 @@ def render_nodes(ctx: BootstrapContext, out: Path) -> list[Path]:
 
 
 def _write_node(ctx: BootstrapContext, node: NodeBundle, where: Path) -> list[Path]:
-    doc = document(node, placeholder_pems(node), placeholder_facts(node))
+    doc = document(node, placeholder_pems(node), placeholder_facts(ctx, node))
     contents = {f["path"]: f["content"] for f in doc["files"]}
     files = {
         "user-data.yaml": render_user_data(ctx, node, offline_host(ctx, node)),

@@ -39,7 +39,7 @@ def _render_all(ctx: BootstrapContext, pems: dict[str, str]) -> tuple[dict[str, 
             node = bundle(ctx, role, name)
             encoded = encode_custom_data(render_user_data(ctx, node, offline_host(ctx, node)), where=name)
             custom[role] = max(custom.get(role, 0), len(encoded))
-            parts = encode(document(node, pems, standin_facts(node)))
+            parts = encode(document(node, pems, standin_facts(ctx, node)))
             bundles[role] = max(bundles.get(role, 0), sum(len(p) for p in parts))
     return custom, bundles
 

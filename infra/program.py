@@ -7,7 +7,7 @@ resource is constructed, so bad input never leaves a half-built graph.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +33,11 @@ from modules.azure.nsg import Rule
 from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import ClusterStorage, ClusterStorageArgs, Grant, account_name, blob_url
 from modules.azure.vm import IdentityBound
+from modules.bootstrap import node_tokens
 from modules.bootstrap.customdata import bundle_parts, custom_data
 from modules.bootstrap.delivery import check_sizes
 from modules.bootstrap.etcd_backup import ACCOUNT_URL_FACT
+from modules.bootstrap.host.node_token import PLACEHOLDER
 from modules.bootstrap.kubeconfig import admin_kubeconfig
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
@@ -181,16 +183,27 @@ def host_boot(
     role: Role,
     name: str,
     facts: Mapping[str, pulumi.Input[str]] | None = None,
+    token_secrets: pulumi.Output[dict[str, str]] | None = None,
 ) -> IdentityBound:
     """customData of fixed host (or pool) ``name``, made once its identity exists: its bundle goes into
     its own secret, readable by that identity alone, and the machine waits for the grant and for the
     vault's private endpoint and DNS, so its first fetch can succeed (it retries anyway). ``facts``:
-    the bundle's deploy-time values (roles.FACT)."""
-    key = name if role not in ("gpu-node", "system-node") else f"pool-{name}"
+    the bundle's deploy-time values (roles.FactFile).
+
+    A pool also gets its bootstrap token secret (readable by the pool alone; the API servers write it:
+    ``token_writers``); an API server's bundle names every pool's (``token_secrets``: pool -> secret)."""
+    pool = role in ("gpu-node", "system-node")
+    key = f"pool-{name}" if pool else name
 
     def bind(identity: managedidentity.UserAssignedIdentity) -> pulumi.Output[str]:
-        parts = bundle_parts(prep.bootstrap, pki, role, name, facts)
-        made = keys.reader_secret(key, parts, identity.principal_id)
+        given: dict[str, pulumi.Input[str]] = dict(facts or {})
+        if pool:
+            token = keys.written_secret(node_tokens.token_secret_key(name), PLACEHOLDER, identity.principal_id)
+            given[node_tokens.NODE_FACT] = token.name.apply(node_tokens.node_config)
+        elif role == "apiserver":
+            assert token_secrets is not None
+            given[node_tokens.ISSUER_FACT] = token_secrets.apply(lambda m: node_tokens.issuer_config(prep.bootstrap, m))
+        made = keys.reader_secret(key, bundle_parts(prep.bootstrap, pki, role, name, given), identity.principal_id)
         return custom_data(
             prep.bootstrap,
             role,
@@ -202,6 +215,15 @@ def host_boot(
         )
 
     return IdentityBound(f"{role} {name}", bind)
+
+
+def token_writers(
+    keys: ClusterVault, pools: Mapping[str, object], apiservers: Mapping[str, pulumi.Output[str]]
+) -> None:
+    """Every API server (its identity's principal id) may set every pool's bootstrap token secret."""
+    for pool in pools:
+        for host, principal in apiservers.items():
+            keys.grant_writer(node_tokens.token_secret_key(pool), host, principal)
 
 
 def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
@@ -260,9 +282,18 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
     }
     account = client.subscription_id.apply(lambda sub: account_name(cluster.name, sub, location, stack))
     # Where the etcd members upload snapshots: a fact of their bundles (etcd_backup.ACCOUNT_URL_FACT).
-    facts: dict[Role, dict[str, pulumi.Input[str]]] = {"etcd": {ACCOUNT_URL_FACT: account.apply(blob_url)}}
+    facts: dict[Role, dict[str, pulumi.Input[str]]] = {
+        "etcd": {ACCOUNT_URL_FACT: account.apply(lambda a: blob_url(a) + "\n")}
+    }
+    # The API servers' bundles name the pools' token secrets, which exist once the pools' identities do
+    # (their names carry a digest of it): resolved below, after the pools.
+    token_secrets: pulumi.Output[dict[str, str]]
+    resolve_token_secrets: Callable[[pulumi.Output[dict[str, str]]], None]
+    token_secrets, resolve_token_secrets = pulumi.deferred_output()
     boot = {
-        host: host_boot(prep, pki, keys, role, host, facts.get(role)) for role, hosts in roles.items() for host in hosts
+        host: host_boot(prep, pki, keys, role, host, facts.get(role), token_secrets)
+        for role, hosts in roles.items()
+        for host in hosts
     }
     nodes = prep.pools.peak_nodes
     groups = [("etcd", cluster.etcd, addresses.etcd)]
@@ -354,6 +385,12 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         if pool.role == "gpu-node":
             for set_name, set_id in node_pools[pool.name].scale_set_refs.items():
                 controllers.grant_replacer(set_name, set_id)
+    resolve_token_secrets(
+        pulumi.Output.all(**{p: keys.secrets[node_tokens.token_secret_key(p)].name for p in prep.pools.pools}).apply(
+            dict
+        )
+    )
+    token_writers(keys, prep.pools.pools, {h: control.identities[h] for h in addresses.apiservers})
     backup = cluster.etcd.backup
     # Each etcd member writes its own snapshots; nothing else can (Contributor on this container only).
     backup_grants = {

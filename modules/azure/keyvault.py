@@ -37,6 +37,13 @@ from modules.azure.rbac import grant
 VAULT_ZONE = "privatelink.vaultcore.azure.net"
 SECRETS_USER = ("Key Vault Secrets User", "4633458b-17de-408a-b874-0445c86b69e6")
 """Built-in role: read secret contents (RBAC vaults only): azure/role-based-access-control/built-in-roles."""
+SECRETS_OFFICER = ("Key Vault Secrets Officer", "b86a8fe4-44ce-4948-aee5-eccb2c155cd7")
+"""Built-in role: "Perform any action on the secrets of a key vault, except manage permissions" (RBAC
+vaults only; key-vault/general/rbac-guide). The narrowest built-in role that may set a secret (Key
+Vault Secrets User only reads; Key Vault Administrator acts on keys and certificates too). Scoped to one secret it acts on that secret alone
+("Azure RBAC for key vault also allows users to have separate permissions on individual keys, secrets,
+and certificates", rbac-guide, which names secrets "shared between multiple applications" as the case
+for such an assignment: here the API servers write what a pool's nodes read)."""
 
 
 def vault_name(cluster: str, subscription_id: str, location: str, stack: str) -> str:
@@ -203,3 +210,52 @@ class ClusterVault(pulumi.ComponentResource):
         made = ReaderSecret(tuple(secrets), secrets[0].name, tuple(grants))
         self.secrets[key] = made
         return made
+
+    def written_secret(self, key: str, placeholder: str, reader: pulumi.Input[str]) -> ReaderSecret:
+        """Secret ``<key>-<digest of reader>`` whose value a host program keeps current (a pool's bootstrap
+        token, written by the API servers' issuer), readable by ``reader`` alone; ``grant_writer`` lets the
+        writers set it.
+
+        Created holding ``placeholder``, which its writer knows is no value of its own. Pulumi must never
+        send a value again: the provider's update is a PUT of the whole secret (a new version), so a
+        later `pulumi up` would put the placeholder back over the current token and every node that
+        synced before the next issuer run would have no token. Hence ``ignore_changes`` on the value and
+        on the tags (a tag change is an update, and an update sends the value too); changing the secret
+        means a new name, which a new reader identity brings anyway."""
+        if key in self.secrets:
+            raise ValueError(f"secret {key!r} added twice to {self._name}: one secret per pool")
+        ctx = self._ctx
+        secret = keyvault.Secret(
+            f"{self._name}-{key}",
+            secret_name=pulumi.Output.from_input(reader).apply(lambda p: secret_name(key, p)),
+            vault_name=self._vault.name,
+            resource_group_name=ctx.resource_group_name,
+            properties=keyvault.SecretPropertiesArgs(value=placeholder, content_type="text/plain"),
+            tags=ctx.tags_for("security"),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True, ignore_changes=["properties", "tags"]),
+        )
+        read = grant(
+            f"{self._name}-{key}-reader",
+            scope=secret.id,
+            principal_id=reader,
+            principal_type="ServicePrincipal",
+            role=SECRETS_USER,
+            resource_group_id=ctx.resource_group_id,
+            parent=self,
+        )
+        made = ReaderSecret((secret,), secret.name, (read,))
+        self.secrets[key] = made
+        return made
+
+    def grant_writer(self, key: str, writer: str, principal_id: pulumi.Input[str]) -> authorization.RoleAssignment:
+        """Let ``writer`` (a host) set secret ``key`` (added with ``written_secret``), and only that secret."""
+        secret = self.secrets[key].secrets[0]
+        return grant(
+            f"{self._name}-{key}-writer-{writer}",
+            scope=secret.id,
+            principal_id=principal_id,
+            principal_type="ServicePrincipal",
+            role=SECRETS_OFFICER,
+            resource_group_id=self._ctx.resource_group_id,
+            parent=self,
+        )

@@ -21,12 +21,13 @@ from typing import Any
 
 import yaml
 
+from modules.bootstrap import node_tokens
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.host import bundle as host_bundle
 from modules.bootstrap.host.vault import SECRET_LIMIT
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.pki import CertSpec, PkiSpec, pki_spec
-from modules.bootstrap.roles import FILES_HASH_SLOT, ROLES, NodeBundle, bundle, names
+from modules.bootstrap.roles import FILES_HASH_SLOT, POOL_ROLES, ROLES, NodeBundle, bundle, names
 from modules.errors import AgkError
 
 OWNERS = {PATHS.etcd_pki: "etcd:etcd", PATHS.prom_pki: "prometheus:prometheus"}
@@ -54,7 +55,7 @@ def document(node: NodeBundle, pems: Mapping[str, str], facts: Mapping[str, str]
     contents = {f.path: (f.content, f.mode) for f in node.files}
     boot_only = {f.path for f in node.files if f.boot_only}
     contents |= {s.path: (pems[s.secret], s.mode) for s in node.secrets}
-    contents |= {f.path: (given[f.fact] + "\n", f.mode) for f in node.facts}
+    contents |= {f.path: (given[f.fact], f.mode) for f in node.facts}
     for path, (text, mode) in list(contents.items()):
         if FILES_HASH_SLOT in text:
             contents[path] = (text.replace(FILES_HASH_SLOT, mounted_files_hash(text, contents)), mode)
@@ -87,9 +88,12 @@ def placeholder_pems(node: NodeBundle) -> dict[str, str]:
     }
 
 
-def placeholder_facts(node: NodeBundle) -> dict[str, str]:
-    """Stand-ins for offline rendering: the cluster stack knows these values only at deploy."""
-    return {f.fact: f"{f.fact.upper()}-KNOWN-AT-DEPLOY" for f in node.facts}
+def placeholder_facts(ctx: BootstrapContext, node: NodeBundle) -> dict[str, str]:
+    """Stand-ins for offline rendering (``agk render``): the cluster stack knows these only at deploy.
+    The token settings name stand-in secrets of the real names' length (node_tokens.standin_facts)."""
+    pool = node.name if node.role in POOL_ROLES else None
+    known = node_tokens.standin_facts(ctx, pool)
+    return {f.fact: known.get(f.fact, f"{f.fact.upper()}-KNOWN-AT-DEPLOY\n") for f in node.facts}
 
 
 def mounted_files_hash(manifest: str, contents: Mapping[str, tuple[str, str]]) -> str:
@@ -104,8 +108,9 @@ def mounted_files_hash(manifest: str, contents: Mapping[str, tuple[str, str]]) -
 
 
 PARTS = 3
-"""Secrets per host (or pool): room for 3 x 25 KB of encoded bundle. The largest today, a backed-up
-etcd member's (it carries the snapshot and restore programs), fills about 58% of it (`make bench`)."""
+"""Secrets per host (or pool): room for 3 x 25 KB of encoded bundle. The largest today, an API server's
+(it carries the bootstrap token issuer), fills about 68% of it; a backed-up etcd member's (the snapshot
+and restore programs) about 65% (`make bench`)."""
 
 
 def encode(doc: Mapping[str, Any]) -> list[str]:
@@ -169,9 +174,9 @@ FACT_BYTES = 256
 """Room for a deploy-time value (an account URL is under 70 bytes)."""
 
 
-def standin_facts(node: NodeBundle) -> dict[str, str]:
-    """The node's deploy-time facts, as long as a real one may be."""
-    return {f.fact: "f" * FACT_BYTES for f in node.facts}
+def standin_facts(ctx: BootstrapContext, node: NodeBundle) -> dict[str, str]:
+    """The node's deploy-time facts, as long as real ones may be (the size check)."""
+    return {k: v if k in node_tokens.FACTS else "f" * FACT_BYTES for k, v in placeholder_facts(ctx, node).items()}
 
 
 def check_sizes(ctx: BootstrapContext) -> dict[str, int]:
@@ -182,5 +187,5 @@ def check_sizes(ctx: BootstrapContext) -> dict[str, int]:
     for role in ROLES:
         for name in names(ctx, role):
             node = bundle(ctx, role, name)
-            sizes[name] = sum(len(part) for part in encode(document(node, pems, standin_facts(node))))
+            sizes[name] = sum(len(part) for part in encode(document(node, pems, standin_facts(ctx, node))))
     return sizes

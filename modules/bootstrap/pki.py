@@ -15,6 +15,7 @@ from ipaddress import IPv4Address
 from typing import Literal
 
 from modules.bootstrap.context import BootstrapContext, EtcdCluster
+from modules.bootstrap.host.bootstrap_tokens import ISSUER_USER
 
 Usage = Literal["digital_signature", "key_encipherment", "server_auth", "client_auth", "cert_signing", "crl_signing"]
 
@@ -39,6 +40,8 @@ SCHEDULER = "scheduler"
 KUBE_PROXY = "kube-proxy"
 PROMETHEUS = "prometheus"
 ETCD_HEALTHCHECK = "etcd-healthcheck-client"
+BOOTSTRAP_TOKEN_ISSUER = "bootstrap-token-issuer"
+"""The API servers' token issuer (host/bootstrap_tokens.py): the add-ons' Role lets it create Secrets."""
 ADMIN = "admin"
 """The break-glass cluster-admin client whose kubeconfig the cluster stack exports (secret)."""
 
@@ -98,10 +101,6 @@ def apiserver_cert(name: str) -> str:
     return f"apiserver-{name}"
 
 
-def kubelet_bootstrap_cert(pool: str) -> str:
-    return f"kubelet-bootstrap-{pool}"
-
-
 def _etcd_certs(etcd: EtcdCluster) -> list[CertSpec]:
     certs = []
     for m in etcd.members:
@@ -147,18 +146,10 @@ def pki_spec(ctx: BootstrapContext) -> PkiSpec:
         CertSpec(SCHEDULER, KUBERNETES_CA, "system:kube-scheduler"),
         CertSpec(KUBE_PROXY, KUBERNETES_CA, "system:kube-proxy"),
         CertSpec(PROMETHEUS, KUBERNETES_CA, "prometheus", f"{ctx.label_domain}:monitoring"),
+        CertSpec(BOOTSTRAP_TOKEN_ISSUER, KUBERNETES_CA, ISSUER_USER),
         # The addons stack's Kubernetes provider authenticates with this one.
         CertSpec(ADMIN, KUBERNETES_CA, f"{ctx.cluster}-admin", "system:masters"),
     ]
-    for pool in ctx.pools:
-        # Kubelets authenticate as bootstrappers only to file a CSR; their node certificates
-        # come from the controller-manager's signer (NodeRestriction stays meaningful).
-        certs.append(
-            CertSpec(
-                kubelet_bootstrap_cert(pool.name),
-                KUBERNETES_CA,
-                f"system:bootstrap:{pool.name}",
-                "system:bootstrappers",
-            )
-        )
+    # No pool certificate: kubelets join with their pool's bootstrap token (docs/bootstrap-tokens.md),
+    # and their node certificates come from the controller-manager's signer (NodeRestriction holds).
     return PkiSpec(cas=cas, certs=tuple(certs), key_pairs=(SERVICE_ACCOUNT,))

@@ -24,7 +24,7 @@ from importlib import resources
 from typing import Literal
 
 from modules import labels
-from modules.bootstrap import pki, versions
+from modules.bootstrap import node_tokens, pki, versions
 from modules.bootstrap.config import AZURE_CNI_URL
 from modules.bootstrap.context import (
     BOOT_HEALTH_PATH,
@@ -582,13 +582,15 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         f"{pki.SCHEDULER}.key": f"key:{pki.SCHEDULER}",
     }
     packages = ("containerd", "curl", "gpg", "prometheus-node-exporter")
+    issuer_files, issuer_secrets, issuer_facts, issuer_steps = node_tokens.apiserver_part(ctx)
     return NodeBundle(
         role="apiserver",
         name=name,
         hostname=name,
         packages=packages,
-        files=files,
-        secrets=tuple(SecretFile(f"{PATHS.pki}/{f}", s) for f, s in secret_map.items()),
+        files=(*files, *issuer_files),
+        secrets=(*(SecretFile(f"{PATHS.pki}/{f}", s) for f, s in secret_map.items()), *issuer_secrets),
+        facts=issuer_facts,
         disk=None,
         steps=(
             Step("packages", apt_install(*packages)),
@@ -598,6 +600,7 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
             RELOAD_STEP,
             Step("containerd", start("containerd")),
             Step("kubelet", start("kubelet")),
+            *issuer_steps,
             NODE_EXPORTER_STEP,
         ),
     )
@@ -673,6 +676,7 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
     # its own containerd; installing Ubuntu's containerd over it could replace that runtime, so
     # GPU nodes install containerd only where the image has none.
     packages = ("curl", "gpg", "iptables") if gpu else ("containerd", "curl", "gpg", "iptables")
+    token_files, token_facts, token_step = node_tokens.pool_part(ctx)
     steps = (
         *(
             (Step("containerd-package", f"command -v containerd >/dev/null || {apt_install('containerd')}"),)
@@ -689,6 +693,7 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
         *((GPU_ISOLATION_STEP,) if gpu else ()),
         Step("egress-accounting", start("agk-egress-accounting.service")),
         Step("containerd", start("containerd")),
+        token_step,
         Step("kubelet", start("kubelet")),
     )
     files = (
@@ -697,13 +702,7 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
         *_node_network(ctx, role),
         *(_node_identity(ctx) if gpu else ()),
         *_kubelet(ctx, role, pool.name, pool, (NODE_NETWORK_UNIT,)),
-        _kubeconfig(
-            ctx,
-            PATHS.bootstrap_kubeconfig,
-            f"system:bootstrap:{pool.name}",
-            "bootstrap",
-            ctx.apiserver_url,
-        ),
+        *token_files,
         _containerd(ctx, role, pool.gpus),
         NodeFile(
             PATHS.cni_conflist,
@@ -733,7 +732,6 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
         _sysctl(ctx, role, node=True, forwarding=True),
         *static_pods,
     )
-    cert = pki.kubelet_bootstrap_cert(pool.name)
     return NodeBundle(
         role=role,
         name=pool.name,
@@ -742,10 +740,9 @@ def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
         files=files,
         secrets=(
             SecretFile(f"{PATHS.pki}/ca.crt", f"cert:{pki.KUBERNETES_CA}"),
-            SecretFile(f"{PATHS.pki}/bootstrap.crt", f"cert:{cert}"),
-            SecretFile(f"{PATHS.pki}/bootstrap.key", f"key:{cert}"),
             *KUBE_PROXY_SECRETS,
         ),
+        facts=token_facts,
         disk=None,
         steps=steps,
         # The health endpoint starts first, so a node whose boot fails reports it.
@@ -908,7 +905,7 @@ def _nat(ctx: BootstrapContext) -> NodeBundle:
 
 # ---- delivery: what every host also gets so its bundle keeps reaching it after the first boot ----
 
-HOST_PROGRAMS = ("boot.py", "bundle.py", "files.py", "gates.py", "imds.py", "sync.py", "vault.py")
+HOST_PROGRAMS = ("boot.py", "bundle.py", "files.py", "gates.py", "imds.py", "node_token.py", "sync.py", "vault.py")
 """modules/bootstrap/host, shipped verbatim to /opt/agk/lib (the first five also in customData:
 ``host_boot.STAGE0``); the bundle always brings the current copies."""
 SYNC_SERVICE = "agk-sync.service"
@@ -1002,6 +999,9 @@ def _restart_for(path: str, role: Role) -> Restart | None:
         return Restart("sysctl", "command", (path,), command=SYSCTL_STEP.command)
     if path == PATHS.unit(SYNC_TIMER):
         return Restart(SYNC_TIMER, "restart", (path,))
+    # The issuer's service, program, configuration and certificate are read afresh by each run.
+    if path == PATHS.unit(node_tokens.ISSUER_TIMER):
+        return Restart(node_tokens.ISSUER_TIMER, "restart", (path,))
     return None
 
 

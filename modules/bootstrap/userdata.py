@@ -33,7 +33,7 @@ from modules.errors import AgkError
 AZURE_CUSTOM_DATA_LIMIT = 65_535
 """Azure's customData limit: 64 KB of base64 text (osProfile.customData)."""
 BOOT_COMMAND = f"/usr/bin/python3 {LIB}/boot.py"
-STAGE0_SHA256 = "1249045f333a325fe064d037095b3ebf8b2e40208a02464fc52b7aad08a403ac"
+STAGE0_SHA256 = "2ca01ec36b3fdf061bea9685f09780b47c6ccc4a4aba6a0f031d9e8cbf8d8189"
 """sha256 of the stage-0 programs as customData carries them (``stage0_digest``). Azure refuses to change
 an existing VM's customData (PropertyChangeNotAllowed; pulumi-azure-native#577), so editing one of
 host.boot.STAGE0 makes the next `pulumi up` fail on every fixed host (`agk plan --base` shows it refused).

@@ -14,12 +14,13 @@ import itertools
 import os
 import re
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
-from modules.bootstrap import pki
+from modules.bootstrap import delivery, pki
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.delivery import (
     KEY_PEM_BYTES,
@@ -28,12 +29,13 @@ from modules.bootstrap.delivery import (
     check_sizes,
     document,
     encode,
+    placeholder_facts,
     standin_pems,
 )
 from modules.bootstrap.host import boot as host_boot
 from modules.bootstrap.host.vault import SECRET_LIMIT
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.roles import HOST_PROGRAMS, ROLES, NodeFile, bundle, names, sync_minute
+from modules.bootstrap.roles import HOST_PROGRAMS, ROLES, NodeBundle, NodeFile, bundle, names, sync_minute
 from modules.errors import AgkError
 
 from .certs import issue
@@ -64,7 +66,7 @@ def test_a_bundle_that_does_not_fit_fails_naming_its_host(dev: BootstrapContext)
     noise = base64.b64encode(os.urandom(40_000)).decode()
     big = replace(node, files=(*node.files, NodeFile("/etc/agk/noise", "noise", noise)))
     with pytest.raises(AgkError) as err:
-        encode(document(big, standin_pems(pki.pki_spec(dev))))
+        encode(document(big, standin_pems(pki.pki_spec(dev)), placeholder_facts(dev, node)))
     assert str(err.value).startswith("apiserver dev-apiserver-1: its bundle is ")
     assert str(err.value).endswith(
         f"bytes, over {PARTS} Key Vault secrets of 25,000 bytes: raise delivery.PARTS (new secrets, new names)"
@@ -92,6 +94,10 @@ def _manifests(doc: dict[str, object]) -> dict[str, str]:
 
 def test_a_changed_file_changes_exactly_the_manifests_of_the_pods_that_read_it(ctx: BootstrapContext) -> None:
     pems = issue(pki.pki_spec(ctx))
+
+    def document(node: NodeBundle, pems: dict[str, str]) -> dict[str, Any]:
+        return delivery.document(node, pems, placeholder_facts(ctx, node))
+
     for sp in static_pods(ctx):
         node, manifest = sp.node, f"{PATHS.manifests}/{sp.pod['metadata']['name']}.yaml"
         base = _manifests(document(node, pems))
@@ -117,6 +123,10 @@ def test_a_changed_file_changes_exactly_the_manifests_of_the_pods_that_read_it(c
 
 def test_a_file_no_pod_mounts_leaves_every_manifest_alone(dev: BootstrapContext) -> None:
     pems = issue(pki.pki_spec(dev))
+
+    def document(node: NodeBundle, pems: dict[str, str]) -> dict[str, Any]:
+        return delivery.document(node, pems, placeholder_facts(dev, node))
+
     node = bundle(dev, "apiserver", "dev-apiserver-0")
     files = tuple(replace(f, content=f.content + "# x\n") if f.path == PATHS.sysctl else f for f in node.files)
     assert _manifests(document(replace(node, files=files), pems)) == _manifests(document(node, pems))

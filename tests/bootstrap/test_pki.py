@@ -11,6 +11,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.host.bootstrap_tokens import ISSUER_USER
 from modules.bootstrap.roles import bundle
 from tests.mock_runtime import settled
 
@@ -28,7 +29,10 @@ def test_spec_sans_come_from_the_address_plan(prod: BootstrapContext) -> None:
     peer = spec.cert(pki.etcd_peer_cert(member.name))
     assert peer.ip_addresses == (member.ip, IPv4Address("127.0.0.1"))
     assert set(peer.usages) >= {"server_auth", "client_auth"}
-    assert spec.cert(pki.kubelet_bootstrap_cert("h100-a")).organization == "system:bootstrappers"
+    # Pools join with bootstrap tokens: no bootstrapper certificate exists; the issuer's is the Role's user.
+    assert not [c for c in spec.certs if "bootstrap" in c.common_name and c.name != pki.BOOTSTRAP_TOKEN_ISSUER]
+    issuer = spec.cert(pki.BOOTSTRAP_TOKEN_ISSUER)
+    assert (issuer.common_name, issuer.organization, issuer.ca) == (ISSUER_USER, None, pki.KUBERNETES_CA)
     names = [c.name for c in spec.certs]
     assert len(names) == len(set(names))
 
@@ -81,7 +85,7 @@ def test_cluster_pki_resources_and_the_bundle(dev: BootstrapContext) -> None:
     spec = pki.pki_spec(dev)
     component = ClusterPki("dev-pki", ClusterPkiArgs(spec=spec))
     url = "https://account.blob.core.windows.net"
-    parts = bundle_parts(dev, component, "etcd", "dev-etcd-1", {ACCOUNT_URL_FACT: pulumi.Output.from_input(url)})
+    parts = bundle_parts(dev, component, "etcd", "dev-etcd-1", {ACCOUNT_URL_FACT: pulumi.Output.from_input(url + "\n")})
     # Read only once every registration settled, not when the parts alone have resolved.
     values = settled(pulumi.Output.all(pulumi.Output.all(*parts), *(p.is_secret() for p in parts)))
 

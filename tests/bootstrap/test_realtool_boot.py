@@ -485,12 +485,13 @@ def test_replayed_boot_forwards_pod_traffic_to_the_api_server(
     routes = network_route(network) | {SCALE_SET_ROUTE: {"body": f"{pool}-00"}}
     commands, skipped = _replay(node)
     # Downloads and package services cannot run here; they are steps of their own, in this order.
-    # nvidia-ctk (gpu-isolation) ships only on the HPC image, so it is a step of its own too.
-    later = ("gpu-isolation", "containerd", "kubelet")
+    # nvidia-ctk (gpu-isolation) ships only on the HPC image, so it is a step of its own too. The token
+    # wait reads Key Vault (tests/host/test_node_token.py runs it against the loopback vault).
+    later = ("gpu-isolation", "containerd", "bootstrap-token", "kubelet")
     assert [s for s in skipped if s not in later] == [
         s.name for s in node.steps[: node.steps.index(next(s for s in node.steps if s.name == "host-network"))]
     ]
-    assert skipped[-2:] == ["containerd", "kubelet"]
+    assert skipped[-3:] == ["containerd", "bootstrap-token", "kubelet"]
     # IMDS sits beyond eth0, as in Azure (here in the namespace that stands for the VNet side).
     with namespaces("node", "pod", "api") as ns, fake_imds(ns["api"], tmp_path, routes):
         n, p, a = ns["node"], ns["pod"], ns["api"]

@@ -26,6 +26,7 @@ import yaml
 
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.node_tokens import standin_facts
 from modules.bootstrap.roles import NodeBundle, names
 
 from .certs import issue
@@ -124,7 +125,7 @@ def test_every_static_pod_kubeconfig_loads_in_its_own_mount_namespace(
     ctx: BootstrapContext, require: Callable[[str], str], tmp_path: Path
 ) -> None:
     kubectl = os.path.realpath(_prepare(require))
-    pems = issue(pki.pki_spec(ctx))
+    pems = issue(pki.pki_spec(ctx)) | standin_facts(ctx, ctx.pools[0].name)
     apiserver = names(ctx, "apiserver")[0]
     server = _Server(tmp_path, pems, pki.apiserver_cert(apiserver))
     try:
@@ -166,7 +167,7 @@ def test_a_pod_that_does_not_mount_its_certificates_cannot_load_its_kubeconfig(
 ) -> None:
     # The check can fail: the kube-scheduler without its pki volume (the pod before this fix).
     kubectl = os.path.realpath(_prepare(require))
-    pems = issue(pki.pki_spec(dev))
+    pems = issue(pki.pki_spec(dev)) | standin_facts(dev, dev.pools[0].name)
     sp = next(p for p in static_pods(dev) if p.pod["metadata"]["name"] == "kube-scheduler")
     spec = sp.pod["spec"]
     spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "pki"]

@@ -36,7 +36,7 @@ def _all(ctx: BootstrapContext):  # type: ignore[no-untyped-def]
 
 def test_bundle_carries_every_file_exactly(ctx: BootstrapContext) -> None:
     for node in _all(ctx):
-        secrets, facts = placeholder_pems(node), placeholder_facts(node)
+        secrets, facts = placeholder_pems(node), placeholder_facts(ctx, node)
         doc = host_bundle.decode(
             host_bundle.join(dict(zip(_names(), encode(document(node, secrets, facts)), strict=True)).__getitem__, "s")
         )
@@ -44,7 +44,7 @@ def test_bundle_carries_every_file_exactly(ctx: BootstrapContext) -> None:
         expected = (
             {f.path: f.content for f in node.files}
             | {s.path: secrets[s.secret] for s in node.secrets}
-            | {f.path: facts[f.fact] + "\n" for f in node.facts}
+            | {f.path: facts[f.fact] for f in node.facts}
         )
         # Static pods differ only in their files hash, which the document fills in.
         assert written.keys() == expected.keys()
@@ -75,7 +75,7 @@ def test_every_role_fits_azure_custom_data_and_key_vault_with_real_certificates(
         # Plain base64 (no gzip needed): every role is far below the limit.
         assert len(encoded) < AZURE_CUSTOM_DATA_LIMIT * 0.6, (node.role, len(encoded))
         assert base64.b64decode(encoded).startswith(b"#cloud-config")
-        parts = encode(document(node, pems, standin_facts(node)))
+        parts = encode(document(node, pems, standin_facts(ctx, node)))
         assert len(parts) == PARTS and max(len(p) for p in parts) < SECRET_LIMIT * 0.8, (node.name, len(parts[0]))
 
 

@@ -1,5 +1,5 @@
 """Host tier: the bootstrap token issuer against a stand-in API server (mutual TLS, the add-ons' real
-RBAC objects) and a stand-in Key Vault, both on loopback (tests/host/fake_kube.py, fake_vault.py)."""
+RBAC objects) and a stand-in Key Vault, both on loopback (tests/host/fake_kube.py, fakes.py)."""
 
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ import kubernetes_validate
 import pytest
 
 from modules.bootstrap import versions
+from modules.bootstrap.host import boot, vault
 from modules.bootstrap.host import bootstrap_tokens as bt
-from modules.bootstrap.host import vault_write
 from modules.bootstrap.pki import SERVER, CaSpec, CertSpec, PkiSpec
 from modules.cluster.objects import access
 from tests.bootstrap.certs import issue
 from tests.host.fake_kube import FakeKube, serve_tls
-from tests.host.fake_vault import FakeVault
+from tests.host.fakes import FakeVault, token_of
 from tests.host.loopback import serve
 
 HOST = Path(__file__).resolve().parents[2] / "modules/bootstrap/host"
@@ -36,7 +36,8 @@ NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 HOUR = 3600
 TTL = bt.TTL_HOURS * HOUR
 RENEW = bt.RENEW_BEFORE_HOURS * HOUR
-VAULT_BEARER = "vault-token-of-the-apiserver-identity"
+ISSUER_CLIENT = "11111111-2222-3333-4444-555555555555"
+VAULT_BEARER = token_of(ISSUER_CLIENT)
 SECRETS = {pool: f"{bt.vault_secret_key(pool)}-0a1b2c3d" for pool in ("h100-a", "system")}
 """Pool -> its token's Key Vault secret (the cluster stack adds a digest of the pool identity)."""
 POOLS = tuple(SECRETS)
@@ -65,7 +66,7 @@ class Cluster:
             "cert_file": str(self.files["issuer.crt"]),
             "key_file": str(self.files["issuer.key"]),
             "vault_url": self.vault_url,
-            "client_id": "11111111-2222-3333-4444-555555555555",
+            "client_id": ISSUER_CLIENT,
             "pools": SECRETS,
             **over,
         }
@@ -111,14 +112,21 @@ def _pki(tmp: Path) -> dict[str, Path]:
     return files
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
+def start(tmp_path: Path) -> Iterator[Cluster]:
+    """The stand-in API server and Key Vault on loopback, the issuer's PKI under ``tmp_path``."""
     files = _pki(tmp_path)
     clock = [NOW]
     kube = FakeKube(access.token_issuer(), now=lambda: clock[0])
-    vault = FakeVault(VAULT_BEARER, now=lambda: clock[0])
+    vault = FakeVault(now=lambda: clock[0])
+    for name in SECRETS.values():  # Key Vault Secrets Officer on each pool's secret (the cluster stack's grants)
+        vault.grant_write(name, ISSUER_CLIENT)
     with serve_tls(kube, files["ca"], files["apiserver.crt"], files["apiserver.key"]) as kube_url, serve(vault) as url:
         yield Cluster(kube, kube_url, vault, url, files, clock)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    yield from start(tmp_path)
 
 
 # -- the token and its Secret ----------------------------------------------------------------------
@@ -403,15 +411,26 @@ class FakeImds:
         return 200, {}, {"access_token": VAULT_BEARER, "expires_on": "1"}
 
 
+def host_json(tmp: Path, vault_url: str = "https://kv.vault.azure.net/") -> str:
+    """The API server's /etc/agk/host.json: the issuer takes the vault and its identity from there."""
+    path = tmp / "host.json"
+    path.write_text(
+        boot.HostConfig("apiserver", "apiserver-0", "dev", vault_url, "apiserver-0-x", ISSUER_CLIENT).to_json()
+    )
+    return str(path)
+
+
 def test_the_program_runs_from_its_configuration_file(
     cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "bootstrap-tokens.json"
     path.write_text(cluster.config().to_json())
+    assert cluster.vault_url not in path.read_text() and ISSUER_CLIENT not in path.read_text()  # host.json's
+    host = host_json(tmp_path, cluster.vault_url)
     cluster.clock[0] = time.time()  # main() takes the wall clock
     imds = FakeImds()
     with serve(imds) as imds_url:
-        assert bt.main(["--config", str(path)], imds_endpoint=imds_url) == 0
+        assert bt.main(["--config", str(path), "--host-config", host], imds_endpoint=imds_url) == 0
     out = capsys.readouterr()
     assert out.err == ""
     lines = out.out.splitlines()
@@ -423,7 +442,7 @@ def test_the_program_runs_from_its_configuration_file(
     for pool in POOLS:
         assert cluster.published(pool).secret not in out.out
     with serve(imds) as imds_url:
-        assert bt.main(["--config", str(path)], imds_endpoint=imds_url) == 0
+        assert bt.main(["--config", str(path), "--host-config", host], imds_endpoint=imds_url) == 0
     assert all(": kept: " in line for line in capsys.readouterr().out.splitlines())
 
 
@@ -432,7 +451,12 @@ def test_a_failed_pool_fails_the_run(cluster: Cluster, tmp_path: Path, capsys: p
     path = tmp_path / "c.json"
     path.write_text(cluster.config(pools=only("h100-a")).to_json())
     with serve(FakeImds()) as imds_url:
-        assert bt.main(["--config", str(path)], imds_endpoint=imds_url) == 1
+        assert (
+            bt.main(
+                ["--config", str(path), "--host-config", host_json(tmp_path, cluster.vault_url)], imds_endpoint=imds_url
+            )
+            == 1
+        )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(
         "error: pool h100-a: failed: POST /api/v1/namespaces/kube-system/secrets: HTTP 403"
@@ -444,8 +468,6 @@ GOOD = {
     "ca_file": "/etc/kubernetes/pki/ca.crt",
     "cert_file": "/etc/kubernetes/pki/i.crt",
     "key_file": "/etc/kubernetes/pki/i.key",
-    "vault_url": "https://kv.vault.azure.net",
-    "client_id": "c",
     "pools": {"h100-a": "pool-h100-a-bootstrap-token-0a1b2c3d"},
 }
 
@@ -455,9 +477,13 @@ GOOD = {
     [
         (
             {"poolz": ["x"]},
-            "poolz: unknown key: use only apiserver, ca_file, cert_file, client_id, key_file, pools, renew_before_hours, ttl_hours, vault_url",
+            "poolz: unknown key: use only apiserver, ca_file, cert_file, key_file, pools, renew_before_hours, ttl_hours",
         ),
-        ({"vault_url": None}, "vault_url: must be a non-empty string"),
+        (
+            {"vault_url": "https://kv.vault.azure.net"},  # host.json has it: one copy
+            "vault_url: unknown key: use only apiserver, ca_file, cert_file, key_file, pools, renew_before_hours, ttl_hours",
+        ),
+        ({"ca_file": None}, "ca_file: must be a non-empty string"),
         ({"apiserver": "127.0.0.1:6443"}, "apiserver: '127.0.0.1:6443' is not a URL: use https://<host>[:port]"),
         ({"pools": {}}, "pools: {}: map each pool to its token's Key Vault secret"),
         ({"pools": ["h100-a"]}, "pools: ['h100-a']: map each pool to its token's Key Vault secret"),
@@ -477,17 +503,23 @@ def test_bad_configuration_is_one_line_and_exit_2(
 ) -> None:
     path = tmp_path / "c.json"
     path.write_text(json.dumps({**GOOD, **change}))
-    assert bt.main(["--config", str(path)]) == 2
+    assert bt.main(["--config", str(path), "--host-config", host_json(tmp_path)]) == 2
     out = capsys.readouterr()
     assert out.out == "" and out.err == f"error: {path}: {message}\n"
 
 
 def test_a_missing_key_or_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "c.json"
-    path.write_text(json.dumps({k: v for k, v in GOOD.items() if k != "client_id"}))
-    assert bt.main(["--config", str(path)]) == 2
-    assert capsys.readouterr().err == f"error: {path}: client_id: missing: add it\n"
-    assert bt.main(["--config", str(tmp_path / "nope.json")]) == 2
+    path.write_text(json.dumps({k: v for k, v in GOOD.items() if k != "key_file"}))
+    host = host_json(tmp_path)
+    assert bt.main(["--config", str(path), "--host-config", host]) == 2
+    assert capsys.readouterr().err == f"error: {path}: key_file: missing: add it\n"
+    assert bt.main(["--config", str(path), "--host-config", str(tmp_path / "none.json")]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"error: {tmp_path / 'none.json'}: No such file or directory: the host's facts come from its customData\n"
+    )
+    assert bt.main(["--config", str(tmp_path / "nope.json"), "--host-config", host]) == 2
     assert (
         capsys.readouterr().err
         == f"error: {tmp_path / 'nope.json'}: No such file or directory: write the issuer configuration there\n"
@@ -495,12 +527,12 @@ def test_a_missing_key_or_file_is_one_line_and_exit_2(tmp_path: Path, capsys: py
 
 
 def test_the_configuration_round_trips() -> None:
-    config = bt.IssuerConfig.from_json(json.dumps(GOOD))
+    config = bt.IssuerConfig.from_json(json.dumps(GOOD), vault_url="https://kv.vault.azure.net/", client_id="c")
     assert config.ttl_hours == bt.TTL_HOURS and config.renew_before_hours == bt.RENEW_BEFORE_HOURS
-    assert bt.IssuerConfig.from_json(config.to_json()) == config
+    assert bt.IssuerConfig.from_json(config.to_json(), vault_url=config.vault_url, client_id="c") == config
 
 
-@pytest.mark.parametrize("module", ["bootstrap_tokens.py", "vault_write.py"])
+@pytest.mark.parametrize("module", ["bootstrap_tokens.py", "vault.py", "node_token.py"])
 def test_host_modules_parse_as_python_3_10(module: str) -> None:
     """The oldest host image's Python (3.10) must accept the file; 3.11-only modules are not imported."""
     source = (HOST / module).read_text()
@@ -513,21 +545,25 @@ def test_host_modules_parse_as_python_3_10(module: str) -> None:
     assert not any(isinstance(n, ast.Attribute) and n.attr == "UTC" for n in ast.walk(tree))  # datetime.UTC: 3.11
 
 
-def test_vault_write_speaks_the_7_4_data_plane(cluster: Cluster) -> None:
+def test_the_vault_client_reads_and_writes_through_the_7_4_data_plane(cluster: Cluster) -> None:
     name = "pool-x-bootstrap-token"
-    assert vault_write.get_secret(cluster.vault_url, name, VAULT_BEARER) is None
-    written = vault_write.set_secret(cluster.vault_url, name, "v1", VAULT_BEARER, expires=123, tags={"a": "b"})
+    cluster.vault.grant_write(name, ISSUER_CLIENT)
+    assert vault.read(cluster.vault_url, name, VAULT_BEARER) is None
+    written = vault.write(cluster.vault_url, name, "v1", VAULT_BEARER, expires=123, tags={"a": "b"})
     assert (written.value, written.expires, dict(written.tags)) == ("v1", 123, {"a": "b"})
-    vault_write.set_secret(cluster.vault_url, name, "v2", VAULT_BEARER)
-    read = vault_write.get_secret(cluster.vault_url, name, VAULT_BEARER)
+    vault.write(cluster.vault_url, name, "v2", VAULT_BEARER)
+    read = vault.read(cluster.vault_url, name, VAULT_BEARER)
     assert (
         read is not None
         and read.value == "v2"
         and read.expires is None
         and read.id.startswith("https://vault/secrets/")
     )
-    with pytest.raises(vault_write.VaultError, match=r"^PUT secret bad_name: HTTP 400 BadParameter"):
-        vault_write.set_secret(cluster.vault_url, "bad_name", "v", VAULT_BEARER, sleep=lambda s: None)
+    with pytest.raises(vault.VaultError, match=r"^PUT secret bad_name: HTTP 400 BadParameter"):
+        vault.write(cluster.vault_url, "bad_name", "v", VAULT_BEARER, sleep=lambda s: None)
+    # Secrets Officer on one secret is no grant on another.
+    with pytest.raises(vault.VaultError, match=r"^PUT secret other: HTTP 403 Forbidden: .*setSecret"):
+        vault.write(cluster.vault_url, "other", "v", VAULT_BEARER, sleep=lambda s: None)
 
 
 @pytest.mark.realtool
@@ -623,15 +659,26 @@ def test_kubectl_joins_with_the_published_token_through_the_token_file(cluster: 
 
 
 def test_the_program_runs_as_the_hosts_run_it(tmp_path: Path) -> None:
-    """From /opt/agk/lib as a script, beside imds.py and vault_write.py, importing nothing of the toolkit."""
+    """From /opt/agk/lib as a script, beside the host library, importing nothing of the toolkit."""
+    from modules.bootstrap.roles import HOST_PROGRAMS
+
     lib = tmp_path / "lib"
     lib.mkdir()
-    for name in ("bootstrap_tokens.py", "vault_write.py", "imds.py"):
+    for name in ("bootstrap_tokens.py", *HOST_PROGRAMS):
         (lib / name).write_text((HOST / name).read_text())
     config = tmp_path / "bootstrap-tokens.json"
     config.write_text(json.dumps({**GOOD, "ttl_hours": 6}))
     run = subprocess.run(
-        [sys.executable, "-E", "-s", str(lib / "bootstrap_tokens.py"), "--config", str(config)],
+        [
+            sys.executable,
+            "-E",
+            "-s",
+            str(lib / "bootstrap_tokens.py"),
+            "--config",
+            str(config),
+            "--host-config",
+            host_json(tmp_path),
+        ],
         capture_output=True,
         text=True,
         check=False,

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from modules.bootstrap import host
+from modules.bootstrap import host, node_tokens
 from modules.bootstrap.etcd_backup import LIBRARY
 from modules.bootstrap.roles import HOST_PROGRAMS
 
-PROGRAMS = (*HOST_PROGRAMS, *LIBRARY)
+PROGRAMS = (*HOST_PROGRAMS, *LIBRARY, *node_tokens.LIBRARY)
 
 SOURCE = Path(host.__file__).parent
 

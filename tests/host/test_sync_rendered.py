@@ -27,7 +27,7 @@ def dev() -> BootstrapContext:
 
 def _doc(ctx: BootstrapContext, role: str, name: str) -> dict[str, Any]:
     node = bundle(ctx, role, name)  # type: ignore[arg-type]
-    return document(node, placeholder_pems(node), placeholder_facts(node))
+    return document(node, placeholder_pems(node), placeholder_facts(ctx, node))
 
 
 def _booted(host: Host, doc: dict[str, Any]) -> None:

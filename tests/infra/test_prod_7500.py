@@ -134,6 +134,9 @@ def test_resource_count_grows_with_scale_sets_not_nodes(prod: State) -> None:
     ]
     machines = prod.of_type("azure-native:compute:VirtualMachine")
     pools = {v["inputs"]["tags"]["agk-pool"] for v in scale_sets}
-    assert len(secrets) == len(grants) == PARTS * (len(machines) + len(pools))
+    apiservers = [m for m in machines if m["inputs"]["tags"].get("agk-role") == "apiserver"]
+    # Plus each pool's bootstrap token secret: its nodes read it, every API server writes it.
+    assert len(secrets) == PARTS * (len(machines) + len(pools)) + len(pools)
+    assert len(grants) == PARTS * (len(machines) + len(pools)) + len(pools) * (1 + len(apiservers))
     # The rest is the control plane, its certificates and the network: a few hundred, fixed.
     assert len(prod.resources) - len(scale_sets) - len(per_scale_set) - len(secrets) - len(grants) < 400

@@ -45,6 +45,19 @@ def _readers(action: str, head: str) -> list[str]:
     return sorted(f"{action} RoleAssignment {part_name(head, i)}-reader []" for i in range(1, PARTS + 1))
 
 
+def _grants(action: str, pool: str) -> list[str]:
+    """A pool's bundle read grants and its token secret's grants (the pool reads, each API server writes),
+    in the plan's order (sorted by name)."""
+    token = f"dev-keys-pool-{pool}-bootstrap-token"
+    writers = [f"{action} RoleAssignment {token}-writer-dev-apiserver-{i} []" for i in range(3)]
+    return sorted([*_readers(action, f"dev-keys-pool-{pool}"), f"{action} RoleAssignment {token}-reader []", *writers])
+
+
+def _pool_secrets(action: str, pool: str) -> list[str]:
+    """A pool's bundle secrets, then its bootstrap token secret."""
+    return [*_secrets(action, f"dev-keys-pool-{pool}"), f"{action} Secret dev-keys-pool-{pool}-bootstrap-token []"]
+
+
 # The API servers' flags follow the cluster's node count. They live in each server's Key Vault bundle,
 # which its timer re-reads (a new version of both secrets); the VMs change only their sizing tag, an
 # update Azure accepts. Their customData stays as it was: nothing refused.
@@ -107,19 +120,16 @@ def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
         *APISERVER_BUNDLES,
         "create NodePool h200 []",
         "create RoleAssignment dev-controllers-replacer-h200-00 []",
-        *_readers("create", "dev-keys-pool-h200"),
+        *_grants("create", "h200"),
         "create RoleAssignment dev-storage-checkpoints-h200-read-write []",
         "create RoleAssignment dev-storage-datasets-h200-read []",
         "create VirtualMachineScaleSet h200-00 []",
-        *_secrets("create", "dev-keys-pool-h200"),
+        *_pool_secrets("create", "h200"),
         "create UserAssignedIdentity h200-identity []",
         "create NatGateway dev-egress-h200 []",
         "create NetworkSecurityGroup dev-gpu-h200-nsg []",
         "create PublicIPPrefix dev-egress-h200-ips []",
         "create Subnet dev-gpu-h200 []",
-        "create CertRequest dev-pki-kubelet-bootstrap-h200-csr []",
-        "create LocallySignedCert dev-pki-kubelet-bootstrap-h200 []",
-        "create PrivateKey dev-pki-kubelet-bootstrap-h200-key []",
     ]
     # The API servers' VMs change only their sizing tag: their customData is untouched.
     assert [c.paths for c in case.diff.changes[:3]] == [("tags.agk-cluster-nodes",)] * 3
@@ -145,38 +155,34 @@ def _rename(config: dict[str, Any]) -> None:
     pools["h100x"] = pools.pop("h100")
 
 
-# The pool's secrets are retained on delete (keyvault.py): Pulumi forgets them, Azure keeps them.
+# The pool's secrets are retained on delete (keyvault.py): Pulumi forgets them, Azure keeps them. The
+# API servers' bundles name the pools' token secrets (their issuer's configuration): a new version each.
 RENAMED = [
     "delete NodePool h100 []",
     "delete RoleAssignment dev-controllers-replacer-h100-00 []",
-    *_readers("delete", "dev-keys-pool-h100"),
+    *_grants("delete", "h100"),
     "delete RoleAssignment dev-storage-checkpoints-h100-read-write []",
     "delete RoleAssignment dev-storage-datasets-h100-read []",
     "delete VirtualMachineScaleSet h100-00 []",
-    *_secrets("delete", "dev-keys-pool-h100"),
+    *_pool_secrets("delete", "h100"),
     "delete UserAssignedIdentity h100-identity []",
     "delete NatGateway dev-egress-h100 []",
     "delete NetworkSecurityGroup dev-gpu-h100-nsg []",
     "delete PublicIPPrefix dev-egress-h100-ips []",
     "delete Subnet dev-gpu-h100 []",
-    "delete CertRequest dev-pki-kubelet-bootstrap-h100-csr []",
-    "delete LocallySignedCert dev-pki-kubelet-bootstrap-h100 []",
-    "delete PrivateKey dev-pki-kubelet-bootstrap-h100-key []",
+    *APISERVER_BUNDLES,
     "create NodePool h100x []",
     "create RoleAssignment dev-controllers-replacer-h100x-00 []",
-    *_readers("create", "dev-keys-pool-h100x"),
+    *_grants("create", "h100x"),
     "create RoleAssignment dev-storage-checkpoints-h100x-read-write []",
     "create RoleAssignment dev-storage-datasets-h100x-read []",
     "create VirtualMachineScaleSet h100x-00 []",
-    *_secrets("create", "dev-keys-pool-h100x"),
+    *_pool_secrets("create", "h100x"),
     "create UserAssignedIdentity h100x-identity []",
     "create NatGateway dev-egress-h100x []",
     "create NetworkSecurityGroup dev-gpu-h100x-nsg []",
     "create PublicIPPrefix dev-egress-h100x-ips []",
     "create Subnet dev-gpu-h100x []",
-    "create CertRequest dev-pki-kubelet-bootstrap-h100x-csr []",
-    "create LocallySignedCert dev-pki-kubelet-bootstrap-h100x []",
-    "create PrivateKey dev-pki-kubelet-bootstrap-h100x-key []",
 ]
 
 

@@ -45,8 +45,11 @@ def _stacks(where: Path, rename: bool = False, changes: dict[str, Any] | None = 
     return where
 
 
-PER_POOL = 13 + 2 * PARTS
-"""A renamed pool's resources, deleted and created: 13, and its bundle's PARTS secrets with a read grant each."""
+APISERVERS = 3
+PER_POOL = 13 - 3 + 2 * PARTS + 2 + APISERVERS
+"""A renamed pool's resources, deleted and created: 13 less the 3 of the bootstrap certificate it no longer
+has, its bundle's PARTS secrets with a read grant each, and its bootstrap token secret with the pool's
+read grant and a write grant per API server."""
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +72,13 @@ def test_plan_json_lists_changes_and_the_blast_radius(base: Path, renamed: Path)
     assert (code, err) == (0, "")
     body = json.loads(out)
     assert body["base"] == str(base / "dev" / "state.json")
-    assert body["change_counts"] == {"create": PER_POOL, "update": 0, "replace": 0, "delete": PER_POOL}
+    # The API servers' bundles name the pools' token secrets: each of their PARTS secrets is updated.
+    assert body["change_counts"] == {
+        "create": PER_POOL,
+        "update": APISERVERS * PARTS,
+        "replace": 0,
+        "delete": PER_POOL,
+    }
     for change in body["changes"]:
         assert {"urn", "type", "action", "keys"} <= set(change)
     scale_set = next(c for c in body["changes"] if c["type"] == "azure-native:compute:VirtualMachineScaleSet")
@@ -110,7 +119,10 @@ def test_plan_md_leads_with_the_blast_radius(base: Path, renamed: Path, tmp_path
         "- 1 subnet in use removed: gpu-h100 10.16.1.0/24 -> gone (155 IP configurations, 4 machines)",
         "- API endpoint: unaffected",
     ]
-    assert f"#### Changes against `{base / 'dev' / 'state.json'}`: {PER_POOL} to create, {PER_POOL} to delete" in lines
+    assert (
+        f"#### Changes against `{base / 'dev' / 'state.json'}`: {PER_POOL} to create, {APISERVERS * PARTS} to update, "
+        f"{PER_POOL} to delete"
+    ) in lines
     assert "| delete | `VirtualMachineScaleSet` | `h100-00` |  |" in lines
 
 

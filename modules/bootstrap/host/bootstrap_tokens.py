@@ -44,15 +44,17 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 if __package__:  # the toolkit and the tests import this as modules.bootstrap.host.bootstrap_tokens
-    from . import imds, vault_write
+    from . import boot, imds, node_token, vault
 else:  # a host runs it from /opt/agk/lib, beside the modules it imports
+    import boot  # type: ignore[no-redef,import-not-found]
     import imds  # type: ignore[no-redef,import-not-found]
-    import vault_write  # type: ignore[no-redef,import-not-found]
+    import node_token  # type: ignore[no-redef,import-not-found]
+    import vault  # type: ignore[no-redef,import-not-found]
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
-# k8s.io/cluster-bootstrap token/api: BootstrapTokenPattern and BootstrapGroupPattern. An extra group
-# outside the pattern makes the authenticator refuse the whole token.
-TOKEN_PATTERN = re.compile(r"\A([a-z0-9]{6})\.([a-z0-9]{16})\Z")
+TOKEN_PATTERN = node_token.TOKEN_PATTERN
+# k8s.io/cluster-bootstrap token/api: BootstrapGroupPattern. An extra group outside the pattern makes
+# the authenticator refuse the whole token.
 GROUP_PATTERN = re.compile(r"\Asystem:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]\Z")
 SECRET_TYPE = "bootstrap.kubernetes.io/token"
 NAMESPACE = "kube-system"
@@ -149,7 +151,8 @@ def token_secret(token: Token, pool: str, expires: float, minted_by: str) -> dic
 
 @dataclass(frozen=True)
 class IssuerConfig:
-    """What ``/etc/agk/bootstrap-tokens.json`` holds (the API server role writes it)."""
+    """What ``/etc/agk/bootstrap-tokens.json`` holds (the API server's bundle brings it), with the vault
+    and the host's identity from /etc/agk/host.json."""
 
     apiserver: str
     """The local API server, ``https://127.0.0.1:<port>`` (its certificate has the loopback SAN)."""
@@ -194,25 +197,31 @@ class IssuerConfig:
                 "renew before a token expires (e.g. half its lifetime)"
             )
 
+    HOST_KEYS = ("vault_url", "client_id")
+    """Come from the host's facts (/etc/agk/host.json), not from the file: one copy of each."""
+
     def to_json(self) -> str:
-        return json.dumps({**asdict(self), "pools": dict(self.pools)}, indent=2, sort_keys=True) + "\n"
+        """The file's content: everything but ``HOST_KEYS``."""
+        data = {k: v for k, v in asdict(self).items() if k not in self.HOST_KEYS}
+        return json.dumps({**data, "pools": dict(self.pools)}, indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> IssuerConfig:
+    def from_json(cls, text: str, *, vault_url: str, client_id: str) -> IssuerConfig:
+        """The file's ``text`` with the host's vault and identity (``boot.HostConfig``)."""
         try:
             data = json.loads(text)
         except ValueError as err:
             raise ConfigError(f"not JSON ({err}): rewrite it as a JSON object") from None
         if not isinstance(data, dict):
             raise ConfigError('not a JSON object: write {"apiserver": ..., "pools": {...}, ...}')
-        fields = cls.__dataclass_fields__
+        fields = {k: f for k, f in cls.__dataclass_fields__.items() if k not in cls.HOST_KEYS}
         unknown = sorted(set(data) - set(fields))
         if unknown:
             raise ConfigError(f"{unknown[0]}: unknown key: use only {', '.join(sorted(fields))}")
         missing = sorted(k for k, f in fields.items() if k not in data and f.default is dataclasses.MISSING)
         if missing:
             raise ConfigError(f"{missing[0]}: missing: add it")
-        return cls(**data)
+        return cls(**data, vault_url=vault_url, client_id=client_id)
 
 
 class KubeApi:
@@ -281,7 +290,7 @@ class Outcome:
         return self.action != "failed"
 
 
-def renewal_reason(current: vault_write.VaultSecret | None, now: float, renew_before_hours: int) -> str | None:
+def renewal_reason(current: vault.VaultSecret | None, now: float, renew_before_hours: int) -> str | None:
     """Why the published token must be replaced (without asking the API server), or None."""
     if current is None:
         return "no token published yet"
@@ -319,7 +328,7 @@ def issue(
     """One pool: keep the published token, or mint and publish a new one."""
     name = config.pools[pool]
     try:
-        current = vault_write.get_secret(config.vault_url, name, bearer, sleep=sleep)
+        current = vault.read(config.vault_url, name, bearer, sleep=sleep)
         reason = renewal_reason(current, now, config.renew_before_hours)
         if reason is None:
             assert current is not None
@@ -339,7 +348,7 @@ def issue(
                     raise
         else:
             raise ApiError(409, f"three token ids in a row exist already in {NAMESPACE}")
-        latest = vault_write.get_secret(config.vault_url, name, bearer, sleep=sleep)
+        latest = vault.read(config.vault_url, name, bearer, sleep=sleep)
         changed = latest is not None and (current is None or latest.value != current.value)
         if changed and renewal_reason(latest, now, config.renew_before_hours) is None:
             assert latest is not None
@@ -350,7 +359,7 @@ def issue(
                 f"another API server published token {other.id if other else '?'} first; "
                 f"token {token.id} stays unused until it expires",
             )
-        vault_write.set_secret(
+        vault.write(
             config.vault_url,
             name,
             str(token),
@@ -365,7 +374,7 @@ def issue(
         if err.status == 403:
             hint = f": the add-ons' Role {MANAGED_BY} (create secrets in {NAMESPACE} for {ISSUER_USER}) is missing"
         return Outcome(pool, "failed", f"{err}{hint}")
-    except vault_write.VaultError as err:
+    except vault.VaultError as err:
         return Outcome(pool, "failed", f"Key Vault {config.vault_url}: {err}")
 
 
@@ -386,10 +395,21 @@ def run(
 def main(argv: Sequence[str] | None = None, *, imds_endpoint: str = imds.ENDPOINT) -> int:
     parser = argparse.ArgumentParser(description="Mint and publish the pools' kubelet bootstrap tokens.")
     parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"issuer configuration (default {DEFAULT_CONFIG})")
+    parser.add_argument(
+        "--host-config",
+        default=boot.HOST_CONFIG,
+        help=f"the vault and the host's identity (default {boot.HOST_CONFIG})",
+    )
     args = parser.parse_args(argv)
     try:
+        host = boot.HostConfig.load(args.host_config)
+    except (OSError, ValueError, TypeError) as err:
+        reason = err.strerror if isinstance(err, OSError) else str(err)
+        print(f"error: {args.host_config}: {reason}: the host's facts come from its customData", file=sys.stderr)
+        return 2
+    try:
         with open(args.config, encoding="utf-8") as f:
-            config = IssuerConfig.from_json(f.read())
+            config = IssuerConfig.from_json(f.read(), vault_url=host.vault, client_id=host.client_id)
     except OSError as err:
         print(f"error: {args.config}: {err.strerror}: write the issuer configuration there", file=sys.stderr)
         return 2

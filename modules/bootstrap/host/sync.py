@@ -17,6 +17,10 @@ from the bundle's restart map:
   was, so the next run finds it changed again). A member that is itself down still gets its fix: the
   others decide whether the group can spare it.
 
+On a pool node both also copy the pool's kubelet bootstrap token from its Key Vault secret into the
+token file the bootstrap kubeconfig names (``sync.py token``, the boot step before the kubelet, waits
+for the first one; node_token.py).
+
 Each run is idempotent (a second run with the same bundle does nothing) and logs one line per action.
 The fixed hosts of one role run at different minutes of the hour (their timers' OnCalendar), so two
 members never act at once; pool nodes spread over the hour (RandomizedDelaySec).
@@ -36,13 +40,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 if __package__:  # the toolkit imports this as modules.bootstrap.host.sync
-    from . import boot, bundle, files, gates, imds, vault
+    from . import boot, bundle, files, gates, imds, node_token, vault
 else:  # a host runs it from /opt/agk/lib
     import boot  # type: ignore[import-not-found, no-redef]
     import bundle  # type: ignore[import-not-found, no-redef]
     import files  # type: ignore[import-not-found, no-redef]
     import gates  # type: ignore[import-not-found, no-redef]
     import imds  # type: ignore[import-not-found, no-redef]
+    import node_token  # type: ignore[import-not-found, no-redef]
     import vault  # type: ignore[import-not-found, no-redef]
 
 LOCK = "/run/agk/sync.lock"
@@ -56,6 +61,10 @@ APISERVER_SETTLE_S = 30.0
 """The kubelet notices a changed manifest within its file check period (20 s by default) and stops
 the old pod first: readiness is asked only after that."""
 APISERVER_READY_S = 600.0
+TOKEN_RUN_S = 60.0
+"""How long a timer run waits for a pool's bootstrap token (the next run tries again)."""
+TOKEN_BOOT_S = 30 * 60.0
+"""How long a booting pool node waits for its pool's first bootstrap token before the kubelet starts."""
 
 
 def log(line: str) -> None:
@@ -236,6 +245,34 @@ def _etcd_restart(doc: Mapping[str, Any], r: Mapping[str, Any], rt: Runtime, out
         out.failed.append(f"restart {unit}")
 
 
+def token_config(doc: Mapping[str, Any]) -> node_token.TokenConfig | None:
+    """A pool node's bootstrap token settings, from its bundle (None on other hosts)."""
+    for f in doc["files"]:
+        if f["path"] == node_token.CONFIG:
+            return node_token.TokenConfig.from_json(f["content"])
+    return None
+
+
+def refresh_token(config: node_token.TokenConfig, host: boot.HostConfig, rt: Runtime, deadline_s: float) -> bool:
+    """Copy the pool's current bootstrap token into the token file; False (logged) when there is none."""
+    try:
+        node_token.refresh(
+            host.vault,
+            host.client_id,
+            config,
+            root=rt.root,
+            deadline_s=deadline_s,
+            imds_endpoint=rt.imds_endpoint,
+            sleep=rt.sleep,
+            clock=rt.clock,
+            log=rt.log,
+        )
+    except (node_token.NoTokenYet, vault.VaultError) as err:
+        rt.log(f"bootstrap token: {err}")
+        return False
+    return True
+
+
 def fetch(host: boot.HostConfig, rt: Runtime) -> dict[str, Any]:
     value = boot.fetch(
         host, deadline_s=rt.vault_deadline_s, imds_endpoint=rt.imds_endpoint, sleep=rt.sleep, clock=rt.clock, log=rt.log
@@ -272,7 +309,14 @@ def run(rt: Runtime) -> Outcome:
         except BlockingIOError:
             rt.log("another sync is running; this run does nothing")
             return Outcome()
-        return apply(fetch(host, rt), rt)
+        doc = fetch(host, rt)
+        out = apply(doc, rt)
+        config = token_config(doc)
+        # A joined node no longer reads it; one that has not joined yet (or whose certificate expired)
+        # joins with the current token. No token yet is not a failure of this run.
+        if config is not None:
+            refresh_token(config, host, rt, TOKEN_RUN_S)
+        return out
 
 
 def first_boot(rt: Runtime, value: str | None = None) -> int:
@@ -292,12 +336,21 @@ def first_boot(rt: Runtime, value: str | None = None) -> int:
 
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="sync.py", description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("boot", "run"))
+    parser.add_argument("mode", choices=("boot", "run", "token"))
     parser.add_argument("--root", default="/", help="where the host's file system is (tests)")
     parser.add_argument("--bundle-file", help="boot: the value boot.py fetched (deleted once read)")
+    parser.add_argument(
+        "--deadline", type=float, default=TOKEN_BOOT_S, help="token: seconds to wait for the pool's first token"
+    )
     args = parser.parse_args(argv)
     rt = Runtime(root=args.root)
     try:
+        if args.mode == "token":
+            # The pool node's boot step before the kubelet: its bundle's files are on disk by then.
+            host = boot.HostConfig.load(rt.path(boot.HOST_CONFIG))
+            with open(rt.path(node_token.CONFIG)) as f:
+                config = node_token.TokenConfig.from_json(f.read())
+            return 0 if refresh_token(config, host, rt, args.deadline) else 1
         if args.mode == "boot":
             value = None
             if args.bundle_file:
