@@ -31,6 +31,10 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
+        commands = getattr(self, "commands", ())
+        if message == "the following arguments are required: command" and commands:
+            # argparse's wording for a missing subcommand names the metavar, not the commands.
+            message = f"name a command: {', '.join(commands[:-1])} or {commands[-1]}"
         print(f"error: {message}: see '{self.prog} --help'", file=sys.stderr)
         raise SystemExit(Exit.BAD_INPUT)
 
@@ -81,6 +85,7 @@ def _parser() -> _Parser:
     p.add_argument(
         "--format", choices=("text", "json", "markdown"), default="text", help="Table, JSON, or a PR-comment table."
     )
+    parser.commands = tuple(sub.choices)  # type: ignore[attr-defined]
     return parser
 
 

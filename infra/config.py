@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from modules.bootstrap import versions
 from modules.bootstrap.config import BootstrapConfig
 from modules.cluster.config import AddonsConfig
 from modules.errors import ConfigError
+from modules.netplan.limits import Limits
 from modules.regions import REGIONS, closest
 
 PROJECT = "azure-gpu-k8s"
@@ -34,6 +35,15 @@ _SURGE = re.compile(r"^([0-9]+)%?$")
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: object, info: ValidationInfo) -> object:
+        # YAML reads `yes`/`true` as a boolean, and pydantic would take it as 1 for an int field.
+        annotation = cls.model_fields[info.field_name].annotation if info.field_name else None
+        if isinstance(value, bool) and annotation in (int, int | None, int | str):
+            raise ValueError(f"{str(value).lower()} is not a number: write a whole number")
+        return value
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -193,6 +203,16 @@ class PoolConfig(_Model):
     def _max_nodes(self) -> PoolConfig:
         if self.max_nodes is not None and self.max_nodes < self.nodes:
             raise ValueError(f"max_nodes {self.max_nodes} is below nodes {self.nodes}: raise max_nodes or lower nodes")
+        # Every node takes at least one private IP of its VNet, whose size Azure caps (a hard limit):
+        # refused here, before any planning works through a pool that cannot exist.
+        vnet = Limits.default().rows["vnet-private-ips"].value
+        assert vnet is not None
+        for key, count in (("nodes", self.nodes), ("max_nodes", self.max_nodes or 0)):
+            if count > vnet:
+                raise ValueError(
+                    f"{key} {count:,} is more than one VNet can address ({vnet:,} private IPs, a hard Azure "
+                    "limit): lower it or split the pool across clusters"
+                )
         return self
 
 
@@ -670,6 +690,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *anchor`: the merged keys yield to the explicit ones (construct_mapping merges)
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise yaml.constructor.ConstructorError(
@@ -706,11 +728,20 @@ def read_text(path: Path) -> str:
         raise ConfigError(f"{path}: cannot be read ({err.strerror}): check its permissions") from None
 
 
+def check_stack_path(path: Path) -> None:
+    """ConfigError unless ``path`` is a regular file: absent (naming the stacks there) or something else."""
+    if path.is_file():
+        return
+    if path.exists() or path.is_symlink():
+        kind = "a directory" if path.is_dir() else "not a regular file (a FIFO, socket, device or broken link)"
+        raise ConfigError(f"{path}: {kind}, not a stack file: replace it with the stack's YAML file or remove it")
+    stacks = stack_names(path.parent)
+    raise ConfigError(f"{path}: no such stack file: use one of {', '.join(stacks) or '(none)'}")
+
+
 def read_stack_file(path: Path) -> dict[str, Any]:
     """The raw ``config:`` map of a stack file."""
-    if not path.is_file():
-        stacks = stack_names(path.parent)
-        raise ConfigError(f"{path}: no such stack file: use one of {', '.join(stacks) or '(none)'}")
+    check_stack_path(path)
     doc = parse_yaml(read_text(path), str(path))
     if doc is None:
         raise ConfigError(f"{path}: empty: a stack file starts with 'config:'")
@@ -738,4 +769,7 @@ def load_stack(stacks_dir: Path, stack: str) -> StackConfig:
 
 
 def stack_names(stacks_dir: Path) -> list[str]:
-    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stacks_dir.glob("Pulumi.*.yaml"))
+    """The stacks whose files are there (regular files only: a folder named like one is not a stack)."""
+    return sorted(
+        p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stacks_dir.glob("Pulumi.*.yaml") if p.is_file()
+    )

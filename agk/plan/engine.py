@@ -22,6 +22,7 @@ import heapq
 import importlib.metadata
 import os
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -454,7 +455,15 @@ def export_state(stack: str, stacks_dir: Path, project_root: Path = REPO_ROOT) -
 
 # -- where --out writes ----------------------------------------------------------------------------
 def _writable(path: Path) -> bool:
-    return os.access(path, os.W_OK | os.X_OK)
+    """Whether a folder can take new entries: the permissions, then a probe (a directory made and removed
+    at once), since root passes every permission check on file systems that refuse entries (/proc, /sys)."""
+    if not os.access(path, os.W_OK | os.X_OK):
+        return False
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".agk-probe-", dir=path))
+    except OSError:
+        return False
+    return True
 
 
 def check_out(out: Path, layout: dict[str, tuple[str, ...]], flag: str = "--out") -> None:

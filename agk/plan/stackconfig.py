@@ -68,7 +68,7 @@ def _mask_secure(value: Any) -> Any:
 def runtime_config(stacks_dir: Path, stack: str, project: str) -> tuple[dict[str, str], list[str]]:
     """``(config, secret keys)`` for ``pulumi.runtime.set_all_config``."""
     path = stack_file(stacks_dir, stack)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         known = ", ".join(stack_names(stacks_dir)) or "(none)"
         raise ConfigError(f"unknown stack {stack!r}: no {path}: use one of {known}")
     raw = read_stack_file(path)  # the program's own reader: duplicate keys, encodings, Pulumi's keys

@@ -201,3 +201,18 @@ def test_unwritable_out(shared: Path, command: list[str], sub: str, message: str
     done = run("agk", *command, "--out", str(shared / sub), **_as_someone_else())
     assert_refused(done, message.format(top=shared))
     assert {name: files(shared / name) for name in ("ro", "rw")} == before
+
+
+PSEUDO = [
+    ("plan", PLAN, "/proc/agk-test", "--out /proc/agk-test: cannot be created (/proc is not writable): "),
+    ("plan", PLAN, "/sys/agk/x", "--out /sys/agk/x: cannot be created (/sys is not writable): "),
+    ("render", RENDER, "/proc/agk-test", "--out /proc/agk-test: cannot be created (/proc is not writable): "),
+]
+
+
+@pytest.mark.parametrize(("command", "out", "message"), [c[1:] for c in PSEUDO], ids=[f"{c[0]} {c[2]}" for c in PSEUDO])
+def test_a_file_system_that_takes_no_new_entries_is_refused_before_work(
+    command: list[str], out: str, message: str
+) -> None:
+    # Root passes every permission check on /proc and /sys; only creating something there fails.
+    assert_refused(run("agk", *command, "--out", out), message + "give a directory you can write to")

@@ -610,3 +610,7 @@ def test_version_and_missing_stacks_dir() -> None:
         calc("plan", "--stack", "dev", "--stacks-dir", "/nonexistent"),
         "--stacks-dir /nonexistent: no such directory: pass the folder with the Pulumi.<stack>.yaml files",
     )
+
+
+def test_no_command_names_the_commands() -> None:
+    _assert_one_line_error(calc(), "name a command: size, fit or plan: see 'subnet-calc --help'")

@@ -245,6 +245,28 @@ CASES: list[tuple[str, Mutation, str]] = [
         _set("addons.balloons", {"h100": 9}),
         "dev: azure-gpu-k8s:addons.balloons.h100: 9 replicas exceed pool h100's 4 nodes: lower replicas",
     ),
+    (
+        "a boolean for a count",
+        _set("cluster.gpu_pools.a100.nodes", True),
+        "dev: azure-gpu-k8s:cluster.gpu_pools.a100.nodes: true is not a number: write a whole number",
+    ),
+    (
+        "a boolean for the API server count",
+        _set("cluster.api_servers.count", True),
+        "dev: azure-gpu-k8s:cluster.api_servers.count: true is not a number: write a whole number",
+    ),
+    (
+        "more nodes than a VNet addresses",
+        _set("cluster.gpu_pools.a100.nodes", 10**12),
+        "dev: azure-gpu-k8s:cluster.gpu_pools.a100: nodes 1,000,000,000,000 is more than one VNet can address "
+        "(65,536 private IPs, a hard Azure limit): lower it or split the pool across clusters",
+    ),
+    (
+        "a max_nodes no VNet addresses",
+        _set("cluster.gpu_pools.a100.max_nodes", 70_000),
+        "dev: azure-gpu-k8s:cluster.gpu_pools.a100: max_nodes 70,000 is more than one VNet can address "
+        "(65,536 private IPs, a hard Azure limit): lower it or split the pool across clusters",
+    ),
 ]
 
 
@@ -425,3 +447,34 @@ def test_a_broken_unrelated_stack_does_not_block(tmp_path: Path) -> None:
     stacks = write_stacks(tmp_path, lambda c: None)
     (stacks / "Pulumi.junk-addons.yaml").write_text("config:\n  azure-gpu-k8s:kind: addons\n  azure-gpu-k8s:x: 1\n")
     assert prepare_cluster("dev", load_stack(stacks, "dev"), stacks).config.cluster is not None
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_stack_file_that_is_not_a_file_is_named_as_such(tmp_path: Path, kind: str) -> None:
+    import os
+
+    stacks = write_stacks(tmp_path, lambda c: None)
+    path = stacks / "Pulumi.dev.yaml"
+    path.unlink()
+    if kind == "directory":
+        path.mkdir()
+        what = "a directory"
+    else:
+        os.mkfifo(path)
+        what = "not a regular file (a FIFO, socket, device or broken link)"
+    with pytest.raises(AgkError) as err:
+        load_stack(stacks, "dev")
+    assert (
+        str(err.value) == f"dev: {path}: {what}, not a stack file: replace it with the stack's YAML file or remove it"
+    )
+
+
+def test_yaml_merge_keys_work_as_pulumi_reads_them(tmp_path: Path) -> None:
+    # Pulumi's YAML reader (gopkg.in/yaml.v3) honours merge keys; so does the stack reader: the merged
+    # keys yield to the pool's own, and a key given twice explicitly is still refused.
+    from infra.config import parse_yaml
+
+    doc = parse_yaml("a: &a {vm_size: X, nodes: 2}\nb:\n  <<: *a\n  nodes: 5\n", "f")
+    assert doc == {"a": {"vm_size": "X", "nodes": 2}, "b": {"vm_size": "X", "nodes": 5}}
+    with pytest.raises(AgkError, match=r"^f line 3: duplicate key 'nodes' \(first on line 2\): give each key once$"):
+        parse_yaml("b:\n  nodes: 1\n  nodes: 2\n", "f")
