@@ -55,10 +55,10 @@ typecheck: $(STAMP)
 	$(BIN)/mypy modules infra policies agk
 
 schema: $(STAMP)
-	$(BIN)/python -m infra.schema > stacks/schema.json
+	$(BIN)/python -m modules.stackplan.schema > stacks/schema.json
 
 schema-check: $(STAMP)
-	@$(BIN)/python -m infra.schema | diff -u stacks/schema.json - || \
+	@$(BIN)/python -m modules.stackplan.schema | diff -u stacks/schema.json - || \
 	  (echo "error: stacks/schema.json is stale: run 'make schema'" >&2; exit 1)
 
 pytest: $(STAMP)

@@ -88,7 +88,7 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, base: 
     def work() -> int:
         from agk.plan import run
         from agk.plan.engine import check_out
-        from infra.config import stack_names
+        from modules.stackplan.config import stack_names
 
         if out is not None:
             # Before any planning: a plan takes seconds to minutes, a wrong --out is known now.

@@ -26,8 +26,6 @@ from typing import Any
 
 import yaml
 
-from infra.config import load_stack
-from infra.prepare import prepare_cluster
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.delivery import document, placeholder_facts, placeholder_pems
 from modules.bootstrap.roles import ROLES, NodeBundle, bundle, names
@@ -35,6 +33,8 @@ from modules.bootstrap.userdata import offline_host, render_user_data
 from modules.cluster.manifests import render_manifests
 from modules.cluster.spec import AddonsSpec
 from modules.errors import AgkError
+from modules.stackplan.config import load_stack
+from modules.stackplan.prepare import prepare_cluster
 
 OWNED = ("nodes", "manifests")
 """The folders under ``--out`` that a render writes, and replaces whole."""

@@ -18,7 +18,7 @@ from agk.errors import Exit, guard, status_of
 from modules.errors import AgkError
 from modules.netplan.fit import FIT_PLUGINS, Budget, Fit, most_nodes, most_pod_ips
 from modules.netplan.limits import Limits
-from modules.netplan.sizing import DEFAULT_MAX_PODS, PLUGINS, Sizing, parse_surge, size
+from modules.netplan.subnet_sizes import DEFAULT_MAX_PODS, PLUGINS, Sizing, parse_surge, size
 
 STACKS_DIR = "stacks"
 
@@ -127,7 +127,7 @@ def size_text(result: Sizing) -> str:
 
 def stack_budgets(stack: str, stacks_dir: Path) -> tuple[Budget, ...]:
     """What ``stack``'s GPU pools may take: its VNet and every peered group it is in, less the rest."""
-    from infra.addresses import plan_stack
+    from modules.stackplan.addresses import plan_stack
 
     plan = plan_stack(stacks_dir, stack)
     network, vnet = plan.network, plan.vnet
@@ -188,7 +188,7 @@ def _fit(args: argparse.Namespace) -> Fit:
 
 def plan_json(stack: str, stacks_dir: Path) -> dict[str, Any]:
     """The address plan of one stack as `subnet-calc plan --format json` prints it."""
-    from infra.addresses import plan_stack
+    from modules.stackplan.addresses import plan_stack
 
     plan = plan_stack(stacks_dir, stack)
     network = plan.network

@@ -13,8 +13,6 @@ for _path in (ROOT, ROOT / "tests"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from infra.config import load_stack  # noqa: E402
-from infra.prepare import prepare_cluster  # noqa: E402
 from modules.bootstrap import pki  # noqa: E402
 from modules.bootstrap.context import BootstrapContext  # noqa: E402
 from modules.bootstrap.delivery import PARTS, check_sizes, document, encode, standin_facts  # noqa: E402
@@ -26,6 +24,8 @@ from modules.bootstrap.userdata import (  # noqa: E402
     offline_host,
     render_user_data,
 )
+from modules.stackplan.config import load_stack  # noqa: E402
+from modules.stackplan.prepare import prepare_cluster  # noqa: E402
 
 RUNS = 5
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from infra.config import load_stack
-from infra.prepare import addons_for, prepare_cluster
 from modules.cluster.manifests import render_manifests
+from modules.stackplan.config import load_stack
+from modules.stackplan.prepare import addons_for, prepare_cluster
 
 STACKS = Path(__file__).resolve().parents[1] / "stacks"
 

@@ -88,8 +88,8 @@ def plan_seconds(spokes: int = 1000, subnets: int = 10, runs: int = 5) -> float:
 
 def prod_utilization() -> tuple[str, str]:
     """prod-7500's address span: the planner's largest-first layout vs in-order `cidrsubnets`."""
-    from infra.addresses import cluster_subnets, plan_stack  # pydantic and the stack model: only here
-    from infra.pools import plan_pools
+    from modules.stackplan.addresses import cluster_subnets, plan_stack  # pydantic and the stack model: only here
+    from modules.stackplan.pools import plan_pools
 
     plan = plan_stack(ROOT / "stacks", "prod-7500")
     vnet = plan.vnet

@@ -14,12 +14,6 @@ from typing import Any
 import pulumi
 from pulumi_azure_native import authorization, managedidentity, resources
 
-from infra.addresses import StackPlan, deployed_subnets, hub_stack_name, limits_for, plan_stack
-from infra.config import BACKUP_CONTAINER, PROJECT, StackConfig, parse_config, resource_group_name
-from infra.egress import public_ips_for
-from infra.pools import SYSTEM
-from infra.prepare import ClusterPrep, prepare_cluster
-from infra.prerequisites import hub_prerequisites
 from modules import tags as tagging
 from modules.azure.boot import minimal_cloud_config
 from modules.azure.context import DeployContext
@@ -42,7 +36,13 @@ from modules.bootstrap.kubeconfig import admin_kubeconfig
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
 from modules.bootstrap.roles import Role
-from modules.sizing.recommend import etcd_iops
+from modules.stackplan.addresses import StackAddresses, deployed_subnets, hub_stack_name, limits_for, plan_stack
+from modules.stackplan.config import BACKUP_CONTAINER, PROJECT, StackConfig, parse_config, resource_group_name
+from modules.stackplan.egress import public_ips_for
+from modules.stackplan.pools import SYSTEM
+from modules.stackplan.prepare import ClusterPrep, prepare_cluster
+from modules.stackplan.prerequisites import hub_prerequisites
+from modules.vm_sizing.recommend import etcd_iops
 
 # The other stacks of the network (hub, sibling spokes) are read from their files: Pulumi's
 # stackConfigDir, or wherever `agk plan --stacks-dir` points (it sets AGK_STACKS_DIR).
@@ -103,7 +103,7 @@ def _limits_tag(config: StackConfig) -> str:
     return tagging.encode_limits({r.name: r.value for r in limits_for(config).overridden() if r.value is not None})
 
 
-def build_hub(stack: str, config: StackConfig, plan: StackPlan) -> dict[str, Any]:
+def build_hub(stack: str, config: StackConfig, plan: StackAddresses) -> dict[str, Any]:
     assert config.hub is not None
     egress_ips = public_ips_for(
         max(config.hub.jump_hosts, 1),

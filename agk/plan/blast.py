@@ -2,7 +2,7 @@
 
 Everything is counted from the base (what runs today): a replaced scale set takes its running
 instances with it, whatever the new one will hold. GPUs come from the one VM size table
-(:mod:`modules.sizing.skus`); subnets and what takes addresses in them from the policy pack's
+(:mod:`modules.vm_sizing.skus`); subnets and what takes addresses in them from the policy pack's
 graph (:mod:`policies.rules.graph`), so a plan and a review count the same way.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 from agk.plan import wire
 from agk.plan.diff import Change, StackDiff, State
 from modules import tags as tagnames
-from modules.sizing.skus import SKUS
-from policies.rules import wire as props_wire
+from modules.vm_sizing.skus import SKUS
+from policies.rules import fields as props_wire
 from policies.rules.graph import Graph
 
 VMSS = "azure-native:compute:VirtualMachineScaleSet"

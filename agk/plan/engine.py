@@ -41,8 +41,8 @@ from pulumi.runtime.stack import run_in_stack
 from agk.plan import wire
 from agk.plan.monitor import STACK_TYPE, Captured, CaptureMonitor, LastOutputs
 from agk.plan.stackconfig import project_name, runtime_config
-from infra.config import stack_names
 from modules.errors import AgkError, ConfigError
+from modules.stackplan.config import stack_names
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

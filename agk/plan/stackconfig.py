@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from infra.config import read_stack_file, stack_file, stack_names
 from modules.errors import ConfigError
+from modules.stackplan.config import read_stack_file, stack_file, stack_names
 
 SECRET_PLACEHOLDER = "[secret]"
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from pulumi_policy import Policy
 
 from agk.review import config as policy_config_file
-from agk.review import render
+from agk.review import formats
 from agk.review.evaluate import Report, evaluate
 from agk.review.export import Deployment, load_file, parse
-from infra.config import stack_file
-from infra.config import stack_names as config_stack_names
 from modules.errors import AgkError
+from modules.stackplan.config import stack_file
+from modules.stackplan.config import stack_names as config_stack_names
 from policies.changes import CHANGE_POLICIES
 from policies.pack import ENFORCEMENT, NAME, POLICIES, VERSION
 from policies.rules.change import Allowance
@@ -83,12 +83,12 @@ def review(deployments: list[Deployment], policy_config: Path | None, changes: S
 
 def format_report(report: Report, fmt: str, with_changes: bool = False) -> str:
     if fmt == "json":
-        return render.as_json(report)
+        return formats.as_json(report)
     if fmt == "sarif":
-        return render.sarif(report, ALL_POLICIES if with_changes else POLICIES, VERSION)
+        return formats.sarif(report, ALL_POLICIES if with_changes else POLICIES, VERSION)
     if fmt == "markdown":
-        return render.markdown(report)
-    return render.text(report)
+        return formats.markdown(report)
+    return formats.text(report)
 
 
 def verdict(state: dict[str, Any], stack: str, changes: ChangeSet | None = None) -> str:

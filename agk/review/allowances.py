@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from infra.config import ChangesConfig, parse_section, read_stack_file, stack_file
 from modules.errors import ConfigError
+from modules.stackplan.config import ChangesConfig, parse_section, read_stack_file, stack_file
 from policies.rules.change import CHANGES_KEY, Allowance
 
 

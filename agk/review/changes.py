@@ -12,7 +12,7 @@ from agk.review.config import Settings
 from agk.review.evaluate import Report, Violation
 from modules import tags as tagnames
 from policies.changes import ChangePolicy
-from policies.rules import wire
+from policies.rules import fields
 from policies.rules.change import Allowance, ChangeArgs, ChangedResource, PoolChange, SubnetChange
 
 STACK_TYPE = "pulumi:pulumi:Stack"
@@ -24,8 +24,8 @@ def _pools(resources: Iterable[State]) -> dict[str, int]:
         if res.get("type") != VMSS:
             continue
         props = props_of(res)
-        pool = wire.tag(props, tagnames.POOL) or str(res["urn"]).rsplit("::", 1)[-1]
-        out[pool] = out.get(pool, 0) + (wire.number(wire.get(props, "sku.capacity")) or 0)
+        pool = fields.tag(props, tagnames.POOL) or str(res["urn"]).rsplit("::", 1)[-1]
+        out[pool] = out.get(pool, 0) + (fields.number(fields.get(props, "sku.capacity")) or 0)
     return out
 
 
@@ -38,14 +38,14 @@ def change_args(diff: StackDiff, allowances: Sequence[Allowance]) -> ChangeArgs:
             action=c.action,
             keys=c.keys,
             refused=c.refused,
-            role=wire.role(props_of(c.before if c.before is not None else c.after or {})),
+            role=fields.role(props_of(c.before if c.before is not None else c.after or {})),
         )
         for c in diff.changes
     ]
     subnets = [
         SubnetChange(
             s.urn,
-            s.urn.rsplit("::", 1)[-1] if s.urn.split("::")[2].endswith(wire.SUBNET) else s.subnet,
+            s.urn.rsplit("::", 1)[-1] if s.urn.split("::")[2].endswith(fields.SUBNET) else s.subnet,
             s.subnet,
             tuple(s.before),
             tuple(s.after),

@@ -17,7 +17,7 @@ from modules import tags as tagging
 from modules.azure.context import DeployContext
 from modules.azure.vm import boot_data, ssh_only
 from modules.bootstrap.context import BOOT_HEALTH_PATH, BOOT_HEALTH_PORT
-from modules.sizing.scale_sets import ScaleSetPlan
+from modules.vm_sizing.scale_sets import ScaleSetPlan
 
 
 @dataclass(frozen=True)

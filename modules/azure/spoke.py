@@ -25,7 +25,7 @@ from modules.netplan.plan import VNetPlan
 
 @dataclass(frozen=True)
 class Egress:
-    """One NAT gateway of the spoke and the subnets behind it (infra.egress plans them)."""
+    """One NAT gateway of the spoke and the subnets behind it (modules.stackplan.egress plans them)."""
 
     name: str
     """``shared`` or a GPU pool's name: the gateway is ``<spoke>-egress-<name>``."""

@@ -12,7 +12,7 @@ from modules.azure.context import DeployContext
 from modules.azure.nsg import BASELINE_INBOUND, Rule, security_group
 from modules.netplan.addressing import NSG_EXEMPT_SUBNETS
 from modules.netplan.plan import VNetPlan
-from modules.netplan.sizing import block_prefix
+from modules.netplan.subnet_sizes import block_prefix
 
 
 def static_public_ip(name: str, ctx: DeployContext, role: str, parent: pulumi.Resource) -> network.PublicIPAddress:

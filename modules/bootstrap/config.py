@@ -154,7 +154,7 @@ class PrometheusTuning(_Model):
         default=None,
         ge=64,
         le=32767,
-        description="TSDB data disk size; default: retention x estimated ingestion (modules.sizing.recommend).",
+        description="TSDB data disk size; default: retention x estimated ingestion (modules.vm_sizing.recommend).",
     )
 
     @field_validator("gomaxprocs", "query_max_samples")

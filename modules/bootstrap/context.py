@@ -1,6 +1,6 @@
 """Everything the bootstrap templates need, as plain frozen values (no config models, no Pulumi).
 
-``infra/bootstrap.py`` builds a ``BootstrapContext`` from a stack's config and its address
+``modules/stackplan/boot_context.py`` builds a ``BootstrapContext`` from a stack's config and its address
 plan; every renderer and the PKI spec read only this.
 """
 
@@ -110,7 +110,7 @@ class Taint:
 
 
 @dataclass(frozen=True)
-class NodePool:
+class PoolBoot:
     """A pool of identical nodes that boot from one user-data."""
 
     name: str
@@ -130,7 +130,7 @@ class NodePool:
 
 
 @dataclass(frozen=True)
-class ControlPlane:
+class ControlPlaneHosts:
     apiservers: tuple[Host, ...]
     max_requests_inflight: int
     max_mutating_requests_inflight: int
@@ -195,8 +195,8 @@ class BootstrapContext:
     """Everything that is not the internet for egress accounting (address plan, not a literal)."""
     etcd: EtcdCluster
     events_etcd: EtcdCluster | None
-    control_plane: ControlPlane
-    pools: tuple[NodePool, ...]
+    control_plane: ControlPlaneHosts
+    pools: tuple[PoolBoot, ...]
     total_nodes: int
     node: NodeSettings
     prometheus: PrometheusSettings
@@ -217,7 +217,7 @@ class BootstrapContext:
     def apiserver_url(self) -> str:
         return f"https://{self.apiserver_vip}:{APISERVER_PORT}"
 
-    def pool(self, name: str) -> NodePool:
+    def pool(self, name: str) -> PoolBoot:
         for p in self.pools:
             if p.name == name:
                 return p

@@ -2,7 +2,7 @@
 library they run, and the alert rules on snapshot age (pure).
 
 Only the main etcd cluster carries ``EtcdCluster.backup``; the events etcd renders none of this (its events
-expire within an hour and nothing needs them after a restore: infra/config.py ``EtcdConfig.backup``).
+expire within an hour and nothing needs them after a restore: modules/stackplan/config.py ``EtcdConfig.backup``).
 How one snapshot per interval is chosen among the members: modules/bootstrap/host/etcd_snapshot.py.
 """
 

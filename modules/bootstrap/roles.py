@@ -39,7 +39,7 @@ from modules.bootstrap.context import (
     BootstrapContext,
     EtcdCluster,
     Host,
-    NodePool,
+    PoolBoot,
 )
 from modules.bootstrap.host import boot as host_boot
 from modules.bootstrap.layout import PATHS
@@ -262,7 +262,7 @@ def _containerd(ctx: BootstrapContext, role: Role, gpus: int) -> NodeFile:
 
 
 def _kubelet(
-    ctx: BootstrapContext, role: Role, host_name: str, pool: NodePool | None, after: tuple[str, ...]
+    ctx: BootstrapContext, role: Role, host_name: str, pool: PoolBoot | None, after: tuple[str, ...]
 ) -> tuple[NodeFile, ...]:
     config = render(
         "kubelet-config.yaml.j2",
@@ -668,7 +668,7 @@ def _node_identity(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
     )
 
 
-def _pool(ctx: BootstrapContext, pool: NodePool) -> NodeBundle:
+def _pool(ctx: BootstrapContext, pool: PoolBoot) -> NodeBundle:
     role: Role = pool.role
     gpu = pool.gpus > 0
     static_pods = tuple(f for ref in POOL_STATIC_PODS for f in STATIC_PODS[ref](ctx, None))

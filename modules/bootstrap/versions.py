@@ -107,7 +107,7 @@ TABLE: dict[str, Release] = {
 SUPPORTED: tuple[str, ...] = tuple(TABLE)
 
 IMAGE_CONTAINERD: dict[str, str] = {
-    # Canonical ubuntu-24_04-lts server (infra/config.py UBUNTU_2404): the archive's containerd
+    # Canonical ubuntu-24_04-lts server (modules/stackplan/config.py UBUNTU_2404): the archive's containerd
     # package is the 1.7 line (noble). *unverified* on this exact version: check `containerd --version`.
     "24.04.202609040": "1.7",
     # microsoft-dsvm ubuntu-hpc 2204 (UBUNTU_HPC_2204): moby-containerd from packages.microsoft.com,

@@ -7,7 +7,7 @@ from modules.cluster.objects import (
     admission,
     balloons,
     cloud_provider,
-    dns,
+    coredns,
     gang,
     health,
     network_policies,
@@ -30,7 +30,7 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         priorities.priority_classes()
         + teams.teams(spec)
         + admission.admission(spec)
-        + dns.dns(spec)
+        + coredns.dns(spec)
         + state_metrics.state_metrics(spec)
         + cloud_provider.cloud_provider(spec)
         + health.health(spec)

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from modules.errors import AgkError
 from modules.netplan.limits import Limits
-from modules.netplan.sizing import POD_BATCH, parse_surge
+from modules.netplan.subnet_sizes import POD_BATCH, parse_surge
 
 FIT_PLUGINS = ("azure-cni", "azure-cni-pod-subnet")
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
 from modules.errors import ConfigError
-from modules.sizing.skus import SKUS
+from modules.vm_sizing.skus import SKUS
 
 # NamedTuple, not dataclass: `subnet-calc size` imports this table and must start instantly
 # (dataclasses imports `inspect`, a large part of the start-up budget).

@@ -1,7 +1,7 @@
 """Plan every VNet of a hub-and-spoke network: subnets laid out, limits counted, overlaps refused.
 
 Input is plain value objects (``VNetSpec``), so the planner knows nothing of stack files or
-Pulumi; ``infra.addresses`` builds the specs from validated stack config.
+Pulumi; ``modules.stackplan.addresses`` builds the specs from validated stack config.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from modules.netplan.addressing import AKS_REFUSED, AddressError, check_usable, 
 from modules.netplan.findings import Finding
 from modules.netplan.layout import Block, allocate
 from modules.netplan.limits import Limits
-from modules.netplan.sizing import AZURE_RESERVED_PER_SUBNET, usable
+from modules.netplan.subnet_sizes import AZURE_RESERVED_PER_SUBNET, usable
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from policies.rules import wire
+from policies.rules import fields
 
 ETCD_ROLES = frozenset({"etcd", "events-etcd"})
 CHANGES_KEY = "azure-gpu-k8s:changes"
@@ -94,13 +94,13 @@ class ChangeArgs:
 
 def _what(change: ChangedResource) -> str | None:
     """Why a resource holds state that a replacement or deletion destroys (None: it does not)."""
-    if change.type == wire.VNET:
+    if change.type == fields.VNET:
         return "VNet (every subnet, peering and address in it)"
-    if change.type == wire.STORAGE_ACCOUNT:
+    if change.type == fields.STORAGE_ACCOUNT:
         return "storage account (datasets and checkpoints)"
-    if change.type == wire.VM and change.role in ETCD_ROLES:
+    if change.type == fields.VM and change.role in ETCD_ROLES:
         return f"{change.role} member VM (one of the quorum)"
-    if change.type == wire.DISK and change.role in ETCD_ROLES:
+    if change.type == fields.DISK and change.role in ETCD_ROLES:
         return f"{change.role} data disk (the member's data)"
     return None
 
@@ -115,7 +115,7 @@ def no_stateful_replacement(args: ChangeArgs, report_violation: Report) -> None:
         if change.action not in ("replace", "delete"):
             continue
         what = _what(change)
-        if what is None and change.type == wire.SUBNET and change.urn in in_use:
+        if what is None and change.type == fields.SUBNET and change.urn in in_use:
             count = in_use[change.urn].ip_configurations
             what = f"subnet in use ({count:,} IP configuration{'s' if count != 1 else ''} in it today)"
         if what is None or args.allowed(change.urn, change.name, change.action):

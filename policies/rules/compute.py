@@ -10,9 +10,9 @@ from typing import Any
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
 from modules import tags as tagnames
-from modules.sizing import recommend
-from modules.sizing.skus import SKUS
-from policies.rules import limits, wire
+from modules.vm_sizing import recommend
+from modules.vm_sizing.skus import SKUS
+from policies.rules import fields, limits
 from policies.rules.graph import Graph
 
 _VMSS_NICS = "virtualMachineProfile.networkProfile.networkInterfaceConfigurations"
@@ -34,21 +34,21 @@ def is_infiniband(vm_size: str) -> bool:
 
 
 def _nic_configs(args: ResourceValidationArgs) -> list[tuple[str, Any]]:
-    if args.resource_type == wire.NIC:
+    if args.resource_type == fields.NIC:
         return [(f"NIC {args.name}", args.props)]
-    if args.resource_type == wire.VMSS:
+    if args.resource_type == fields.VMSS:
         return [
-            (f"scale set {args.name} NIC {wire.get(nic, 'name', '?')}", nic)
-            for nic in wire.items(args.props, _VMSS_NICS)
+            (f"scale set {args.name} NIC {fields.get(nic, 'name', '?')}", nic)
+            for nic in fields.items(args.props, _VMSS_NICS)
         ]
     return []
 
 
 def nic_ip_configurations(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     cap = limits.in_force("nic-private-ips", {})
-    pod_ips = wire.int_tag(args.props, tagnames.POD_IPS)
+    pod_ips = fields.int_tag(args.props, tagnames.POD_IPS)
     for what, nic in _nic_configs(args):
-        count = len(wire.items(nic, "ipConfigurations"))
+        count = len(fields.items(nic, "ipConfigurations"))
         if count > cap:
             report_violation(
                 f"{what} has {count} IP configurations, over Azure's {cap} per NIC: lower pod_ips to {cap - 1} "
@@ -64,17 +64,17 @@ def nic_ip_configurations(args: ResourceValidationArgs, report_violation: Report
 
 
 def _single_placement_group(props: Any) -> bool:
-    value = wire.get(props, "singlePlacementGroup")
+    value = fields.get(props, "singlePlacementGroup")
     if value is None:
         # Uniform scale sets default to one placement group; Flexible ones never use one.
-        return str(wire.get(props, "orchestrationMode", "Uniform")).lower() != "flexible"
+        return str(fields.get(props, "orchestrationMode", "Uniform")).lower() != "flexible"
     return bool(value)
 
 
 def scale_set_capacity_within_cap(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if args.resource_type != wire.VMSS:
+    if args.resource_type != fields.VMSS:
         return
-    capacity = wire.number(wire.get(args.props, "sku.capacity")) or 0
+    capacity = fields.number(fields.get(args.props, "sku.capacity")) or 0
     if _single_placement_group(args.props):
         name, mode = "vmss-instances-spg", "singlePlacementGroup=true"
     else:
@@ -89,9 +89,9 @@ def scale_set_capacity_within_cap(args: ResourceValidationArgs, report_violation
 
 
 def infiniband_single_placement_group(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if args.resource_type != wire.VMSS:
+    if args.resource_type != fields.VMSS:
         return
-    size = wire.get(args.props, "sku.name")
+    size = fields.get(args.props, "sku.name")
     if isinstance(size, str) and is_infiniband(size) and not _single_placement_group(args.props):
         report_violation(
             f"scale set {args.name} uses InfiniBand size {size} with singlePlacementGroup=false: InfiniBand "
@@ -102,15 +102,15 @@ def infiniband_single_placement_group(args: ResourceValidationArgs, report_viola
 
 def accelerated_networking(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     for what, nic in _nic_configs(args):
-        if wire.get(nic, "enableAcceleratedNetworking") is not True:
+        if fields.get(nic, "enableAcceleratedNetworking") is not True:
             report_violation(f"{what} has accelerated networking off: set enableAcceleratedNetworking true", None)
 
 
 def _os_profile(args: ResourceValidationArgs) -> tuple[str, Any] | None:
-    if args.resource_type == wire.VM:
-        return f"VM {args.name}", wire.get(args.props, "osProfile", {})
-    if args.resource_type == wire.VMSS:
-        return f"scale set {args.name}", wire.get(args.props, "virtualMachineProfile.osProfile", {})
+    if args.resource_type == fields.VM:
+        return f"VM {args.name}", fields.get(args.props, "osProfile", {})
+    if args.resource_type == fields.VMSS:
+        return f"scale set {args.name}", fields.get(args.props, "virtualMachineProfile.osProfile", {})
     return None
 
 
@@ -119,41 +119,41 @@ def ssh_keys_only(args: ResourceValidationArgs, report_violation: ReportViolatio
     if found is None:
         return
     what, profile = found
-    if wire.get(profile, "windowsConfiguration") is not None:
+    if fields.get(profile, "windowsConfiguration") is not None:
         return
-    if wire.get(profile, "linuxConfiguration.disablePasswordAuthentication") is not True:
+    if fields.get(profile, "linuxConfiguration.disablePasswordAuthentication") is not True:
         report_violation(
             f"{what} allows password login: set osProfile.linuxConfiguration.disablePasswordAuthentication "
             "true and log in with SSH keys",
             None,
         )
-    elif wire.get(profile, "adminPassword") is not None:
+    elif fields.get(profile, "adminPassword") is not None:
         report_violation(f"{what} sets adminPassword: remove it and log in with SSH keys", None)
 
 
 def encryption_at_host(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if args.resource_type == wire.VM:
+    if args.resource_type == fields.VM:
         what, path = f"VM {args.name}", "securityProfile.encryptionAtHost"
-    elif args.resource_type == wire.VMSS:
+    elif args.resource_type == fields.VMSS:
         what, path = f"scale set {args.name}", "virtualMachineProfile.securityProfile.encryptionAtHost"
     else:
         return
-    if wire.get(args.props, path) is not True:
+    if fields.get(args.props, path) is not True:
         report_violation(f"{what} has encryption at host off: set {path} true", None)
 
 
 def _role_counts(graph: Graph) -> Counter[str]:
     counts: Counter[str] = Counter()
-    for vm in graph.of_type(wire.VM):
-        counts[wire.role(vm.props) or ""] += 1
-    for vmss in graph.of_type(wire.VMSS):
-        counts[wire.role(vmss.props) or ""] += wire.number(wire.get(vmss.props, "sku.capacity")) or 0
+    for vm in graph.of_type(fields.VM):
+        counts[fields.role(vm.props) or ""] += 1
+    for vmss in graph.of_type(fields.VMSS):
+        counts[fields.role(vmss.props) or ""] += fields.number(fields.get(vmss.props, "sku.capacity")) or 0
     return counts
 
 
 def _first_urn(graph: Graph, host_role: str) -> str | None:
     for res in graph.resources:
-        if res.resource_type in (wire.VM, wire.VMSS) and wire.role(res.props) == host_role:
+        if res.resource_type in (fields.VM, fields.VMSS) and fields.role(res.props) == host_role:
             return res.urn
     return None
 
@@ -183,13 +183,13 @@ def control_plane_redundancy(args: StackValidationArgs, report_violation: Report
 
 def etcd_low_latency_storage(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     graph = Graph(args.resources)
-    for vm in graph.of_type(wire.VM):
-        if wire.role(vm.props) not in ("etcd", "events-etcd"):
+    for vm in graph.of_type(fields.VM):
+        if fields.role(vm.props) not in ("etcd", "events-etcd"):
             continue
-        size = wire.get(vm.props, "hardwareProfile.vmSize", "")
+        size = fields.get(vm.props, "hardwareProfile.vmSize", "")
         if SKUS.get(size) and SKUS[size].local_nvme_gib > 0:
             continue
-        disks = [_disk_sku(graph, d) for d in wire.items(vm.props, "storageProfile.dataDisks")]
+        disks = [_disk_sku(graph, d) for d in fields.items(vm.props, "storageProfile.dataDisks")]
         if any(sku in FAST_DISK_SKUS for sku in disks):
             continue
         seen = ", ".join(str(s) for s in disks) or "no data disk"
@@ -201,18 +201,18 @@ def etcd_low_latency_storage(args: StackValidationArgs, report_violation: Report
 
 
 def _disk_sku(graph: Graph, data_disk: Any) -> str | None:
-    inline = wire.get(data_disk, "managedDisk.storageAccountType")
+    inline = fields.get(data_disk, "managedDisk.storageAccountType")
     if isinstance(inline, str):
         return inline
-    disk = graph.find(wire.ref_id(data_disk, "managedDisk"))
-    sku = wire.get(disk.props, "sku.name") if disk else None
+    disk = graph.find(fields.ref_id(data_disk, "managedDisk"))
+    sku = fields.get(disk.props, "sku.name") if disk else None
     return sku if isinstance(sku, str) else None
 
 
 def apiserver_memory_sizing(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if args.resource_type != wire.VM or wire.role(args.props) != "apiserver":
+    if args.resource_type != fields.VM or fields.role(args.props) != "apiserver":
         return
-    nodes = wire.int_tag(args.props, tagnames.CLUSTER_NODES)
+    nodes = fields.int_tag(args.props, tagnames.CLUSTER_NODES)
     if nodes is None:
         report_violation(
             f"API server VM {args.name} has no {tagnames.CLUSTER_NODES} tag: tag it with the cluster's "
@@ -220,7 +220,7 @@ def apiserver_memory_sizing(args: ResourceValidationArgs, report_violation: Repo
             None,
         )
         return
-    size = str(wire.get(args.props, "hardwareProfile.vmSize", ""))
+    size = str(fields.get(args.props, "hardwareProfile.vmSize", ""))
     sku = SKUS.get(size)
     if sku is None:
         report_violation(f"API server VM {args.name} size {size!r} is unknown: add it to modules/sizing/skus.py", None)

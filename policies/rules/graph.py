@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from modules import tags as tagnames
-from policies.rules import wire
+from policies.rules import fields
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -40,7 +40,7 @@ class Subnet:
 
     @property
     def capacity(self) -> int:
-        return sum(wire.addresses(p) for p in self.prefixes)
+        return sum(fields.addresses(p) for p in self.prefixes)
 
     @property
     def ip_configurations(self) -> int:
@@ -79,14 +79,14 @@ class Graph:
         self.subnets: dict[str, Subnet] = {}
         self.peerings: list[tuple[Resource, str | None, str | None]] = []
         for res in self.resources:
-            key = wire.resource_key(res.resource_type, res.props)
+            key = fields.resource_key(res.resource_type, res.props)
             if key:
                 self.by_key[key] = res
-        for res in self.of_type(wire.VNET):
+        for res in self.of_type(fields.VNET):
             self._add_vnet(res)
-        for res in self.of_type(wire.SUBNET):
+        for res in self.of_type(fields.SUBNET):
             self._add_subnet(res)
-        for res in self.of_type(wire.PEERING):
+        for res in self.of_type(fields.PEERING):
             self._add_peering(res)
         self._add_demand()
 
@@ -97,19 +97,19 @@ class Graph:
         return self.by_key.get(key) if key else None
 
     def _add_vnet(self, res: Resource) -> None:
-        key = wire.resource_key(res.resource_type, res.props) or res.urn
+        key = fields.resource_key(res.resource_type, res.props) or res.urn
         vnet = Vnet(
             key=key,
-            name=wire.get(res.props, "name") or wire.get(res.props, "virtualNetworkName") or res.name,
+            name=fields.get(res.props, "name") or fields.get(res.props, "virtualNetworkName") or res.name,
             urn=res.urn,
             props=res.props,
-            prefixes=wire.networks(wire.items(res.props, "addressSpace.addressPrefixes")),
-            kind=wire.tag(res.props, tagnames.NETWORK_KIND),
-            limits=_limits(wire.tag(res.props, tagnames.LIMITS)),
+            prefixes=fields.networks(fields.items(res.props, "addressSpace.addressPrefixes")),
+            kind=fields.tag(res.props, tagnames.NETWORK_KIND),
+            limits=_limits(fields.tag(res.props, tagnames.LIMITS)),
         )
         self.vnets[key] = vnet
-        for inline in wire.items(res.props, "subnets"):
-            name = wire.get(inline, "name")
+        for inline in fields.items(res.props, "subnets"):
+            name = fields.get(inline, "name")
             if not isinstance(name, str):
                 continue
             sub = Subnet(
@@ -117,14 +117,14 @@ class Graph:
                 name=name,
                 urn=res.urn,
                 vnet_key=key,
-                prefixes=wire.prefixes(inline, "addressPrefix", "addressPrefixes"),
-                nsg=wire.ref_id(inline, "networkSecurityGroup"),
+                prefixes=fields.prefixes(inline, "addressPrefix", "addressPrefixes"),
+                nsg=fields.ref_id(inline, "networkSecurityGroup"),
             )
             self.subnets[sub.key] = sub
             vnet.subnets.append(sub)
 
     def _add_subnet(self, res: Resource) -> None:
-        key = wire.resource_key(res.resource_type, res.props)
+        key = fields.resource_key(res.resource_type, res.props)
         if key is None or "/subnets/" not in key:
             return
         vnet_key = key.split("/subnets/")[0]
@@ -133,8 +133,8 @@ class Graph:
             name=key.rsplit("/", 1)[1],
             urn=res.urn,
             vnet_key=vnet_key,
-            prefixes=wire.prefixes(res.props, "addressPrefix", "addressPrefixes"),
-            nsg=wire.ref_id(res.props, "networkSecurityGroup"),
+            prefixes=fields.prefixes(res.props, "addressPrefix", "addressPrefixes"),
+            nsg=fields.ref_id(res.props, "networkSecurityGroup"),
         )
         self.subnets[key] = sub
         if vnet_key in self.vnets:
@@ -142,7 +142,7 @@ class Graph:
             vnet.subnets = [s for s in vnet.subnets if s.key != key] + [sub]
 
     def _add_peering(self, res: Resource) -> None:
-        remote = wire.ref_id(res.props, "remoteVirtualNetwork")
+        remote = fields.ref_id(res.props, "remoteVirtualNetwork")
         local = _peering_local(res)
         self.peerings.append((res, local, remote))
         if local in self.vnets and remote:
@@ -152,14 +152,14 @@ class Graph:
 
     def _add_demand(self) -> None:
         pools: dict[tuple[str, str], Pool] = {}
-        for res in self.of_type(wire.VMSS):
-            capacity = wire.number(wire.get(res.props, "sku.capacity")) or 0
-            pool_name = wire.tag(res.props, tagnames.POOL)
-            surge = wire.int_tag(res.props, SURGE) or 0
-            for nic in wire.items(res.props, "virtualMachineProfile.networkProfile.networkInterfaceConfigurations"):
+        for res in self.of_type(fields.VMSS):
+            capacity = fields.number(fields.get(res.props, "sku.capacity")) or 0
+            pool_name = fields.tag(res.props, tagnames.POOL)
+            surge = fields.int_tag(res.props, SURGE) or 0
+            for nic in fields.items(res.props, "virtualMachineProfile.networkProfile.networkInterfaceConfigurations"):
                 per_subnet: dict[str, int] = defaultdict(int)
-                for ipc in wire.items(nic, "ipConfigurations"):
-                    subnet = wire.ref_id(ipc, "subnet")
+                for ipc in fields.items(nic, "ipConfigurations"):
+                    subnet = fields.ref_id(ipc, "subnet")
                     if subnet:
                         per_subnet[subnet] += 1
                 for subnet, count in per_subnet.items():
@@ -170,14 +170,14 @@ class Graph:
                     pool.per_node = max(pool.per_node, count)
         for (_, subnet), pool in pools.items():
             self._demand(subnet, pool.label, (pool.instances + pool.surge) * pool.per_node)
-        for res in self.of_type(wire.NIC):
-            for ipc in wire.items(res.props, "ipConfigurations"):
-                self._demand(wire.ref_id(ipc, "subnet"), f"NIC {res.name}", 1)
-        for res in self.of_type(wire.LOAD_BALANCER):
-            for fe in wire.items(res.props, "frontendIPConfigurations"):
-                self._demand(wire.ref_id(fe, "subnet"), f"load balancer {res.name}", 1)
-        for res in self.of_type(wire.PRIVATE_ENDPOINT):
-            self._demand(wire.ref_id(res.props, "subnet"), f"private endpoint {res.name}", 1)
+        for res in self.of_type(fields.NIC):
+            for ipc in fields.items(res.props, "ipConfigurations"):
+                self._demand(fields.ref_id(ipc, "subnet"), f"NIC {res.name}", 1)
+        for res in self.of_type(fields.LOAD_BALANCER):
+            for fe in fields.items(res.props, "frontendIPConfigurations"):
+                self._demand(fields.ref_id(fe, "subnet"), f"load balancer {res.name}", 1)
+        for res in self.of_type(fields.PRIVATE_ENDPOINT):
+            self._demand(fields.ref_id(res.props, "subnet"), f"private endpoint {res.name}", 1)
 
     def _demand(self, subnet: str | None, who: str, count: int) -> None:
         if subnet in self.subnets and count:
@@ -207,12 +207,12 @@ SURGE = "agk-surge"
 
 
 def _peering_local(res: Resource) -> str | None:
-    own = wire.get(res.props, "id")
+    own = fields.get(res.props, "id")
     if isinstance(own, str) and "/virtualnetworkpeerings/" in own.lower():
-        return wire.arm_key(own).split("/virtualnetworkpeerings/")[0]
-    rg, vnet = wire.get(res.props, "resourceGroupName"), wire.get(res.props, "virtualNetworkName")
+        return fields.arm_key(own).split("/virtualnetworkpeerings/")[0]
+    rg, vnet = fields.get(res.props, "resourceGroupName"), fields.get(res.props, "virtualNetworkName")
     if isinstance(rg, str) and isinstance(vnet, str):
-        return wire.arm_key(f"resourceGroups/{rg}/providers/microsoft.network/virtualnetworks/{vnet}")
+        return fields.arm_key(f"resourceGroups/{rg}/providers/microsoft.network/virtualnetworks/{vnet}")
     return None
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
 from modules import tags
-from policies.rules import wire
+from policies.rules import fields
 
 JUSTIFICATION = tags.JUSTIFICATION
 """Annotation that must explain why a workload runs privileged or on the host network."""
@@ -32,17 +32,17 @@ _POD_SPECS = {
 
 def pod_spec(resource_type: str, props: Any) -> Any:
     path = _POD_SPECS.get(resource_type)
-    return wire.get(props, path) if path else None
+    return fields.get(props, path) if path else None
 
 
 def _kind_name(resource_type: str, props: Any, fallback: str) -> str:
-    return f"{resource_type.rsplit(':', 1)[-1]} {wire.get(props, 'metadata.name', fallback)}"
+    return f"{resource_type.rsplit(':', 1)[-1]} {fields.get(props, 'metadata.name', fallback)}"
 
 
 def _is_balloon(props: Any) -> bool:
-    labels = [wire.get(props, "metadata.name", "")]
-    labels += list(wire.get(props, "metadata.labels", {}).values())
-    labels += list(wire.get(props, "spec.template.metadata.labels", {}).values())
+    labels = [fields.get(props, "metadata.name", "")]
+    labels += list(fields.get(props, "metadata.labels", {}).values())
+    labels += list(fields.get(props, "spec.template.metadata.labels", {}).values())
     return any("balloon" in str(text).lower() for text in labels)
 
 
@@ -50,14 +50,16 @@ def balloon_priority_range(args: StackValidationArgs, report_violation: ReportVi
     config = args.get_config()
     low, high = int(config.get("min", BALLOON_MIN)), int(config.get("max", BALLOON_MAX))
     classes = {
-        str(wire.get(r.props, "metadata.name", r.name)): r for r in args.resources if r.resource_type == PRIORITY_CLASS
+        str(fields.get(r.props, "metadata.name", r.name)): r
+        for r in args.resources
+        if r.resource_type == PRIORITY_CLASS
     }
     checked: set[str] = set()
     for res in args.resources:
         spec = pod_spec(res.resource_type, res.props)
         if spec is None or not _is_balloon(res.props):
             continue
-        name = wire.get(spec, "priorityClassName")
+        name = fields.get(spec, "priorityClassName")
         if not isinstance(name, str):
             report_violation(
                 f"balloon {_kind_name(res.resource_type, res.props, res.name)} has no priorityClassName: "
@@ -74,9 +76,9 @@ def balloon_priority_range(args: StackValidationArgs, report_violation: ReportVi
 
 
 def _check_value(cls: Any, low: int, high: int, report_violation: ReportViolation) -> None:
-    value = wire.number(wire.get(cls.props, "value"))
+    value = fields.number(fields.get(cls.props, "value"))
     if value is None or not low <= value <= high:
-        name = wire.get(cls.props, "metadata.name", cls.name)
+        name = fields.get(cls.props, "metadata.name", cls.name)
         report_violation(
             f"balloon PriorityClass {name} has value {value}: use {low} to {high} (below {low} the "
             "autoscaler ignores the balloon; at 0 or above real pods cannot preempt it)",
@@ -90,11 +92,11 @@ def container_limits(args: ResourceValidationArgs, report_violation: ReportViola
         return
     what = _kind_name(args.resource_type, args.props, args.name)
     for field in ("initContainers", "containers"):
-        for container in wire.items(spec, field):
-            limits = wire.get(container, "resources.limits", {})
-            if not wire.is_map(limits) or not len(limits):
+        for container in fields.items(spec, field):
+            limits = fields.get(container, "resources.limits", {})
+            if not fields.is_map(limits) or not len(limits):
                 report_violation(
-                    f"{what} container {wire.get(container, 'name', '?')} has no resource limits: "
+                    f"{what} container {fields.get(container, 'name', '?')} has no resource limits: "
                     "set resources.limits (cpu, memory)",
                     None,
                 )
@@ -106,20 +108,23 @@ def privileged_needs_justification(args: ResourceValidationArgs, report_violatio
         return
     key = str(args.get_config().get("annotation", JUSTIFICATION))
     granted = [
-        "hostNetwork" if wire.get(spec, "hostNetwork") is True else "",
+        "hostNetwork" if fields.get(spec, "hostNetwork") is True else "",
         *(
-            f"privileged container {wire.get(c, 'name', '?')}"
+            f"privileged container {fields.get(c, 'name', '?')}"
             for field in ("initContainers", "containers")
-            for c in wire.items(spec, field)
-            if wire.get(c, "securityContext.privileged") is True
+            for c in fields.items(spec, field)
+            if fields.get(c, "securityContext.privileged") is True
         ),
     ]
     granted = [g for g in granted if g]
     if not granted:
         return
     template = "spec.template.metadata.annotations" if "template" in _POD_SPECS[args.resource_type] else ""
-    notes = [wire.get(args.props, "metadata.annotations", {}), wire.get(args.props, template, {}) if template else {}]
-    if any(str(n.get(key, "")).strip() for n in notes if wire.is_map(n)):
+    notes = [
+        fields.get(args.props, "metadata.annotations", {}),
+        fields.get(args.props, template, {}) if template else {},
+    ]
+    if any(str(n.get(key, "")).strip() for n in notes if fields.is_map(n)):
         return
     report_violation(
         f"{_kind_name(args.resource_type, args.props, args.name)} uses {', '.join(granted)} without a "

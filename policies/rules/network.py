@@ -10,9 +10,9 @@ from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidati
 
 from modules.bootstrap.context import APISERVER_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, KUBELET_PORT
 from modules.netplan.addressing import NSG_EXEMPT_SUBNETS
-from modules.netplan.sizing import AZURE_RESERVED_PER_SUBNET as RESERVED_PER_SUBNET
-from modules.netplan.sizing import prefix_for
-from policies.rules import limits, wire
+from modules.netplan.subnet_sizes import AZURE_RESERVED_PER_SUBNET as RESERVED_PER_SUBNET
+from modules.netplan.subnet_sizes import prefix_for
+from policies.rules import fields, limits
 from policies.rules.graph import Graph, Vnet
 
 PROTECTED_PORTS = ("22", "3389", f"{ETCD_CLIENT_PORT}-{ETCD_PEER_PORT}", str(APISERVER_PORT), str(KUBELET_PORT))
@@ -158,17 +158,17 @@ def _port_ranges(values: Iterable[str]) -> list[tuple[int, int]]:
 
 
 def _rule_violation(rule: Any, ports: list[tuple[int, int]]) -> str | None:
-    if str(wire.get(rule, "direction", "")).lower() != "inbound":
+    if str(fields.get(rule, "direction", "")).lower() != "inbound":
         return None
-    if str(wire.get(rule, "access", "")).lower() != "allow":
+    if str(fields.get(rule, "access", "")).lower() != "allow":
         return None
-    if str(wire.get(rule, "protocol", "*")).lower() in _NON_TCP:
+    if str(fields.get(rule, "protocol", "*")).lower() in _NON_TCP:
         return None
-    sources = [s for s in wire.texts(rule, "sourceAddressPrefix", "sourceAddressPrefixes")]
+    sources = [s for s in fields.texts(rule, "sourceAddressPrefix", "sourceAddressPrefixes")]
     open_sources = [s for s in sources if s.strip().lower() in OPEN_SOURCES]
     if not open_sources:
         return None
-    opened = _port_ranges(wire.texts(rule, "destinationPortRange", "destinationPortRanges"))
+    opened = _port_ranges(fields.texts(rule, "destinationPortRange", "destinationPortRanges"))
     hit = sorted({f"{lo}" if lo == hi else f"{lo}-{hi}" for lo, hi in ports for a, b in opened if a <= hi and lo <= b})
     if not hit:
         return None
@@ -178,13 +178,13 @@ def _rule_violation(rule: Any, ports: list[tuple[int, int]]) -> str | None:
 def nsg_no_admin_ports_from_internet(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     config = args.get_config()
     ports = _port_ranges(config.get("ports", PROTECTED_PORTS))
-    if args.resource_type == wire.NSG:
-        for rule in wire.items(args.props, "securityRules"):
+    if args.resource_type == fields.NSG:
+        for rule in fields.items(args.props, "securityRules"):
             problem = _rule_violation(rule, ports)
             if problem:
-                name = wire.get(rule, "name", "?")
+                name = fields.get(rule, "name", "?")
                 report_violation(f"NSG {args.name} rule {name} {problem}: allow only the hub or VNet ranges", None)
-    elif args.resource_type == wire.SECURITY_RULE:
+    elif args.resource_type == fields.SECURITY_RULE:
         problem = _rule_violation(args.props, ports)
         if problem:
             report_violation(f"security rule {args.name} {problem}: allow only the hub or VNet ranges", None)
@@ -196,36 +196,36 @@ PROBE_SOURCES = frozenset({"azureloadbalancer", "168.63.129.16", "168.63.129.16/
 
 def _inbound(rule: Any, access: str) -> bool:
     return (
-        str(wire.get(rule, "direction", "")).lower() == "inbound"
-        and str(wire.get(rule, "access", "")).lower() == access
+        str(fields.get(rule, "direction", "")).lower() == "inbound"
+        and str(fields.get(rule, "access", "")).lower() == access
     )
 
 
 def _priority(rule: Any) -> float:
-    value = wire.get(rule, "priority", 65000)
+    value = fields.get(rule, "priority", 65000)
     return float(value) if isinstance(value, int | float) else 65000.0
 
 
 def nsg_lets_load_balancer_probes_in(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if args.resource_type != wire.NSG:
+    if args.resource_type != fields.NSG:
         return
-    rules = list(wire.items(args.props, "securityRules"))
+    rules = list(fields.items(args.props, "securityRules"))
     allows = [
         _priority(r)
         for r in rules
         if _inbound(r, "allow")
         and any(
-            s.strip().lower() in PROBE_SOURCES for s in wire.texts(r, "sourceAddressPrefix", "sourceAddressPrefixes")
+            s.strip().lower() in PROBE_SOURCES for s in fields.texts(r, "sourceAddressPrefix", "sourceAddressPrefixes")
         )
     ]
     for rule in rules:
-        sources = list(wire.texts(rule, "sourceAddressPrefix", "sourceAddressPrefixes"))
+        sources = list(fields.texts(rule, "sourceAddressPrefix", "sourceAddressPrefixes"))
         if not _inbound(rule, "deny") or not any(s.strip().lower() in OPEN_SOURCES for s in sources):
             continue
         priority = _priority(rule)
         if not any(p < priority for p in allows):
             report_violation(
-                f"NSG {args.name} rule {wire.get(rule, 'name', '?')} (priority {priority:.0f}) denies inbound from "
+                f"NSG {args.name} rule {fields.get(rule, 'name', '?')} (priority {priority:.0f}) denies inbound from "
                 f"{sources[0]} ahead of Azure's load-balancer probes (168.63.129.16, allowed by default only at "
                 f"65001): add an inbound allow from AzureLoadBalancer with a priority below {priority:.0f}",
                 None,
@@ -233,51 +233,51 @@ def nsg_lets_load_balancer_probes_in(args: ResourceValidationArgs, report_violat
 
 
 def subnet_has_nsg(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if args.resource_type == wire.SUBNET:
-        name = wire.get(args.props, "subnetName") or wire.get(args.props, "name") or args.name
+    if args.resource_type == fields.SUBNET:
+        name = fields.get(args.props, "subnetName") or fields.get(args.props, "name") or args.name
         _check_nsg(str(name), args.props, report_violation)
-    elif args.resource_type == wire.VNET:
-        for inline in wire.items(args.props, "subnets"):
-            _check_nsg(str(wire.get(inline, "name", "?")), inline, report_violation)
+    elif args.resource_type == fields.VNET:
+        for inline in fields.items(args.props, "subnets"):
+            _check_nsg(str(fields.get(inline, "name", "?")), inline, report_violation)
 
 
 def _check_nsg(name: str, subnet: Any, report_violation: ReportViolation) -> None:
     if name.lower() in NSG_EXEMPT_SUBNETS:
         return
-    if not wire.ref_id(subnet, "networkSecurityGroup"):
+    if not fields.ref_id(subnet, "networkSecurityGroup"):
         report_violation(f"subnet {name} has no network security group: set networkSecurityGroup.id", None)
 
 
 def no_public_ip_on_cluster_hosts(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     graph = Graph(args.resources)
     vm_role_of_nic: dict[str, str] = {}
-    for vm in graph.of_type(wire.VM):
-        vm_role = wire.role(vm.props)
-        for ref in wire.items(vm.props, "networkProfile.networkInterfaces"):
-            key = wire.ref_id(ref, "id")
+    for vm in graph.of_type(fields.VM):
+        vm_role = fields.role(vm.props)
+        for ref in fields.items(vm.props, "networkProfile.networkInterfaces"):
+            key = fields.ref_id(ref, "id")
             if key and vm_role:
                 vm_role_of_nic[key] = vm_role
-        for nic in wire.items(vm.props, "networkProfile.networkInterfaceConfigurations"):
+        for nic in fields.items(vm.props, "networkProfile.networkInterfaceConfigurations"):
             if _private_host(vm_role) and _has_public(nic, "publicIPAddressConfiguration"):
                 report_violation(_public_msg(f"VM {vm.name}", vm_role), vm.urn)
-    for nic in graph.of_type(wire.NIC):
-        key = wire.resource_key(nic.resource_type, nic.props)
-        nic_role = wire.role(nic.props) or vm_role_of_nic.get(key or "")
+    for nic in graph.of_type(fields.NIC):
+        key = fields.resource_key(nic.resource_type, nic.props)
+        nic_role = fields.role(nic.props) or vm_role_of_nic.get(key or "")
         if _private_host(nic_role) and _has_public(nic.props, "publicIPAddress"):
             report_violation(_public_msg(f"NIC {nic.name}", nic_role), nic.urn)
-    for vmss in graph.of_type(wire.VMSS):
-        vmss_role = wire.role(vmss.props)
-        nics = wire.items(vmss.props, "virtualMachineProfile.networkProfile.networkInterfaceConfigurations")
+    for vmss in graph.of_type(fields.VMSS):
+        vmss_role = fields.role(vmss.props)
+        nics = fields.items(vmss.props, "virtualMachineProfile.networkProfile.networkInterfaceConfigurations")
         if _private_host(vmss_role) and any(_has_public(n, "publicIPAddressConfiguration") for n in nics):
             report_violation(_public_msg(f"scale set {vmss.name}", vmss_role), vmss.urn)
-    for pip in graph.of_type(wire.PUBLIC_IP):
-        pip_role = wire.role(pip.props)
+    for pip in graph.of_type(fields.PUBLIC_IP):
+        pip_role = fields.role(pip.props)
         if pip_role in PRIVATE_ROLES:
             report_violation(_public_msg(f"public IP {pip.name}", pip_role), pip.urn)
 
 
 def _has_public(nic: Any, field: str) -> bool:
-    return any(wire.get(ipc, field) is not None for ipc in wire.items(nic, "ipConfigurations"))
+    return any(fields.get(ipc, field) is not None for ipc in fields.items(nic, "ipConfigurations"))
 
 
 def _public_msg(what: str, host_role: str | None) -> str:

@@ -9,7 +9,7 @@ import inspect
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
 from modules import tags as tagnames
-from policies.rules import wire
+from policies.rules import fields
 
 
 @functools.cache
@@ -35,10 +35,10 @@ def taggable(resource_type: str) -> bool | None:
 
 
 def required_tags(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if not args.resource_type.startswith(wire.AZ) or not taggable(args.resource_type):
+    if not args.resource_type.startswith(fields.AZ) or not taggable(args.resource_type):
         return
     wanted = list(args.get_config().get("tags", tagnames.REQUIRED))
-    present = wire.tags(args.props)
+    present = fields.tags(args.props)
     missing = [t for t in wanted if not str(present.get(t, "") or "").strip()]
     if missing:
         report_violation(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
-from policies.rules import wire
+from policies.rules import fields
 
 _TLS_OK = frozenset({"TLS1_2", "TLS1_3"})
 HTTPS_ONLY = ("enableHttpsTrafficOnly", "supportsHttpsTrafficOnly")
@@ -16,23 +16,23 @@ def https_only(props: object) -> bool:
     default of supportsHttpsTrafficOnly "is true since API version 2019-04-01", older than any API
     version azure-native v2 or v3 deploys."""
     for key in HTTPS_ONLY:
-        value = wire.get(props, key)
+        value = fields.get(props, key)
         if value is not None:
             return value is True
     return True
 
 
 def storage_https_only(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if args.resource_type != wire.STORAGE_ACCOUNT:
+    if args.resource_type != fields.STORAGE_ACCOUNT:
         return
     if not https_only(args.props):
         report_violation(f"storage account {args.name} accepts plain HTTP: set enableHttpsTrafficOnly true", None)
 
 
 def storage_min_tls_1_2(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if args.resource_type != wire.STORAGE_ACCOUNT:
+    if args.resource_type != fields.STORAGE_ACCOUNT:
         return
-    version = wire.get(args.props, "minimumTlsVersion")
+    version = fields.get(args.props, "minimumTlsVersion")
     if version not in _TLS_OK:
         # Unset: Microsoft.Storage's spec says "the default interpretation is TLS 1.0".
         shown = version or "unset (Azure's default: TLS1_0)"
@@ -40,13 +40,13 @@ def storage_min_tls_1_2(args: ResourceValidationArgs, report_violation: ReportVi
 
 
 def storage_no_public_blob_access(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    if args.resource_type == wire.STORAGE_ACCOUNT:
-        if wire.get(args.props, "allowBlobPublicAccess") is not False:
+    if args.resource_type == fields.STORAGE_ACCOUNT:
+        if fields.get(args.props, "allowBlobPublicAccess") is not False:
             report_violation(
                 f"storage account {args.name} does not forbid public blob access: set allowBlobPublicAccess false",
                 None,
             )
-    elif args.resource_type == wire.BLOB_CONTAINER:
-        access = wire.get(args.props, "publicAccess", "None")
+    elif args.resource_type == fields.BLOB_CONTAINER:
+        access = fields.get(args.props, "publicAccess", "None")
         if access != "None":
             report_violation(f"blob container {args.name} has publicAccess {access}: set it to None", None)

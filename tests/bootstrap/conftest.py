@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import load_stack
-from infra.prepare import prepare_cluster
 from modules.bootstrap.context import BootstrapContext
+from modules.stackplan.config import load_stack
+from modules.stackplan.prepare import prepare_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = ROOT / "stacks"

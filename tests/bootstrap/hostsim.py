@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from modules.bootstrap.context import IMDS_API_VERSION, NodePool
+from modules.bootstrap.context import IMDS_API_VERSION, PoolBoot
 from modules.bootstrap.roles import NodeBundle
 
 IMDS_ADDRESS = "169.254.169.254"
@@ -81,7 +81,7 @@ def network_route(network: dict[str, object]) -> dict[str, dict[str, object]]:
     return {f"/metadata/instance/network?api-version={IMDS_API_VERSION}": {"body": network}}
 
 
-def nic_metadata(pool: NodePool, index: int = 0) -> dict[str, object]:
+def nic_metadata(pool: PoolBoot, index: int = 0) -> dict[str, object]:
     """IMDS network metadata of one node's NIC: ipconfig1 (the node), then one secondary per pod IP."""
     base = pool.subnet.network_address + 4 + index * (1 + pool.pod_ips)
     return {

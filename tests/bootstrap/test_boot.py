@@ -12,13 +12,13 @@ import re
 import pytest
 import yaml
 
-from infra.config import load_stack
-from infra.prepare import prepare_cluster
 from modules import labels
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import POOL_STATIC_PODS, ROLES, NodeBundle, bundle, names
 from modules.bootstrap.steps import APT_INSTALL, STEP_SCRIPT
+from modules.stackplan.config import load_stack
+from modules.stackplan.prepare import prepare_cluster
 
 from .conftest import STACKS
 from .staticpods import static_pods, under

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config import parse_config
 from modules.errors import ConfigError
+from modules.stackplan.config import parse_config
 
 from .conftest import STACKS
 
@@ -117,7 +117,7 @@ def test_shipped_stacks_take_the_bootstrap_defaults() -> None:
 
 def test_a_cluster_without_the_azure_cni_checksum_is_refused() -> None:
     # Azure publishes no checksum for the CNI tarball: a cluster stack must name the one it trusts.
-    from infra.prepare import prepare_cluster
+    from modules.stackplan.prepare import prepare_cluster
 
     raw = _dev()
     del raw[f"{P}:bootstrap"]
@@ -144,7 +144,7 @@ def test_a_patch_is_pinned_per_minor() -> None:
 
 def test_empty_fatal_xid_list_is_refused() -> None:
     # The GPU XID alert ORs one comparison per XID: an empty list would render no expression.
-    from infra.prepare import prepare_cluster
+    from modules.stackplan.prepare import prepare_cluster
 
     config = parse_config(_dev(**{"addons.health.fatal_xids": []}))
     with pytest.raises(ConfigError) as err:

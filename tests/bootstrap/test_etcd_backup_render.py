@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from infra.config import BACKUP_INTERVALS, parse_config
-from infra.prepare import prepare_cluster
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.etcd_backup import LIBRARY, SNAPSHOT_TIMER, SNAPSHOT_UNIT, on_calendar
 from modules.bootstrap.roles import alert_rules, bundle, names
 from modules.errors import ConfigError
+from modules.stackplan.config import BACKUP_INTERVALS, parse_config
+from modules.stackplan.prepare import prepare_cluster
 
 from .conftest import STACKS, context
 from .test_config import P, _dev

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from infra.config import load_stack
-from infra.prepare import prepare_cluster
 from modules.bootstrap.roles import IMDS_ADDRESS, POD_IMDS_BLOCKED, bundle
 from modules.cluster.manifests import render_manifests
 from modules.cluster.placement import NodeTaint, lands_on
+from modules.stackplan.config import load_stack
+from modules.stackplan.prepare import prepare_cluster
 
 from .conftest import STACKS
 

@@ -11,7 +11,7 @@ from uuid import uuid4
 
 import pytest
 
-from modules.bootstrap.context import BootstrapContext, NodePool
+from modules.bootstrap.context import BootstrapContext, PoolBoot
 from modules.bootstrap.host.boot import HostConfig
 from modules.bootstrap.roles import ROLES, bundle, names
 from modules.bootstrap.userdata import render_user_data
@@ -68,7 +68,7 @@ IMAGE_CLOUD_CFG = {
 HELPER = Path(__file__).with_name("cloudinit_azure_network.py")
 
 
-def _nic(pool: NodePool, index: int) -> dict[str, object]:
+def _nic(pool: PoolBoot, index: int) -> dict[str, object]:
     """IMDS network metadata of one node's NIC: ipconfig1 (the node) then a secondary per pod IP."""
     base = pool.subnet.network_address + 4 + index * (1 + pool.pod_ips)
     return {

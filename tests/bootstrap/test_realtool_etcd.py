@@ -7,6 +7,7 @@ come from the same PKI spec ClusterPki deploys.
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import time
@@ -36,14 +37,21 @@ class Member:
 
 
 def _ports(count: int) -> list[int]:
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """Free loopback ports below the kernel's ephemeral range. A port the kernel handed out for port 0 may
+    be handed to another process (another test worker, an outgoing connection) while a member restarts;
+    these never are, and a random start keeps parallel workers apart."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    out: list[int] = []
+    for port in random.Random().sample(range(10_000, low), low - 10_000):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        out.append(port)
+        if len(out) == count:
+            return out
+    raise RuntimeError(f"no {count} free ports between 10000 and {low}")
 
 
 def _rewrite(text: str, ports: dict[tuple[str, int], int], root: Path) -> str:

@@ -129,8 +129,8 @@ def test_gpu_xid_alert_follows_the_stacks_fatal_xids(
     dev: BootstrapContext, require: Callable[[str], str], tmp_path: Path
 ) -> None:
     """The alert reads addons.health.fatal_xids (the list the node-problem-detector rule reads)."""
-    from infra.config import parse_config
-    from infra.prepare import prepare_cluster
+    from modules.stackplan.config import parse_config
+    from modules.stackplan.prepare import prepare_cluster
 
     from .conftest import STACKS, context
 

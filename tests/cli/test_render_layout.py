@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from agk.render import file_name
-from infra.config import load_stack
-from infra.prepare import prepare_cluster
 from modules.bootstrap.roles import ROLES, names
+from modules.stackplan.config import load_stack
+from modules.stackplan.prepare import prepare_cluster
 
 from .badinput import STACKS, agk, files
 

@@ -15,7 +15,7 @@ import yaml
 
 from agk.subnet_calc import plan_json
 from modules.netplan.limits import DEFAULTS
-from modules.netplan.sizing import size
+from modules.netplan.subnet_sizes import size
 
 # ---- small stack files for `plan`: a hub and one cluster spoke, edited per case ----
 
@@ -353,10 +353,10 @@ PLAN_BAD: list[tuple[str, Edit, str]] = [
         "blocks; gpu-h100 /24 does not fit): use a larger or an extra address prefix, or lower node counts or pod_ips",
     ),
     (
-        "pool larger than any subnet",
+        "pool larger than a VNet",
         _set(_pool, nodes=5_000_000, pod_ips=250),
-        f"{DEV}cluster.gpu_pools.h100: 1,255,000,251 addresses exceed the largest subnet (/2, 1,073,741,819 usable): "
-        "split the pool or lower pod_ips",
+        f"{DEV}cluster.gpu_pools.h100: nodes 5,000,000 is more than one VNet can address (65,536 private IPs, a "
+        "hard Azure limit): lower it or split the pool across clusters",
     ),
     (
         "pod IPs 0",

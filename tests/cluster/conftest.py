@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import load_stack
-from infra.prepare import prepare_cluster
 from modules.cluster.config import AddonsConfig
 from modules.cluster.spec import AddonsSpec
+from modules.stackplan.config import load_stack
+from modules.stackplan.prepare import prepare_cluster
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 

@@ -13,13 +13,13 @@ import pytest
 import yaml
 
 from agk.plan.engine import export_state
-from infra.addresses import cluster_addresses, plan_stack
-from infra.config import load_stack, parse_config, read_stack_file
-from infra.prepare import prepare_cluster
 from modules.cluster.component import ClusterAddons, ClusterAddonsArgs, object_key, placeholder_warning
 from modules.cluster.manifests import render_manifests
 from modules.cluster.spec import AddonsSpec
 from modules.errors import ConfigError
+from modules.stackplan.addresses import cluster_addresses, plan_stack
+from modules.stackplan.config import load_stack, parse_config, read_stack_file
+from modules.stackplan.prepare import prepare_cluster
 from tests.mock_runtime import settled
 
 

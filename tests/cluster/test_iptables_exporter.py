@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import load_stack
-from infra.prepare import prepare_cluster
 from modules.bootstrap.roles import MANGLE_JUMPS, bundle
 from modules.cluster.scripts import iptables_exporter
+from modules.stackplan.config import load_stack
+from modules.stackplan.prepare import prepare_cluster
 from tests.bootstrap.conftest import tool
 from tests.cluster.conftest import STACKS
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from infra.config import load_stack
-from infra.prepare import prepare_cluster
 from modules.cluster.manifests import render_manifests
 from modules.cluster.objects import health, preflight, remediation
 from modules.cluster.objects.common import exception_key
 from modules.cluster.spec import AddonsSpec
+from modules.stackplan.config import load_stack
+from modules.stackplan.prepare import prepare_cluster
 from tests.cluster.conftest import STACKS
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from infra.config import load_stack
 from modules.cluster.config import AddonsConfig
 from modules.cluster.spec import AddonsSpec, PoolFacts, addons_spec
 from modules.errors import ConfigError
+from modules.stackplan.config import load_stack
 
 POOLS = {
     "a100": PoolFacts("a100", "Standard_ND96asr_v4", 8, 4, "research"),
@@ -285,8 +285,8 @@ def test_dns_and_state_metrics_images_follow_the_version(version: str, coredns: 
 
 def test_the_versions_table_is_the_only_one() -> None:
     # One table: config, bootstrap and add-ons accept exactly its minors, and every row is complete.
-    from infra.config import ClusterConfig
     from modules.bootstrap import versions
+    from modules.stackplan.config import ClusterConfig
 
     assert versions.SUPPORTED == ("1.35", "1.36", "1.37")
     assert ClusterConfig.model_fields["kubernetes_version"].default == versions.DEFAULT_MINOR == "1.35"

@@ -10,9 +10,9 @@ import yaml
 from cryptography import x509
 
 from agk.review import planned, review
-from infra.config import load_stack
-from infra.prepare import prepare_cluster
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
+from modules.stackplan.config import load_stack
+from modules.stackplan.prepare import prepare_cluster
 from tests.bootstrap.certs import issue
 from tests.infra.conftest import STACKS, State
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config import load_stack
-from infra.prepare import prepare_cluster
 from modules.errors import AgkError
+from modules.stackplan.config import load_stack
+from modules.stackplan.prepare import prepare_cluster
 from tests.infra.conftest import REPO, STACKS
 
 P = "azure-gpu-k8s:"
@@ -321,9 +321,9 @@ def test_agk_plan_refuses_before_any_resource(tmp_path: Path, case: str) -> None
 
 
 def test_etcd_disk_too_small_for_the_guides_iops() -> None:
-    from infra.pools import plan_pools
-    from infra.sizing import size_cluster
     from modules.netplan.limits import Limits
+    from modules.stackplan.pools import plan_pools
+    from modules.stackplan.vm_choice import size_cluster
 
     prod = load_stack(STACKS, "prod-7500").cluster
     assert prod is not None
@@ -472,7 +472,7 @@ def test_a_stack_file_that_is_not_a_file_is_named_as_such(tmp_path: Path, kind: 
 def test_yaml_merge_keys_work_as_pulumi_reads_them(tmp_path: Path) -> None:
     # Pulumi's YAML reader (gopkg.in/yaml.v3) honours merge keys; so does the stack reader: the merged
     # keys yield to the pool's own, and a key given twice explicitly is still refused.
-    from infra.config import parse_yaml
+    from modules.stackplan.config import parse_yaml
 
     doc = parse_yaml("a: &a {vm_size: X, nodes: 2}\nb:\n  <<: *a\n  nodes: 5\n", "f")
     assert doc == {"a": {"vm_size": "X", "nodes": 2}, "b": {"vm_size": "X", "nodes": 5}}

@@ -18,7 +18,7 @@ from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import BLOB_ROLES, ClusterStorage, ClusterStorageArgs, Grant, account_name
 from modules.netplan.limits import Limits
 from modules.netplan.plan import SubnetRequest, VNetSpec, plan_vnet
-from modules.sizing.scale_sets import split_pool
+from modules.vm_sizing.scale_sets import split_pool
 from tests.mock_runtime import settled
 
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config import load_stack
-from infra.prepare import prepare_cluster
 from modules.azure.storage import BLOB_ROLES
-from modules.sizing.skus import sku
+from modules.stackplan.config import load_stack
+from modules.stackplan.prepare import prepare_cluster
+from modules.vm_sizing.skus import sku
 from tests.infra.conftest import REPO, STACKS, State
 
 CLUSTERS = ["dev", "prod-7500"]

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from infra.config import load_stack
-from infra.pools import ClusterPools, plan_pools
-from infra.prepare import prepare_cluster
 from modules.cluster.manifests import render_manifests
 from modules.cluster.placement import NodeTaint, daemonsets_on, lands_on
 from modules.errors import ConfigError
 from modules.netplan.limits import Limits
+from modules.stackplan.config import load_stack
+from modules.stackplan.pools import ClusterPools, plan_pools
+from modules.stackplan.prepare import prepare_cluster
 from tests.infra.conftest import STACKS
 
 GPU = {"d/accelerator": "nvidia", "d/pool": "h100", "d/preflight": "pending"}

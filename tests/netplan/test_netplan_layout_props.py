@@ -13,7 +13,7 @@ from modules.netplan.addressing import AddressError
 from modules.netplan.layout import Block, allocate, naive_in_order
 from modules.netplan.limits import Limits
 from modules.netplan.plan import SubnetRequest, VNetSpec, plan_network, plan_vnet
-from modules.netplan.sizing import usable
+from modules.netplan.subnet_sizes import usable
 
 PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from modules.errors import ConfigError
-from modules.netplan.hosts import host
+from modules.netplan.host_addresses import host
 from modules.netplan.layout import Block, allocate, naive_in_order
 from modules.netplan.limits import DEFAULTS, Limits
 from modules.netplan.plan import SubnetRequest, VNetSpec, plan_network, plan_vnet
@@ -57,7 +57,7 @@ def test_hard_limits_are_the_ones_microsoft_documents_as_not_adjustable() -> Non
     assert {"vnet-private-ips", "peered-group-private-ips", "nic-private-ips", "vmss-instances-spg"} <= hard
     assert "vcpus-regional" in adjustable and "vcpus-standardNDSH100v5Family" in adjustable
     # Every VM size this toolkit knows has its family's quota row.
-    from modules.sizing.skus import SKUS
+    from modules.vm_sizing.skus import SKUS
 
     assert {f"vcpus-{s.family.replace(' ', '')}" for s in SKUS.values()} <= adjustable
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from modules.netplan.limits import Limits
-from modules.netplan.sizing import SizingError, parse_surge, prefix_for, size, usable
+from modules.netplan.subnet_sizes import SizingError, parse_surge, prefix_for, size, usable
 
 # DOMAIN.md's reference table: (plugin, nodes, max pods) -> needed, prefix, usable, warning codes.
 REFERENCE = [

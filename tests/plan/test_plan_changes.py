@@ -231,7 +231,7 @@ def test_a_declared_allowance_lets_the_rename_pass(tmp_path: Path, base: dict[st
             ]
         }
 
-    # The program accepts the allowance (infra/config.py declares azure-gpu-k8s:changes) and the review
+    # The program accepts the allowance (modules/stackplan/config.py declares azure-gpu-k8s:changes) and the review
     # reads it from the same stack file.
     case = changed(tmp_path, base, both(_rename, allow))
     assert case.lines == RENAMED

@@ -13,7 +13,7 @@ Layout: ``<container>/<cluster>/<etcd role>/<UTC time>-<member>.db``: names sort
 so the newest snapshot is the last name of one List Blobs on ``<cluster>/<etcd role>/``. The lifecycle
 policy's prefix is the container (``etcd-backups/``): it expires every snapshot after the retention days.
 
-The events etcd is not backed up (infra/config.py ``EtcdConfig.backup``): events expire within an hour
+The events etcd is not backed up (modules/stackplan/config.py ``EtcdConfig.backup``): events expire within an hour
 and nothing needs them after a restore, so no timer is rendered there.
 
 Steps: ``etcdctl snapshot save`` from this member's client URL with the health-check client certificate

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from modules.cluster.objects import cloud_provider, dns, state_metrics
+from modules.cluster.objects import cloud_provider, coredns, state_metrics
 from modules.cluster.objects.common import BALLOON_NS, GANG_NS, HEALTH_NS, Obj, meta
 from modules.cluster.objects.preflight import RETEST
 from modules.cluster.objects.remediation import APP as REMEDIATION
@@ -63,8 +63,8 @@ def cluster_dns() -> Obj:
     return {
         "to": [
             {
-                "namespaceSelector": {"matchLabels": {NAME_LABEL: dns.NS}},
-                "podSelector": {"matchLabels": dns.K8S_APP},
+                "namespaceSelector": {"matchLabels": {NAME_LABEL: coredns.NS}},
+                "podSelector": {"matchLabels": coredns.K8S_APP},
             }
         ],
         "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
@@ -111,13 +111,13 @@ def network_policies(spec: AddonsSpec) -> list[Obj]:
     # kube-system: one policy per add-on workload.
     objs.append(
         _policy(
-            dns.NAME,
-            dns.NS,
-            dns.K8S_APP,
+            coredns.NAME,
+            coredns.NS,
+            coredns.K8S_APP,
             # Every pod and node resolves names here; Prometheus scrapes the metrics port.
             ingress=[
                 {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-                scrape(spec, dns.METRICS_PORT),
+                scrape(spec, coredns.METRICS_PORT),
             ],
             # Upstream resolvers (the node's resolv.conf: Azure DNS or the VNet's custom servers) and the API.
             egress=[

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from infra.config import StackConfig
+from modules.stackplan.config import StackConfig
 
 
 def schema() -> dict[str, object]:

@@ -12,15 +12,23 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network
 from pathlib import Path
 
-from infra.config import PROJECT, ClusterConfig, StackConfig, load_stack, read_stack_file, stack_file, stack_names
-from infra.pools import ClusterPools, plan_pools
 from modules.errors import ConfigError
 from modules.netplan.addressing import parse_cidr
 from modules.netplan.findings import Finding
-from modules.netplan.hosts import ClusterAddresses, host
+from modules.netplan.host_addresses import ClusterAddresses, host
 from modules.netplan.limits import Limits
 from modules.netplan.plan import NetworkPlan, SubnetRequest, VNetPlan, VNetSpec, plan_network
-from modules.netplan.sizing import usable
+from modules.netplan.subnet_sizes import usable
+from modules.stackplan.config import (
+    PROJECT,
+    ClusterConfig,
+    StackConfig,
+    load_stack,
+    read_stack_file,
+    stack_file,
+    stack_names,
+)
+from modules.stackplan.pools import ClusterPools, plan_pools
 
 # Azure requires these exact names and a /26 or larger for Bastion and Firewall, whose instances
 # scale out inside the subnet: the whole /26 counts as needed.
@@ -133,7 +141,7 @@ def vnet_spec(
 
 
 @dataclass(frozen=True)
-class StackPlan:
+class StackAddresses:
     """The address plan of one stack, computed with its whole hub-and-spoke network."""
 
     stack: str
@@ -245,7 +253,7 @@ def _load_hub(stacks_dir: Path, hub: str, stack: str) -> StackConfig:
 
 def plan_stack(
     stacks_dir: Path, stack: str, config: StackConfig | None = None, deployed: Mapping[str, str] | None = None
-) -> StackPlan:
+) -> StackAddresses:
     """Validate the stack and its network, and lay out every VNet; raises ConfigError or AddressError.
 
     ``deployed``: the stack's subnets as its last `pulumi up` left them (name to CIDR): they stay put, so
@@ -256,7 +264,7 @@ def plan_stack(
     own = {stack: deployed or {}}
     specs = [vnet_spec(hub, configs[hub], spokes, own.get(hub))]
     specs += [vnet_spec(n, configs[n], (hub,), own.get(n)) for n in spokes]
-    return StackPlan(stack, configs[stack], plan_network(specs), configs)
+    return StackAddresses(stack, configs[stack], plan_network(specs), configs)
 
 
 def deployed_subnets(outputs: Mapping[str, object]) -> dict[str, str]:
@@ -268,7 +276,7 @@ def deployed_subnets(outputs: Mapping[str, object]) -> dict[str, str]:
     return {str(s["name"]): str(s["cidr"]) for s in subnets if isinstance(s, Mapping) and "name" in s and "cidr" in s}
 
 
-def cluster_addresses(plan: StackPlan) -> ClusterAddresses:
+def cluster_addresses(plan: StackAddresses) -> ClusterAddresses:
     """Every fixed host address of a cluster stack, from its laid-out subnets."""
     cluster = plan.config.cluster
     if cluster is None:

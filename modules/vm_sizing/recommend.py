@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from modules.sizing.skus import SKUS, Sku
+from modules.vm_sizing.skus import SKUS, Sku
 
 GCE_TABLE = "https://kubernetes.io/docs/setup/best-practices/cluster-large/#size-of-master-and-master-components"
 OPENAI_7500 = "https://openai.com/research/scaling-kubernetes-to-7500-nodes"

@@ -6,27 +6,27 @@ import math
 from collections.abc import Mapping
 from ipaddress import IPv4Address
 
-from infra.config import BACKUP_CONTAINER, PROJECT, EtcdConfig, StackConfig
-from infra.pools import ClusterPools, PoolPlan
 from modules.bootstrap import versions
 from modules.bootstrap.config import BootstrapConfig
 from modules.bootstrap.context import (
     BootstrapContext,
     ClusterImages,
-    ControlPlane,
+    ControlPlaneHosts,
     EtcdBackup,
     EtcdCluster,
     EtcdRole,
     Host,
-    NodePool,
     NodeSettings,
+    PoolBoot,
     PrometheusSettings,
 )
 from modules.cluster.spec import CLUSTER_DOMAIN
 from modules.errors import ConfigError
-from modules.netplan.hosts import ClusterAddresses
-from modules.sizing.recommend import prometheus_disk_gib
-from modules.sizing.skus import sku
+from modules.netplan.host_addresses import ClusterAddresses
+from modules.stackplan.config import BACKUP_CONTAINER, PROJECT, EtcdConfig, StackConfig
+from modules.stackplan.pools import ClusterPools, PoolPlan
+from modules.vm_sizing.recommend import prometheus_disk_gib
+from modules.vm_sizing.skus import sku
 
 GIB = 1024**3
 
@@ -54,7 +54,7 @@ def _etcd(role: EtcdRole, cluster: str, etcd: EtcdConfig, hosts: tuple[Host, ...
     )
 
 
-def _control_plane(nodes: int, hosts: tuple[Host, ...], cfg: BootstrapConfig) -> ControlPlane:
+def _control_plane(nodes: int, hosts: tuple[Host, ...], cfg: BootstrapConfig) -> ControlPlaneHosts:
     """API server and client limits for ``nodes``, the most nodes the cluster can hold at once."""
     tuning = cfg.control_plane
     # About one read seat per node each server fronts (kubelet watches and leases dominate), never
@@ -63,7 +63,7 @@ def _control_plane(nodes: int, hosts: tuple[Host, ...], cfg: BootstrapConfig) ->
     reads = tuning.max_requests_inflight or max(400, per_server)
     mutating = tuning.max_mutating_requests_inflight or max(200, reads // 2)
     qps = tuning.client_qps or (20 if nodes <= 500 else 100 if nodes <= 3000 else 200)
-    return ControlPlane(
+    return ControlPlaneHosts(
         apiservers=hosts,
         max_requests_inflight=reads,
         max_mutating_requests_inflight=mutating,
@@ -74,14 +74,14 @@ def _control_plane(nodes: int, hosts: tuple[Host, ...], cfg: BootstrapConfig) ->
     )
 
 
-def _pool(pool: PoolPlan, addresses: ClusterAddresses) -> NodePool:
+def _pool(pool: PoolPlan, addresses: ClusterAddresses) -> PoolBoot:
     try:
         subnet = addresses.subnets[pool.subnet]
     except KeyError:
         raise ConfigError(
             f"{PROJECT}:cluster: pool {pool.name!r} has no subnet {pool.subnet!r} in the address plan: re-run the plan"
         ) from None
-    return NodePool(
+    return PoolBoot(
         name=pool.name,
         role=pool.role,
         vm_size=pool.vm_size,

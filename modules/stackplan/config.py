@@ -2,7 +2,7 @@
 
 Stack files (``stacks/Pulumi.<stack>.yaml``) keep every key of this project under the
 ``azure-gpu-k8s:`` namespace. Unknown keys are errors at every level: a typo must never silently
-do nothing. ``python -m infra.schema`` exports the JSON Schema that editors use to check stack
+do nothing. ``python -m modules.stackplan.schema`` exports the JSON Schema that editors use to check stack
 files (``stacks/schema.json``).
 """
 

@@ -11,27 +11,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.addresses import StackPlan, cluster_addresses, hub_stack_name, limits_for, plan_stack
-from infra.bootstrap import bootstrap_context
-from infra.config import StackConfig, resource_group_name
-from infra.egress import EgressGroup, spoke_egress
-from infra.pools import ClusterPools, plan_pools
-from infra.prerequisites import Prerequisites, cluster_prerequisites
-from infra.sizing import SizeChoice, size_cluster
 from modules.bootstrap.context import PORTS, BootstrapContext
 from modules.bootstrap.roles import POOL_STATIC_PODS
 from modules.cluster.manifests import render_manifests
 from modules.cluster.placement import NodeTaint, daemonsets_on
 from modules.cluster.spec import AddonsSpec, CloudSpec, NetworkSpec, PoolFacts, addons_spec
 from modules.errors import AgkError
-from modules.netplan.hosts import ClusterAddresses
+from modules.netplan.host_addresses import ClusterAddresses
+from modules.stackplan.addresses import StackAddresses, cluster_addresses, hub_stack_name, limits_for, plan_stack
+from modules.stackplan.boot_context import bootstrap_context
+from modules.stackplan.config import StackConfig, resource_group_name
+from modules.stackplan.egress import EgressGroup, spoke_egress
+from modules.stackplan.pools import ClusterPools, plan_pools
+from modules.stackplan.prerequisites import Prerequisites, cluster_prerequisites
+from modules.stackplan.vm_choice import SizeChoice, size_cluster
 
 
 @dataclass(frozen=True)
 class ClusterPrep:
     stack: str
     config: StackConfig
-    plan: StackPlan
+    plan: StackAddresses
     addresses: ClusterAddresses
     pools: ClusterPools
     """Every pool's counts (nodes, surge, pod IPs, kubelet maxPods, scale sets), computed once."""
@@ -89,7 +89,7 @@ def with_node_agents(pools: ClusterPools, addons: AddonsSpec) -> ClusterPools:
     return pools.with_agents(host_network, ip_daemons)
 
 
-def cluster_egress(config: StackConfig, plan: StackPlan, pools: ClusterPools) -> tuple[EgressGroup, ...]:
+def cluster_egress(config: StackConfig, plan: StackAddresses, pools: ClusterPools) -> tuple[EgressGroup, ...]:
     cluster = config.cluster
     assert cluster is not None and config.network is not None
     hosts = (

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.config import PROJECT, ClusterConfig
-from infra.pools import ClusterPools
 from modules.errors import ConfigError
-from modules.sizing import recommend
-from modules.sizing.skus import sku
+from modules.stackplan.config import PROJECT, ClusterConfig
+from modules.stackplan.pools import ClusterPools
+from modules.vm_sizing import recommend
+from modules.vm_sizing.skus import sku
 
 
 @dataclass(frozen=True)

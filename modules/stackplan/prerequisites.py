@@ -15,14 +15,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from infra.addresses import limits_for
-from infra.config import PROJECT, StackConfig, resource_group_name
-from infra.pools import ClusterPools
-from infra.sizing import SizeChoice
 from modules.bootstrap.config import AZURE_CNI_URL, UNSET_SHA256
 from modules.errors import ConfigError
 from modules.netplan.limits import VCPU_QUOTA_PREFIX, Limits, quota_name
-from modules.sizing.skus import sku
+from modules.stackplan.addresses import limits_for
+from modules.stackplan.config import PROJECT, StackConfig, resource_group_name
+from modules.stackplan.pools import ClusterPools
+from modules.stackplan.vm_choice import SizeChoice
+from modules.vm_sizing.skus import sku
 
 ENCRYPTION_AT_HOST = "https://learn.microsoft.com/azure/virtual-machines/linux/disks-enable-host-based-encryption-cli"
 

@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from infra.config import PROJECT, ClusterConfig, GpuPoolConfig, PoolConfig
 from modules import labels
 from modules.bootstrap.context import Taint
 from modules.errors import ConfigError
 from modules.netplan.limits import Limits
-from modules.netplan.sizing import parse_surge
-from modules.sizing.scale_sets import ScaleSetPlan, split_pool
-from modules.sizing.skus import sku
+from modules.netplan.subnet_sizes import parse_surge
+from modules.stackplan.config import PROJECT, ClusterConfig, GpuPoolConfig, PoolConfig
+from modules.vm_sizing.scale_sets import ScaleSetPlan, split_pool
+from modules.vm_sizing.skus import sku
 
 PoolRole = Literal["gpu-node", "system-node"]
 SYSTEM = "system"
