@@ -7,7 +7,8 @@ resource is constructed, so bad input never leaves a half-built graph.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,14 @@ from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
 from modules.bootstrap.roles import Role
 from modules.stackplan.addresses import StackAddresses, deployed_subnets, hub_stack_name, limits_for, plan_stack
-from modules.stackplan.config import BACKUP_CONTAINER, PROJECT, StackConfig, parse_config, resource_group_name
+from modules.stackplan.config import (
+    BACKUP_CONTAINER,
+    PROJECT,
+    ClusterConfig,
+    StackConfig,
+    parse_config,
+    resource_group_name,
+)
 from modules.stackplan.egress import public_ips_for
 from modules.stackplan.pools import SYSTEM
 from modules.stackplan.prepare import ClusterPrep, prepare_cluster
@@ -226,30 +234,58 @@ def token_writers(
             keys.grant_writer(node_tokens.token_secret_key(pool), host, principal)
 
 
-def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
-    stack, config, plan = prep.stack, prep.config, prep.plan
-    cluster = config.cluster
-    assert cluster is not None
-    sizes, addresses = prep.sizes, prep.addresses
-    # Every bundle must fit its Key Vault secret: checked with certificates of the real size before
-    # anything is built, so an oversized one fails the plan naming its host.
-    check_sizes(prep.bootstrap)
-    _, ctx = context(stack, config)
-    hub_ref = pulumi.StackReference(f"{PROJECT}-hub", stack_name=cluster.hub_stack)
-    hub = HubRef(
-        vnet_id=hub_ref.require_output("vnet_id").apply(str),
-        vnet_name=hub_ref.require_output("vnet_name").apply(str),
-        resource_group_name=hub_ref.require_output("resource_group_name").apply(str),
-        route_table_name=hub_ref.require_output("route_table_name").apply(str),
-        private_dns_zone_name=hub_ref.require_output("private_dns_zone_name").apply(str),
-        blob_dns_zone_id=hub_ref.require_output("blob_dns_zone_id").apply(str),
-        vault_dns_zone_id=hub_ref.require_output("vault_dns_zone_id").apply(str),
+@dataclass(frozen=True)
+class _Spoke:
+    """What every part of a cluster spoke is built with (passed, never global)."""
+
+    prep: ClusterPrep
+    ctx: DeployContext
+    hub: HubRef
+    network: SpokeNetwork
+    pki: ClusterPki
+    keys: ClusterVault
+
+    @property
+    def cluster(self) -> ClusterConfig:
+        assert self.prep.config.cluster is not None
+        return self.prep.config.cluster
+
+    @property
+    def subnet(self) -> Mapping[str, pulumi.Output[str]]:
+        return self.network.subnet_refs
+
+    @property
+    def ready(self) -> Sequence[pulumi.Resource]:
+        return self.network.ready
+
+
+def _hub_ref(cluster: ClusterConfig) -> HubRef:
+    ref = pulumi.StackReference(f"{PROJECT}-hub", stack_name=cluster.hub_stack)
+
+    def out(name: str) -> pulumi.Output[str]:
+        return ref.require_output(name).apply(str)
+
+    return HubRef(
+        vnet_id=out("vnet_id"),
+        vnet_name=out("vnet_name"),
+        resource_group_name=out("resource_group_name"),
+        route_table_name=out("route_table_name"),
+        private_dns_zone_name=out("private_dns_zone_name"),
+        blob_dns_zone_id=out("blob_dns_zone_id"),
+        vault_dns_zone_id=out("vault_dns_zone_id"),
     )
-    spoke = SpokeNetwork(
+
+
+def _spoke(prep: ClusterPrep, ctx: DeployContext, client: Any) -> _Spoke:
+    """The network, the PKI and the vault: what the machines need before they exist."""
+    cluster, config, stack = prep.config.cluster, prep.config, prep.stack
+    assert cluster is not None
+    hub = _hub_ref(cluster)
+    network = SpokeNetwork(
         cluster.name,
         SpokeNetworkArgs(
             ctx=ctx,
-            plan=plan.vnet,
+            plan=prep.plan.vnet,
             limits_tag=_limits_tag(config),
             hub=hub,
             allow_forwarded_traffic=cluster.allow_forwarded_traffic,
@@ -257,9 +293,7 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             extra_rules=nat_host_rules(prep),
         ),
     )
-    subnet, ready = spoke.subnet_refs, spoke.ready
     pki = ClusterPki(f"{cluster.name}-pki", ClusterPkiArgs(spec=pki_spec(prep.bootstrap)))
-    client = authorization.get_client_config_output()
     location = config.location or ""
     keys = ClusterVault(
         f"{cluster.name}-keys",
@@ -267,19 +301,170 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             ctx=ctx,
             vault_name=client.subscription_id.apply(lambda sub: vault_name(cluster.name, sub, location, stack)),
             tenant_id=client.tenant_id,
-            endpoint_subnet_id=subnet["endpoints"],
-            vnet_id=spoke.id,
+            endpoint_subnet_id=network.subnet_refs["endpoints"],
+            vnet_id=network.id,
             dns_zone_id=hub.vault_dns_zone_id,
             dns_resource_group_name=hub.resource_group_name,
-            depends_on=ready,
+            depends_on=network.ready,
         ),
     )
+    return _Spoke(prep, ctx, hub, network, pki, keys)
+
+
+def _control_plane(s: _Spoke, boot: Mapping[str, pulumi.Input[str]]) -> ControlPlane:
+    """API servers behind their load balancer, the etcd clusters."""
+    prep, cluster = s.prep, s.cluster
+    addresses, sizes = prep.addresses, prep.sizes
+    nodes = prep.pools.peak_nodes
+    groups = [("etcd", cluster.etcd, addresses.etcd)]
+    if cluster.events_etcd is not None:
+        groups.append(("events-etcd", cluster.events_etcd, addresses.events_etcd))
+    etcd = [
+        EtcdGroup(
+            role,
+            {h: str(a) for h, a in members.items()},
+            s.subnet[role],
+            sizes[role].chosen,
+            group.storage,
+            group.disk_gib,
+            group.disk_iops or etcd_iops(nodes),
+        )
+        for role, group, members in groups
+    ]
+    return ControlPlane(
+        cluster.name,
+        ControlPlaneArgs(
+            ctx=s.ctx,
+            cluster_nodes=nodes,
+            apiservers={h: str(a) for h, a in addresses.apiservers.items()},
+            apiserver_vip=str(addresses.apiserver_vip),
+            apiserver_vm_size=sizes["apiserver"].chosen,
+            control_plane_subnet_id=s.subnet["control-plane"],
+            etcd=etcd,
+            zones=cluster.api_servers.zones,
+            custom_data=boot,
+            depends_on=s.ready,
+        ),
+    )
+
+
+def _monitoring_and_nat(s: _Spoke, boot: Mapping[str, pulumi.Input[str]]) -> PrometheusHosts:
+    prep, cluster, addresses = s.prep, s.cluster, s.prep.addresses
+    prometheus = PrometheusHosts(
+        f"{cluster.name}-prometheus",
+        PrometheusHostsArgs(
+            ctx=s.ctx,
+            hosts={h: str(a) for h, a in addresses.prometheus.items()},
+            subnet_id=s.subnet["monitoring"],
+            vm_size=prep.sizes["prometheus"].chosen,
+            data_disk_gib=prep.bootstrap.prometheus.data_disk_gib,
+            zones=cluster.api_servers.zones,
+            custom_data=boot,
+            depends_on=s.ready,
+        ),
+    )
+    nat_host = f"{cluster.name}-nat-0"
+    NatHost(
+        f"{cluster.name}-nat",
+        NatHostArgs(
+            ctx=s.ctx,
+            host=nat_host,
+            address=str(addresses.nat),
+            subnet_id=s.subnet["nat"],
+            vm_size=cluster.nat.vm_size,
+            custom_data=host_boot(prep, s.pki, s.keys, "nat", nat_host),
+            service_cidr=str(addresses.service_cidr),
+            hub_route_table_name=s.hub.route_table_name,
+            hub_resource_group_name=s.hub.resource_group_name,
+            depends_on=s.ready,
+        ),
+    )
+    return prometheus
+
+
+def _node_pools(s: _Spoke, controllers: ClusterIdentities) -> dict[str, NodePool]:
+    """Every pool's scale sets; the remediation identity may replace the GPU pools' VMs."""
+    prep, cluster = s.prep, s.cluster
+    node_pools: dict[str, NodePool] = {}
+    for pool in prep.pools.pools.values():
+        component = f"{cluster.name}-system" if pool.name == SYSTEM else pool.name
+        node_pools[pool.name] = NodePool(
+            component,
+            NodePoolArgs(
+                ctx=s.ctx,
+                pool=pool.name,
+                role=pool.role,
+                vm_size=pool.vm_size,
+                scale_sets=pool.scale_sets,
+                subnet_id=s.subnet[pool.subnet],
+                pod_ips=pool.pod_ips,
+                surge=pool.surge,
+                os_disk_gib=pool.os_disk_gib,
+                custom_data=host_boot(prep, s.pki, s.keys, pool.role, pool.name),
+                zone=pool.zone,
+                image="gpu" if pool.role == "gpu-node" else "general",
+                depends_on=s.ready,
+                # The cluster's controllers (cloud-provider-azure, XID remediation) run on system nodes.
+                extra_identities=(
+                    [controllers.cloud_provider_id, controllers.remediation_id] if pool.name == SYSTEM else []
+                ),
+            ),
+        )
+        if pool.role == "gpu-node":
+            for set_name, set_id in node_pools[pool.name].scale_set_refs.items():
+                controllers.grant_replacer(set_name, set_id)
+    return node_pools
+
+
+def _storage(s: _Spoke, account: pulumi.Output[str], node_pools: Mapping[str, NodePool], control: ControlPlane) -> None:
+    """The cluster's storage account: the pools' containers and, when backed up, etcd's snapshots."""
+    prep, cluster = s.prep, s.cluster
+    if not cluster.storage.enabled:
+        return
+    backup = cluster.etcd.backup
+    # Each etcd member writes its own snapshots; nothing else can (Contributor on this container only).
+    backup_grants = {
+        BACKUP_CONTAINER: [
+            Grant(host, control.identities[host], "ServicePrincipal", "read-write") for host in prep.addresses.etcd
+        ]
+    }
+    ClusterStorage(
+        f"{cluster.name}-storage",
+        ClusterStorageArgs(
+            ctx=s.ctx,
+            account_name=account,
+            containers=[*cluster.storage.containers, *([BACKUP_CONTAINER] if backup.enabled else [])],
+            grants={**_grants(prep, node_pools), **backup_grants},
+            retention_days={BACKUP_CONTAINER: backup.retention_days} if backup.enabled else {},
+            endpoint_subnet_id=s.subnet["endpoints"],
+            vnet_id=s.network.id,
+            dns_zone_id=s.hub.blob_dns_zone_id,
+            dns_resource_group_name=s.hub.resource_group_name,
+            depends_on=s.ready,
+        ),
+    )
+
+
+def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
+    """A cluster spoke: network, PKI and vault, the control plane and monitoring hosts, the pools,
+    storage; in that order, since each machine's bundle and grants need what comes before it."""
+    stack, config = prep.stack, prep.config
+    cluster = config.cluster
+    assert cluster is not None
+    addresses = prep.addresses
+    # Every bundle must fit its Key Vault secret: checked with certificates of the real size before
+    # anything is built, so an oversized one fails the plan naming its host.
+    check_sizes(prep.bootstrap)
+    _, ctx = context(stack, config)
+    client = authorization.get_client_config_output()
+    s = _spoke(prep, ctx, client)
     roles: dict[Role, Mapping[str, object]] = {
         "apiserver": addresses.apiservers,
         "etcd": addresses.etcd,
         "events-etcd": addresses.events_etcd,
         "prometheus": addresses.prometheus,
     }
+    location = config.location or ""
     account = client.subscription_id.apply(lambda sub: account_name(cluster.name, sub, location, stack))
     # Where the etcd members upload snapshots: a fact of their bundles (etcd_backup.ACCOUNT_URL_FACT).
     facts: dict[Role, dict[str, pulumi.Input[str]]] = {
@@ -291,143 +476,48 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
     resolve_token_secrets: Callable[[pulumi.Output[dict[str, str]]], None]
     token_secrets, resolve_token_secrets = pulumi.deferred_output()
     boot = {
-        host: host_boot(prep, pki, keys, role, host, facts.get(role), token_secrets)
+        host: host_boot(prep, s.pki, s.keys, role, host, facts.get(role), token_secrets)
         for role, hosts in roles.items()
         for host in hosts
     }
-    nodes = prep.pools.peak_nodes
-    groups = [("etcd", cluster.etcd, addresses.etcd)]
-    if cluster.events_etcd is not None:
-        groups.append(("events-etcd", cluster.events_etcd, addresses.events_etcd))
-    etcd = [
-        EtcdGroup(
-            role,
-            {h: str(a) for h, a in members.items()},
-            subnet[role],
-            sizes[role].chosen,
-            group.storage,
-            group.disk_gib,
-            group.disk_iops or etcd_iops(nodes),
-        )
-        for role, group, members in groups
-    ]
-    control = ControlPlane(
-        cluster.name,
-        ControlPlaneArgs(
-            ctx=ctx,
-            cluster_nodes=nodes,
-            apiservers={h: str(a) for h, a in addresses.apiservers.items()},
-            apiserver_vip=str(addresses.apiserver_vip),
-            apiserver_vm_size=sizes["apiserver"].chosen,
-            control_plane_subnet_id=subnet["control-plane"],
-            etcd=etcd,
-            zones=cluster.api_servers.zones,
-            custom_data=boot,
-            depends_on=ready,
-        ),
-    )
-    prometheus = PrometheusHosts(
-        f"{cluster.name}-prometheus",
-        PrometheusHostsArgs(
-            ctx=ctx,
-            hosts={h: str(a) for h, a in addresses.prometheus.items()},
-            subnet_id=subnet["monitoring"],
-            vm_size=sizes["prometheus"].chosen,
-            data_disk_gib=prep.bootstrap.prometheus.data_disk_gib,
-            zones=cluster.api_servers.zones,
-            custom_data=boot,
-            depends_on=ready,
-        ),
-    )
-    nat_host = f"{cluster.name}-nat-0"
-    NatHost(
-        f"{cluster.name}-nat",
-        NatHostArgs(
-            ctx=ctx,
-            host=nat_host,
-            address=str(addresses.nat),
-            subnet_id=subnet["nat"],
-            vm_size=cluster.nat.vm_size,
-            custom_data=host_boot(prep, pki, keys, "nat", nat_host),
-            service_cidr=str(addresses.service_cidr),
-            hub_route_table_name=hub.route_table_name,
-            hub_resource_group_name=hub.resource_group_name,
-            depends_on=ready,
-        ),
-    )
-    control_endpoint = prep.bootstrap.apiserver_url
+    control = _control_plane(s, boot)
+    prometheus = _monitoring_and_nat(s, boot)
     controllers = ClusterIdentities(f"{cluster.name}-controllers", ClusterIdentitiesArgs(ctx=ctx, cluster=cluster.name))
-    node_pools: dict[str, NodePool] = {}
-    for pool in prep.pools.pools.values():
-        component = f"{cluster.name}-system" if pool.name == SYSTEM else pool.name
-        node_pools[pool.name] = NodePool(
-            component,
-            NodePoolArgs(
-                ctx=ctx,
-                pool=pool.name,
-                role=pool.role,
-                vm_size=pool.vm_size,
-                scale_sets=pool.scale_sets,
-                subnet_id=subnet[pool.subnet],
-                pod_ips=pool.pod_ips,
-                surge=pool.surge,
-                os_disk_gib=pool.os_disk_gib,
-                custom_data=host_boot(prep, pki, keys, pool.role, pool.name),
-                zone=pool.zone,
-                image="gpu" if pool.role == "gpu-node" else "general",
-                depends_on=ready,
-                # The cluster's controllers (cloud-provider-azure, XID remediation) run on system nodes.
-                extra_identities=(
-                    [controllers.cloud_provider_id, controllers.remediation_id] if pool.name == SYSTEM else []
-                ),
-            ),
-        )
-        if pool.role == "gpu-node":
-            for set_name, set_id in node_pools[pool.name].scale_set_refs.items():
-                controllers.grant_replacer(set_name, set_id)
+    node_pools = _node_pools(s, controllers)
     resolve_token_secrets(
-        pulumi.Output.all(**{p: keys.secrets[node_tokens.token_secret_key(p)].name for p in prep.pools.pools}).apply(
+        pulumi.Output.all(**{p: s.keys.secrets[node_tokens.token_secret_key(p)].name for p in prep.pools.pools}).apply(
             dict
         )
     )
-    token_writers(keys, prep.pools.pools, {h: control.identities[h] for h in addresses.apiservers})
-    backup = cluster.etcd.backup
-    # Each etcd member writes its own snapshots; nothing else can (Contributor on this container only).
-    backup_grants = {
-        BACKUP_CONTAINER: [
-            Grant(host, control.identities[host], "ServicePrincipal", "read-write") for host in addresses.etcd
-        ]
-    }
-    if cluster.storage.enabled:
-        ClusterStorage(
-            f"{cluster.name}-storage",
-            ClusterStorageArgs(
-                ctx=ctx,
-                account_name=account,
-                containers=[*cluster.storage.containers, *([BACKUP_CONTAINER] if backup.enabled else [])],
-                grants={**_grants(prep, node_pools), **backup_grants},
-                retention_days={BACKUP_CONTAINER: backup.retention_days} if backup.enabled else {},
-                endpoint_subnet_id=subnet["endpoints"],
-                vnet_id=spoke.id,
-                dns_zone_id=hub.blob_dns_zone_id,
-                dns_resource_group_name=hub.resource_group_name,
-                depends_on=ready,
-            ),
-        )
+    token_writers(s.keys, prep.pools.pools, {h: control.identities[h] for h in addresses.apiservers})
+    _storage(s, account, node_pools, control)
+    return _cluster_outputs(s, client, control, prometheus, controllers, node_pools)
+
+
+def _cluster_outputs(
+    s: _Spoke,
+    client: Any,
+    control: ControlPlane,
+    prometheus: PrometheusHosts,
+    controllers: ClusterIdentities,
+    node_pools: Mapping[str, NodePool],
+) -> dict[str, Any]:
+    prep, cluster, pki = s.prep, s.cluster, s.pki
+    control_endpoint = prep.bootstrap.apiserver_url
     return {
-        "vnet_id": spoke.id,
-        "vnet_name": spoke.name,
-        "subnet_ids": spoke.subnet_ids,
-        "peering_ids": spoke.peering_ids,
+        "vnet_id": s.network.id,
+        "vnet_name": s.network.name,
+        "subnet_ids": s.network.subnet_ids,
+        "peering_ids": s.network.peering_ids,
         "apiserver_endpoint": control.apiserver_endpoint,
         "etcd_members": control.etcd_members,
         "prometheus_hosts": prometheus.hosts,
-        "scale_sets": {p.name: {s.name: s.capacity for s in p.scale_sets} for p in prep.pools.gpu},
+        "scale_sets": {p.name: {x.name: x.capacity for x in p.scale_sets} for p in prep.pools.gpu},
         "scale_set_ids": {name: pool.scale_sets for name, pool in node_pools.items()},
         "pools": {name: pool.to_dict() for name, pool in prep.pools.pools.items()},
         "egress": [e.to_dict() for e in prep.egress],
         "prerequisites": prep.prerequisites.to_json(),
-        "key_vault": {"name": keys.name, "uri": keys.uri},
+        "key_vault": {"name": s.keys.name, "uri": s.keys.uri},
         # What the add-ons stack cannot know from the stack file: cloud-provider-azure's azure.json and the
         # remediation job name these (none is a secret: managed identities, no client secret).
         "cloud_ids": {
@@ -436,8 +526,8 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
             "controller_client_id": controllers.cloud_provider_client_id,
             "remediation_client_id": controllers.remediation_client_id,
         },
-        "sizing": {role: choice.to_dict() for role, choice in sizes.items()},
-        "address_plan": plan.vnet.to_dict(),
+        "sizing": {role: choice.to_dict() for role, choice in prep.sizes.items()},
+        "address_plan": prep.plan.vnet.to_dict(),
         "hub": hub_stack_name(cluster),
         "addons_spec": prep.addons.to_json(),
         "kubeconfig": pulumi.Output.secret(
