@@ -968,21 +968,24 @@ def _gates(ctx: BootstrapContext, role: Role, name: str) -> tuple[Gate, ...]:
 POOL_ROLES: frozenset[Role] = frozenset({"gpu-node", "system-node"})
 
 
-def _restart_for(path: str, role: Role) -> Restart | None:
+POOL_RUNTIME_FILES = frozenset(
+    {PATHS.kubelet_config, PATHS.kubelet_dropin, PATHS.containerd_config, PATHS.containerd_dropin}
+)
+"""A pool's kubelet and containerd settings: its nodes take them when booted or reimaged, a few at a time
+after a drain (README "Rolling a scale set"), never from the hourly sync (boot-only). Written or restarted
+from the sync, they would roll the whole pool within the hour under running jobs, or load at the next
+unplanned restart of an undrained node; and some changes (the CPU manager policy, the reserved CPUs) keep a
+kubelet with CPU manager state from starting at all (kubernetes.io, "Control CPU Management Policies on
+the Node": drain, remove cpu_manager_state, restart)."""
+
+
+def _restart_for(path: str) -> Restart | None:
     """What reads ``path`` on a running host (None: only a boot step or the next boot reads it)."""
     if path.startswith(PATHS.manifests + "/"):
         pod = path.rsplit("/", 1)[1].removesuffix(".yaml")
         return Restart(pod, "static-pod", (path,), "apiserver" if pod == "kube-apiserver" else "")
     if path in (PATHS.etcd_config, PATHS.unit("etcd.service.d/10-agk.conf")) or path.startswith(PATHS.etcd_pki + "/"):
         return Restart("etcd.service", "restart", (path,), "etcd")
-    runtime = (PATHS.kubelet_config, PATHS.kubelet_dropin, PATHS.containerd_config, PATHS.containerd_dropin)
-    if role in POOL_ROLES and path in runtime:
-        # A pool's nodes take kubelet and containerd settings when reimaged, a few at a time after a
-        # drain (README "Rolling a scale set"). Restarting them from the hourly sync would roll the
-        # whole pool within the hour under running jobs, and some changes (the CPU manager policy, the
-        # reserved CPUs) keep a kubelet with CPU manager state from starting at all (kubernetes.io,
-        # "Control CPU Management Policies on the Node": drain, remove cpu_manager_state, restart).
-        return None
     if path in (PATHS.kubelet_config, PATHS.kubelet_dropin):
         return Restart("kubelet.service", "restart", (path,))
     if path in (PATHS.containerd_config, PATHS.containerd_dropin):
@@ -1012,8 +1015,9 @@ _ACTION_ORDER = ("command", "containerd.service", "kubelet.service", "static-pod
 def restart_map(node: NodeBundle) -> tuple[Restart, ...]:
     """One entry per unit and action, listing every path of the bundle that it reads."""
     merged: dict[tuple[str, str], Restart] = {}
-    for path in [f.path for f in node.files] + [s.path for s in node.secrets]:
-        found = _restart_for(path, node.role)
+    read_again = [f.path for f in node.files if not f.boot_only] + [s.path for s in node.secrets]
+    for path in read_again:
+        found = _restart_for(path)
         if found is None:
             continue
         key = (found.unit, found.action)
@@ -1030,9 +1034,12 @@ def restart_map(node: NodeBundle) -> tuple[Restart, ...]:
 def _delivered(ctx: BootstrapContext, node: NodeBundle) -> NodeBundle:
     """``node`` with what keeps its bundle reaching it: the sync units, the host programs, the
     timer's boot step, the restart map and the gates."""
+    files = node.files
+    if node.role in POOL_ROLES:
+        files = tuple(replace(f, boot_only=True) if f.path in POOL_RUNTIME_FILES else f for f in files)
     withsync = replace(
         node,
-        files=(*node.files, *_sync(ctx, node.role, node.name)),
+        files=(*files, *_sync(ctx, node.role, node.name)),
         steps=(*node.steps, SYNC_TIMER_STEP),
         gates=_gates(ctx, node.role, node.name),
     )

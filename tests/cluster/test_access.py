@@ -45,3 +45,11 @@ def test_the_issuer_may_create_secrets_in_kube_system_and_nothing_else(dev_spec:
         if o["kind"] == "ClusterRoleBinding"
         for s in o["subjects"]
     )
+
+
+def test_no_other_bootstrap_credential_may_file_node_csrs(dev_spec: AddonsSpec) -> None:
+    # Every bootstrap token is in system:bootstrappers (kubeadm's too), and so are the retired year-long
+    # pool certificates until they expire: binding the bare group would let any of them mint node identities.
+    for obj in access.access(dev_spec):
+        if obj["kind"] == "ClusterRoleBinding":
+            assert "system:bootstrappers" not in {s["name"] for s in obj.get("subjects", [])}, obj["metadata"]["name"]

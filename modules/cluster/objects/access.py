@@ -65,12 +65,12 @@ def access(spec: AddonsSpec) -> list[Obj]:
             {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
         ],
     }
-    # system:bootstrappers until the pools' year-long bootstrap certificate (O=system:bootstrappers)
-    # is gone; the tokens are in NODES_GROUP.
-    bootstrappers = ("system:bootstrappers", NODES_GROUP)
+    # Only the pools' tokens (NODES_GROUP) may file node CSRs and have them approved: not the bare
+    # system:bootstrappers, which every bootstrap token is in (`kubeadm token create` too) and which the
+    # retired year-long pool certificates (O=system:bootstrappers) still name until they expire.
     return [
-        _binding("agk-bootstrappers-node-bootstrapper", "system:node-bootstrapper", *bootstrappers),
-        _binding("agk-bootstrappers-auto-approve", f"{CSR}:nodeclient", *bootstrappers),
+        _binding("agk-bootstrappers-node-bootstrapper", "system:node-bootstrapper", NODES_GROUP),
+        _binding("agk-bootstrappers-auto-approve", f"{CSR}:nodeclient", NODES_GROUP),
         _binding("agk-nodes-auto-renew", f"{CSR}:selfnodeclient", "system:nodes"),
         reader,
         _binding("agk-prometheus", "agk-prometheus", monitoring),
