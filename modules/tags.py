@@ -29,21 +29,6 @@ JUSTIFICATION = "azure-gpu-k8s/justification"
 """Kubernetes annotation saying why a workload needs more than the restricted baseline
 (privileged, host networking); the policy pack refuses such workloads without it."""
 
-ROLES = frozenset(
-    {
-        "apiserver",
-        "etcd",
-        "events-etcd",
-        "prometheus",
-        "nat",
-        "jump",
-        "gpu-node",
-        "system-node",
-        "network",
-        "storage",
-    }
-)
-
 
 def base_tags(owner: str, cost_center: str, cluster: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     tags = dict(extra or {})
