@@ -440,6 +440,12 @@ class ClusterConfig(_Model):
                 "etcd.backup.enabled: snapshots go to the cluster's storage account, which storage.enabled "
                 "turns off: enable storage or set etcd.backup.enabled: false"
             )
+        if self.events_etcd is not None and "backup" in self.events_etcd.model_fields_set:
+            # A setting that would do nothing must not look as if it did something.
+            raise ValueError(
+                "events_etcd.backup: the events etcd is never backed up (its events expire within an hour and "
+                "nothing needs them after a restore): remove it"
+            )
         return self
 
     @model_validator(mode="after")

@@ -246,6 +246,12 @@ CASES: list[tuple[str, Mutation, str]] = [
         "dev: azure-gpu-k8s:addons.balloons.h100: 9 replicas exceed pool h100's 4 nodes: lower replicas",
     ),
     (
+        "a backup for the events etcd",
+        _set("cluster.events_etcd", {"count": 3, "backup": {"enabled": True}}),
+        "dev: azure-gpu-k8s:cluster: events_etcd.backup: the events etcd is never backed up (its events expire "
+        "within an hour and nothing needs them after a restore): remove it",
+    ),
+    (
         "a boolean for a count",
         _set("cluster.gpu_pools.a100.nodes", True),
         "dev: azure-gpu-k8s:cluster.gpu_pools.a100.nodes: true is not a number: write a whole number",
