@@ -134,6 +134,28 @@ class Cluster:
             time.sleep(0.5)
 
 
+def lay_out(ctx: BootstrapContext, root: Path, pems: dict[str, str]) -> tuple[list[Member], dict[tuple[str, int], int]]:
+    """Every etcd member of ``ctx`` under ``root/<name>``: its PKI from ``pems`` and its rendered config on
+    loopback ports (nothing started). Also returns the ports: (member address, port) -> loopback port."""
+    members = names(ctx, "etcd")
+    hosts = {m.name: str(m.ip) for m in ctx.etcd.members}
+    free = iter(_ports(3 * len(members)))
+    ports = {(hosts[n], p): next(free) for n in members for p in (2379, 2380, 2381)}
+    out = []
+    for name in members:
+        node = bundle(ctx, "etcd", name)
+        home = root / name
+        for secret in node.secrets:
+            path = home / "pki" / Path(secret.path).name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(pems[secret.secret])
+            path.chmod(0o600)
+        config = home / "etcd.conf.yml"
+        config.write_text(_rewrite(node.file("etcd.conf.yml").content, ports, home))
+        out.append(Member(name, config, f"https://127.0.0.1:{ports[(hosts[name], 2379)]}", home / "etcd.log"))
+    return out, ports
+
+
 @pytest.fixture
 def cluster_of(require: Callable[[str], str], tmp_path: Path) -> Iterator[Callable[[BootstrapContext], Cluster]]:
     started: list[Cluster] = []
@@ -144,21 +166,7 @@ def cluster_of(require: Callable[[str], str], tmp_path: Path) -> Iterator[Callab
         spec = pki.pki_spec(ctx)
         wanted = {pki.ETCD_HEALTHCHECK} | {c(n) for n in members for c in (pki.etcd_server_cert, pki.etcd_peer_cert)}
         pems = issue(spec, only=wanted)
-        hosts = {m.name: str(m.ip) for m in ctx.etcd.members}
-        free = iter(_ports(3 * len(members)))
-        ports = {(hosts[n], p): next(free) for n in members for p in (2379, 2380, 2381)}
-        out = []
-        for name in members:
-            node = bundle(ctx, "etcd", name)
-            root = tmp_path / name
-            for secret in node.secrets:
-                path = root / "pki" / Path(secret.path).name
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(pems[secret.secret])
-                path.chmod(0o600)
-            config = root / "etcd.conf.yml"
-            config.write_text(_rewrite(node.file("etcd.conf.yml").content, ports, root))
-            out.append(Member(name, config, f"https://127.0.0.1:{ports[(hosts[name], 2379)]}", root / "etcd.log"))
+        out, _ = lay_out(ctx, tmp_path, pems)
         pki_dir = tmp_path / members[0] / "pki"
         cluster = Cluster(
             out,

@@ -31,30 +31,14 @@ from tests.host.loopback import serve
 
 from .certs import issue
 from .conftest import context
-from .test_realtool_etcd import Cluster, Member, _ports, _rewrite
+from .test_realtool_etcd import Cluster, Member, lay_out
 
 pytestmark = pytest.mark.realtool
 
 
 def _members(ctx: BootstrapContext, root: Path, pems: dict[str, str]) -> list[Member]:
     """Every member's rewritten config, PKI and data directory under ``root`` (nothing started)."""
-    members = names(ctx, "etcd")
-    hosts = {m.name: str(m.ip) for m in ctx.etcd.members}
-    free = iter(_ports(3 * len(members)))
-    ports = {(hosts[n], p): next(free) for n in members for p in (2379, 2380, 2381)}
-    out = []
-    for name in members:
-        node = bundle(ctx, "etcd", name)
-        home = root / name
-        for secret in node.secrets:
-            path = home / "pki" / Path(secret.path).name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(pems[secret.secret])
-            path.chmod(0o600)
-        config = home / "etcd.conf.yml"
-        config.write_text(_rewrite(node.file("etcd.conf.yml").content, ports, home))
-        out.append(Member(name, config, f"https://127.0.0.1:{ports[(hosts[name], 2379)]}", home / "etcd.log"))
-    return out
+    return lay_out(ctx, root, pems)[0]
 
 
 def _cluster(members: list[Member], root: Path) -> Cluster:

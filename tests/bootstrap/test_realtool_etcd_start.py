@@ -22,7 +22,7 @@ from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import bundle, names
 
 from .certs import issue
-from .test_realtool_etcd import Cluster, Member, _ports, _rewrite
+from .test_realtool_etcd import Cluster, Member, lay_out
 
 
 def _service(text: str) -> configparser.SectionProxy:
@@ -54,24 +54,15 @@ def members(require: Callable[[str], str], tmp_path: Path) -> Iterator[Cluster]:
     wanted = {pki.ETCD_HEALTHCHECK} | {c(n) for n in hosts for c in (pki.etcd_server_cert, pki.etcd_peer_cert)}
     pems = issue(pki.pki_spec(ctx), only=wanted)
     ips = {m.name: str(m.ip) for m in ctx.etcd.members}
-    free = iter(_ports(3 * len(hosts)))
-    ports = {(ips[n], p): next(free) for n in hosts for p in (2379, 2380, 2381)}
-    out = []
-    for name in hosts:
-        node = bundle(ctx, "etcd", name)
-        root = tmp_path / name
-        for secret in node.secrets:
-            path = root / "pki" / Path(secret.path).name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(pems[secret.secret])
-            path.chmod(0o600)
-        config = root / "etcd.conf.yml"
-        config.write_text(_rewrite(node.file("etcd.conf.yml").content, ports, root))
-        url = f"https://127.0.0.1:{ports[(ips[name], 2379)]}"
-        script = root / "etcd-joined.sh"
-        text = node.file("etcd-joined.sh").content
-        script.write_text(text.replace(f"https://{ips[name]}:2379", url).replace(PATHS.etcd_pki, str(root / "pki")))
-        out.append(Member(name, config, url, root / "etcd.log"))
+    out, _ = lay_out(ctx, tmp_path, pems)
+    for member in out:
+        root = tmp_path / member.name
+        text = bundle(ctx, "etcd", member.name).file("etcd-joined.sh").content
+        (root / "etcd-joined.sh").write_text(
+            text.replace(f"https://{ips[member.name]}:2379", member.client_url).replace(
+                PATHS.etcd_pki, str(root / "pki")
+            )
+        )
     pki_dir = tmp_path / hosts[0] / "pki"
     cluster = Cluster(out, require("etcd"), require("etcdctl"), (pki_dir / "ca.crt", pki_dir / "a", pki_dir / "b"))
     yield cluster
