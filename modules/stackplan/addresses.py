@@ -204,7 +204,7 @@ def network_of(stacks_dir: Path, stack: str, config: StackConfig | None = None) 
                     f"every spoke of its hub: fix {stack_file(stacks_dir, name)} ({err})",
                     stack=stack,
                 ) from None
-    _refuse_shared_cluster_names(configs)
+    _refuse_shared_cluster_names(configs, stack)
     return hub, configs
 
 
@@ -223,20 +223,24 @@ def _spoke_of(stacks_dir: Path, name: str, hub: str, stack: str) -> bool:
     return str(cluster.get("hub_stack", "hub")).rsplit("/", 1)[-1] == hub
 
 
-def _refuse_shared_cluster_names(configs: dict[str, StackConfig]) -> None:
+def _refuse_shared_cluster_names(configs: dict[str, StackConfig], asked: str) -> None:
     """Hub-side peerings, service routes and DNS links are named after the cluster: two spokes of one hub
-    with the same cluster.name would overwrite each other's on the second `pulumi up`."""
-    owner: dict[str, str] = {}
+    with the same cluster.name would overwrite each other's on the second `pulumi up`. The stack being
+    planned is the one named when it is one of the two (it is the file the user is working on)."""
+    by_name: dict[str, list[str]] = {}
     for name, other in configs.items():
-        if other.cluster is None:
+        if other.cluster is not None:
+            by_name.setdefault(other.cluster.name, []).append(name)
+    for cluster, stacks in by_name.items():
+        if len(stacks) < 2:
             continue
-        first = owner.setdefault(other.cluster.name, name)
-        if first != name:
-            raise ConfigError(
-                f"{PROJECT}:cluster.name: {other.cluster.name!r} is already the cluster of stack {first!r} on "
-                f"the same hub (its peering, route and DNS link names would collide): give each cluster its own name",
-                stack=name,
-            )
+        blamed = asked if asked in stacks else stacks[1]
+        first = next(n for n in stacks if n != blamed)
+        raise ConfigError(
+            f"{PROJECT}:cluster.name: {cluster!r} is already the cluster of stack {first!r} on "
+            f"the same hub (its peering, route and DNS link names would collide): give each cluster its own name",
+            stack=blamed,
+        )
 
 
 def _load_hub(stacks_dir: Path, hub: str, stack: str) -> StackConfig:

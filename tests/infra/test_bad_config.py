@@ -423,7 +423,8 @@ NETWORK_CASES: list[tuple[str, Mutation, str]] = [
     (
         "two clusters with one name",
         _set("cluster.name", "prod-7500"),
-        "prod-7500: azure-gpu-k8s:cluster.name: 'prod-7500' is already the cluster of stack 'dev' on the same hub "
+        # The stack being planned (dev, the file edited) is named, not its sibling.
+        "dev: azure-gpu-k8s:cluster.name: 'prod-7500' is already the cluster of stack 'prod-7500' on the same hub "
         "(its peering, route and DNS link names would collide): give each cluster its own name",
     ),
     (
