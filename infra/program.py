@@ -36,7 +36,7 @@ from modules.bootstrap.host.node_token import PLACEHOLDER
 from modules.bootstrap.kubeconfig import admin_kubeconfig
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
-from modules.bootstrap.roles import Role
+from modules.bootstrap.roles import POOL_ROLES, Role
 from modules.stackplan.addresses import StackAddresses, deployed_subnets, hub_stack_name, limits_for, plan_stack
 from modules.stackplan.config import (
     BACKUP_CONTAINER,
@@ -200,7 +200,7 @@ def host_boot(
 
     A pool also gets its bootstrap token secret (readable by the pool alone; the API servers write it:
     ``token_writers``); an API server's bundle names every pool's (``token_secrets``: pool -> secret)."""
-    pool = role in ("gpu-node", "system-node")
+    pool = role in POOL_ROLES
     key = f"pool-{name}" if pool else name
 
     def bind(identity: managedidentity.UserAssignedIdentity) -> pulumi.Output[str]:

@@ -19,7 +19,6 @@ from modules.bootstrap.roles import FactFile, NodeFile, host_program
 from modules.bootstrap.steps import Step, start
 from modules.bootstrap.templating import render
 
-HOST_LIB = host_boot.LIB
 LIBRARY = ("blob.py", "etcd_snapshot.py", "etcd_restore.py")
 """Host programs only a backed-up member needs; imds.py comes with every host's (roles.HOST_PROGRAMS)."""
 SNAPSHOT_UNIT = "agk-etcd-snapshot.service"
@@ -89,7 +88,7 @@ def member_files(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> MemberB
     )
     service = render(
         "agk-etcd-snapshot.service.j2",
-        lib=HOST_LIB,
+        lib=host_boot.LIB,
         settings=etcd_snapshot.SETTINGS,
         timeout_s=_timeout_s(backup),
         state_dirs=" ".join(d.removeprefix("/var/lib/") for d in (SPOOL, TEXTFILE_DIR)),

@@ -21,7 +21,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 from importlib import resources
-from typing import Literal
+from typing import Literal, get_args
 
 from modules import labels
 from modules.bootstrap import node_tokens, pki, versions
@@ -40,6 +40,7 @@ from modules.bootstrap.context import (
     EtcdCluster,
     Host,
     PoolBoot,
+    PoolRole,
 )
 from modules.bootstrap.host import boot as host_boot
 from modules.bootstrap.layout import PATHS
@@ -56,6 +57,8 @@ from modules.netplan import addressing
 
 Role = Literal["etcd", "events-etcd", "apiserver", "gpu-node", "system-node", "prometheus", "nat"]
 ROLES: tuple[Role, ...] = ("etcd", "events-etcd", "apiserver", "gpu-node", "system-node", "prometheus", "nat")
+POOL_ROLES: frozenset[Role] = frozenset(get_args(PoolRole))
+"""The roles that boot as scale-set pools (one bundle per pool, not per host)."""
 
 # Azure CNI (transparent mode) names every pod's host-side veth azv<hash>: kube-proxy tells pod
 # traffic apart by it (see kube-proxy-config.yaml.j2) and the host forwards it (forward-pod-traffic).
@@ -377,7 +380,7 @@ def _rules_service(name: str, description: str, rules_file: str, jumps: tuple[tu
 # Vault bundle. What needs IMDS in the cluster (cloud-provider-azure's controller-manager, the XID
 # remediation) runs on the host network, where the node's own traffic keeps IMDS;
 # tests/bootstrap/test_pod_imds.py keeps the two in step.
-POD_IMDS_BLOCKED: frozenset[Role] = frozenset({"gpu-node", "system-node"})
+POD_IMDS_BLOCKED: frozenset[Role] = POOL_ROLES
 
 
 def _node_network(ctx: BootstrapContext, role: Role) -> tuple[NodeFile, ...]:
@@ -963,9 +966,6 @@ def _gates(ctx: BootstrapContext, role: Role, name: str) -> tuple[Gate, ...]:
         members = tuple((h.name, f"https://{h.ip}:{PORTS.apiserver}") for h in ctx.control_plane.apiservers)
         return (Gate("apiserver", name, members, ca=f"{PATHS.pki}/ca.crt"),)
     return ()
-
-
-POOL_ROLES: frozenset[Role] = frozenset({"gpu-node", "system-node"})
 
 
 POOL_RUNTIME_FILES = frozenset(

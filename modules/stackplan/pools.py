@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from modules import labels
-from modules.bootstrap.context import Taint
+from modules.bootstrap.context import PoolRole, Taint
 from modules.errors import ConfigError
 from modules.netplan.limits import Limits
 from modules.netplan.subnet_sizes import parse_surge
@@ -25,7 +24,6 @@ from modules.stackplan.config import PROJECT, ClusterConfig, GpuPoolConfig, Pool
 from modules.vm_sizing.scale_sets import ScaleSetPlan, split_pool
 from modules.vm_sizing.skus import sku
 
-PoolRole = Literal["gpu-node", "system-node"]
 SYSTEM = "system"
 
 

@@ -11,10 +11,12 @@ from uuid import uuid4
 
 import pytest
 
-from modules.bootstrap.context import BootstrapContext, PoolBoot
+from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.host.boot import HostConfig
 from modules.bootstrap.roles import ROLES, bundle, names
 from modules.bootstrap.userdata import render_user_data
+
+from .hostsim import nic_metadata
 
 
 @pytest.mark.realtool
@@ -68,25 +70,6 @@ IMAGE_CLOUD_CFG = {
 HELPER = Path(__file__).with_name("cloudinit_azure_network.py")
 
 
-def _nic(pool: PoolBoot, index: int) -> dict[str, object]:
-    """IMDS network metadata of one node's NIC: ipconfig1 (the node) then a secondary per pod IP."""
-    base = pool.subnet.network_address + 4 + index * (1 + pool.pod_ips)
-    return {
-        "interface": [
-            {
-                "macAddress": f"000D3A{index:06X}",
-                "ipv4": {
-                    "subnet": [{"address": str(pool.subnet.network_address), "prefix": str(pool.subnet.prefixlen)}],
-                    "ipAddress": [
-                        {"privateIpAddress": str(base + i), "publicIpAddress": ""} for i in range(1 + pool.pod_ips)
-                    ],
-                },
-                "ipv6": {"ipAddress": []},
-            }
-        ]
-    }
-
-
 def _azure_datasource(cases: list[dict[str, object]]) -> dict[str, dict[str, object]]:
     python = "/usr/bin/python3"  # the interpreter Debian's cloud-init package installs its module for
     run = subprocess.run([python, str(HELPER)], input=json.dumps(cases), capture_output=True, text=True, check=False)
@@ -100,7 +83,7 @@ def test_cloud_init_binds_no_pod_ip_on_any_pool(ctx: BootstrapContext, require: 
     cases = []
     for pool in ctx.pools:
         ours = bundle(ctx, pool.role, pool.name).file("cloud/15_azure-vnet.cfg").content
-        network = _nic(pool, 0)
+        network = nic_metadata(pool)
         cases.append(
             {"name": pool.name, "cfg_d": {**IMAGE_CLOUD_CFG[pool.role], "15_azure-vnet.cfg": ours}, "network": network}
         )
@@ -109,7 +92,7 @@ def test_cloud_init_binds_no_pod_ip_on_any_pool(ctx: BootstrapContext, require: 
             cases.append({"name": "without-our-file", "cfg_d": IMAGE_CLOUD_CFG["system-node"], "network": network})
     results = _azure_datasource(cases)
     for pool in ctx.pools:
-        ips = [a["privateIpAddress"] for a in _nic(pool, 0)["interface"][0]["ipv4"]["ipAddress"]]  # type: ignore[index]
+        ips = [a["privateIpAddress"] for a in nic_metadata(pool)["interface"][0]["ipv4"]["ipAddress"]]  # type: ignore[index]
         bound = {a.split("/")[0] for a in results[pool.name]["addresses"]}  # type: ignore[union-attr]
         assert not bound & set(ips[1:]), f"{pool.name}: pod IPs bound to the host: {sorted(bound & set(ips[1:]))}"
     unguarded = results["without-our-file"]

@@ -22,8 +22,8 @@ import pytest
 
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.etcd_backup import HOST_LIB
 from modules.bootstrap.host import blob, etcd_restore, etcd_snapshot
+from modules.bootstrap.host.boot import LIB
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import bundle, names
 from tests.host.azurite import Azurite, StorageImds, azurite, host_facts
@@ -86,7 +86,7 @@ def _host_lib(ctx: BootstrapContext, folder: Path) -> Path:
     """The host library files exactly as the etcd bundle writes them to /opt/agk/lib."""
     folder.mkdir(parents=True)
     node = bundle(ctx, "etcd", names(ctx, "etcd")[0])
-    libs = [f for f in node.files if f.path.startswith(HOST_LIB + "/")]
+    libs = [f for f in node.files if f.path.startswith(LIB + "/")]
     assert {Path(f.path).name for f in libs} >= {"imds.py", "blob.py", "etcd_snapshot.py", "etcd_restore.py"}
     for f in libs:
         (folder / Path(f.path).name).write_text(f.content)

@@ -23,6 +23,8 @@ from modules.cluster.scripts import iptables_exporter
 from modules.stackplan.config import load_stack
 from modules.stackplan.prepare import prepare_cluster
 from tests.bootstrap.conftest import tool
+from tests.bootstrap.test_realtool_iptables import CLIENT
+from tests.bootstrap.test_realtool_iptables import SERVER as ECHO
 from tests.cluster.conftest import STACKS
 
 SCRIPT = Path(iptables_exporter.__file__)
@@ -107,26 +109,6 @@ def test_exporter_reports_the_kernels_counters_of_the_rendered_rules(netns: tupl
     assert after[("AGK-POD-OUT", "internet-out")] == (0, 0)
     tool("promtool")
     subprocess.run(["promtool", "check", "metrics"], input=text, text=True, check=True, capture_output=True)
-
-
-ECHO = """
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind((sys.argv[1], int(sys.argv[2])))
-s.settimeout(30)
-print("ready", flush=True)
-for _ in range(int(sys.argv[3])):
-    data, peer = s.recvfrom(100)
-    s.sendto(data, peer)
-"""
-CLIENT = """
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.settimeout(10)
-for i in range(int(sys.argv[3])):
-    s.sendto(b"ping", (sys.argv[1], int(sys.argv[2])))
-    assert s.recvfrom(100)[0] == b"ping"
-"""
 
 
 def test_comment_labels() -> None:
