@@ -36,11 +36,13 @@ def bundle_parts(
     pems = pulumi.Output.all(**{s.secret: pki.secrets[s.secret] for s in node.secrets})
     known = pulumi.Output.all(**{f.fact: given[f.fact] for f in node.facts})
 
-    def part(index: int) -> Callable[[list[dict[str, str]]], str]:
-        return lambda both: encode(document(node, both[0], both[1]))[index]
+    # Encoded once; each secret takes its part.
+    encoded = pulumi.Output.all(pems, known).apply(lambda both: encode(document(node, both[0], both[1])))
 
-    values = pulumi.Output.all(pems, known)
-    return [pulumi.Output.secret(values.apply(part(i))) for i in range(delivery.PARTS)]
+    def part(index: int) -> Callable[[list[str]], str]:
+        return lambda parts: parts[index]
+
+    return [pulumi.Output.secret(encoded.apply(part(i))) for i in range(delivery.PARTS)]
 
 
 def custom_data(
