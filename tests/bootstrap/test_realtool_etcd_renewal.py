@@ -250,7 +250,7 @@ def test_renewing_every_members_certificates_one_at_a_time_keeps_quorum_and_ever
             assert out.deferred == ["restart etcd.service"] and by_name[last].proc.pid == pid  # type: ignore[union-attr]
             # Killing a member may cost the cluster its leader, so a survivor can briefly report unhealthy too:
             # the deferral must name the dead member, and may name more.
-            deferrals = [l for l in lines if l.startswith(f"{last}: deferred restart etcd.service: ")]
+            deferrals = [x for x in lines if x.startswith(f"{last}: deferred restart etcd.service: ")]
             assert deferrals and deferrals[-1].endswith(" not healthy; the next run retries"), lines
             named = deferrals[-1].split(": ", 2)[2].removesuffix(" not healthy; the next run retries").split(", ")
             assert second in named and last not in named, deferrals
