@@ -55,7 +55,7 @@ class FakeVault:
     """Answer this many next authenticated requests 429 with Retry-After: 1."""
     now: Callable[[], float] = time.time
     on_get: Callable[[str], None] | None = None
-    """Runs before a GET answers (a test's hook to line up concurrent issuers)."""
+    """Runs once a GET has read the secret, before it answers (a test's hook to line up concurrent issuers)."""
     requests: list[str] = field(default_factory=list)
     calls: list[tuple[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -114,9 +114,11 @@ class FakeVault:
             may_read = client in self.readers.get(name, set()) | self.writers.get(name, set())
             may_write = client in self.writers.get(name, set())
         if method == "GET":
-            if self.on_get is not None:
-                self.on_get(name)
             found = self.current(name)
+            if self.on_get is not None:
+                # After the read, so two GETs lined up by the hook have both read before either answers
+                # (before the hook, a released GET could read what the other's caller wrote meanwhile).
+                self.on_get(name)
             if found is None:
                 return (
                     404,
