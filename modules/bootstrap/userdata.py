@@ -8,8 +8,9 @@ can read the VM model can read it):
 - the host's facts, /etc/agk/host.json: role, host or pool name, the vault's URI, the name of its
   bundle secret, the client id of the identity that may read it;
 - the host name and the data disk's partition, file system and mount (cloud-init's disk modules);
-- the stage-0 programs (``boot.STAGE0``) and a runcmd that runs boot.py, which fetches the bundle and
-  hands over to its sync.py: the files, the boot steps and the restart map all come from Key Vault.
+- the stage-0 programs (``boot.STAGE0``) and a cloud-init per-boot script that runs boot.py until the
+  host has booted once (``boot.PER_BOOT``): boot.py fetches the bundle and hands over to its sync.py;
+  the files, the boot steps and the restart map all come from Key Vault.
 
 Why the boot steps are in the bundle too: a toolkit release that adds a package or reorders a step
 would otherwise change every VM's customData, which Azure refuses; in the bundle it changes what new
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.host.boot import HOST_CONFIG, LIB, STAGE0, HostConfig
+from modules.bootstrap.host.boot import BOOTED, HOST_CONFIG, LIB, PER_BOOT, STAGE0, HostConfig
 from modules.bootstrap.roles import NodeBundle
 from modules.bootstrap.templating import render
 from modules.errors import AgkError
@@ -33,8 +34,8 @@ from modules.errors import AgkError
 AZURE_CUSTOM_DATA_LIMIT = 65_535
 """Azure's customData limit: 64 KB of base64 text (osProfile.customData)."""
 BOOT_COMMAND = f"/usr/bin/python3 {LIB}/boot.py"
-STAGE0_SHA256 = "2ca01ec36b3fdf061bea9685f09780b47c6ccc4a4aba6a0f031d9e8cbf8d8189"
-"""sha256 of the stage-0 programs as customData carries them (``stage0_digest``). Azure refuses to change
+STAGE0_SHA256 = "76e647d30164bece5eae7fa07d3131e8eff31a26086627017679cce42a906721"
+"""sha256 of stage 0 (its programs and per-boot script) as customData carries it (``stage0_digest``). Azure refuses to change
 an existing VM's customData (PropertyChangeNotAllowed; pulumi-azure-native#577), so editing one of
 host.boot.STAGE0 makes the next `pulumi up` fail on every fixed host (`agk plan --base` shows it refused).
 Change them only as a decision, with this digest: running hosts get the new copies from their bundles
@@ -68,8 +69,10 @@ def stage0_digest() -> str:
 
 
 def stage0_files() -> list[_WriteFile]:
+    """The stage-0 programs, then the per-boot script that runs them."""
     host = resources.files("modules.bootstrap.host")
-    return [_WriteFile(f"{LIB}/{name}", "0644", host.joinpath(name).read_text()) for name in STAGE0]
+    programs = [_WriteFile(f"{LIB}/{name}", "0644", host.joinpath(name).read_text()) for name in STAGE0]
+    return [*programs, _WriteFile(PER_BOOT, "0755", render("agk-boot.sh.j2", booted=BOOTED, command=BOOT_COMMAND))]
 
 
 def render_user_data(ctx: BootstrapContext, node: NodeBundle, host: HostConfig) -> str:
@@ -85,7 +88,6 @@ def render_user_data(ctx: BootstrapContext, node: NodeBundle, host: HostConfig) 
         hostname=node.hostname or "",
         disk=node.disk,
         files=files,
-        runcmd=(BOOT_COMMAND,),
     )
 
 

@@ -326,6 +326,9 @@ def test_boot_installs_the_bundles_programs_and_hands_over_to_its_sync(tmp_path:
     _host_config(tmp_path, url)
     host = Host(tmp_path)
     value = Path(fetched).read_text()
+    assert not (tmp_path / boot.BOOTED.lstrip("/")).exists()  # a reboot now would fetch and boot again
     assert sync.first_boot(host.rt, value) == 1
     assert (tmp_path / "order").read_text() == "one\ntwo\n"
     assert host.read("/etc/etcd/pki/peer.crt") == "cert-1\n" and host.calls == []
+    # Booted, a failed step included: the per-boot script boots nothing on a reboot.
+    assert host.read(boot.BOOTED).endswith(", 1 step lines failed\n")

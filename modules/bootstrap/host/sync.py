@@ -331,6 +331,7 @@ def first_boot(rt: Runtime, value: str | None = None) -> int:
         if subprocess.run(["sh", "-c", line], check=False).returncode != 0:
             failed += 1
     rt.log(f"{host.role} {host.name}: boot of bundle {bundle.digest(doc)[:12]} done, {failed} step lines failed")
+    files.write(rt.path(boot.BOOTED), f"bundle {bundle.digest(doc)}, {failed} step lines failed\n".encode(), 0o644)
     return failed
 
 
