@@ -3,21 +3,21 @@
 IMDS hands any pod that reaches it a token for the node's managed identity, so pools in
 ``POD_IMDS_BLOCKED`` drop pod -> 169.254.169.254 (forward-pod-traffic.sh; proved on a replayed boot in
 test_realtool_boot). That is only safe where no pod-network workload needs IMDS. A workload needs it
-when its NetworkPolicy allows egress to the IMDS address (the add-ons declare it for each one that
-takes a managed-identity token): each of those runs on the host network, whose traffic keeps IMDS,
-so every pool can cut its pods off.
+when it takes a managed-identity token (the add-ons say so in its pods' justification annotation):
+each of those runs on the host network, whose traffic keeps IMDS, so every pool can cut its pods off.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from ipaddress import IPv4Network
 from typing import Any
 
 import pytest
 
 from modules.bootstrap.roles import IMDS_ADDRESS, POD_IMDS_BLOCKED, bundle
 from modules.cluster.manifests import render_manifests
+from modules.cluster.objects.common import JUSTIFICATION
+from modules.cluster.objects.health import IMDS_WHY
 from modules.cluster.placement import NodeTaint, lands_on
 from modules.stackplan.config import load_stack
 from modules.stackplan.prepare import prepare_cluster
@@ -35,35 +35,16 @@ def _pod(obj: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _selects(policy: dict[str, Any], namespace: str, labels: dict[str, str]) -> bool:
-    if policy["metadata"].get("namespace") != namespace:
-        return False
-    wanted = policy["spec"].get("podSelector", {}).get("matchLabels", {})
-    return all(labels.get(k) == v for k, v in wanted.items())
-
-
-def _allows_imds(policy: dict[str, Any]) -> bool:
-    imds = IPv4Network(f"{IMDS_ADDRESS}/32")
-    for rule in policy["spec"].get("egress", []):
-        for peer in rule.get("to", []):
-            block = peer.get("ipBlock")
-            if block and imds.subnet_of(IPv4Network(block["cidr"])):
-                return True
-    return False
-
-
 def _imds_workloads(objs: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Workloads whose NetworkPolicy lets them reach IMDS (the add-ons declare it for each one that takes
-    a managed-identity token): (namespace/name, pod spec)."""
-    policies = [o for o in objs if o.get("kind") == "NetworkPolicy"]
+    """Workloads whose pods say they take a managed-identity token from IMDS (the add-ons' justification
+    annotation, the reason a reviewer reads for their host network): (namespace/name, pod spec)."""
     for obj in objs:
         template = _pod(obj)
         if template is None:
             continue
-        namespace = obj["metadata"].get("namespace", "default")
-        labels = template.get("metadata", {}).get("labels", {})
-        if any(_selects(p, namespace, labels) and _allows_imds(p) for p in policies):
-            yield f"{namespace}/{obj['metadata']['name']}", template["spec"]
+        why = template.get("metadata", {}).get("annotations", {}).get(JUSTIFICATION, "")
+        if IMDS_WHY in why:
+            yield f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}", template["spec"]
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod-7500"])
