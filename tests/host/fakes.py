@@ -21,7 +21,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,13 +70,16 @@ class FakeVault:
         with self.lock:
             return self.versions[name][-1] if self.versions.get(name) else None
 
-    def put(self, name: str, value: str, *readers: str, **attributes: Any) -> None:
+    def put(
+        self, name: str, value: str, *readers: str, tags: Mapping[str, str] | None = None, **attributes: Any
+    ) -> None:
         """What Pulumi (through ARM) or an operator writes, bypassing the data plane; ``readers`` get
         Key Vault Secrets User on it."""
         with self.lock:
-            self.versions.setdefault(name, []).append(
-                {"id": f"https://vault/secrets/{name}/{uuid.uuid4().hex}", "value": value, "attributes": attributes}
-            )
+            version = {"id": f"https://vault/secrets/{name}/{uuid.uuid4().hex}", "value": value, "attributes": attributes}
+            if tags is not None:
+                version["tags"] = dict(tags)
+            self.versions.setdefault(name, []).append(version)
             self.readers.setdefault(name, set()).update(readers)
 
     def grant_write(self, name: str, *clients: str) -> None:

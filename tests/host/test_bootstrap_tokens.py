@@ -252,6 +252,20 @@ def test_a_placeholder_or_an_unexpiring_value_is_replaced(
     assert cluster.published("h100-a") != bt.Token.parse(value)
 
 
+def test_publishing_keeps_the_tags_pulumi_created_the_secret_with(cluster: Cluster) -> None:
+    """A new version carries only the tags it is written with; Pulumi's (ignore_changes) never come back."""
+    created = {"agk-role": "security", "owner": "platform"}
+    cluster.vault.put(SECRETS["h100-a"], "placeholder: the issuer has not run yet", tags=created)
+    assert cluster.run()["h100-a"].action == "minted"
+    current = cluster.vault.current(SECRETS["h100-a"])
+    assert current is not None and current["tags"] == {
+        **created,
+        "token-id": cluster.published("h100-a").id,
+        "expiration": bt.rfc3339(NOW + TTL),
+        "minted-by": "apiserver-0",
+    }
+
+
 def test_a_token_that_authenticates_outside_the_node_group_is_replaced(cluster: Cluster) -> None:
     token = bt.Token("zzzzzz", "0123456789abcdef")
     rogue = bt.token_secret(token, "h100-a", NOW + TTL, "someone")

@@ -359,13 +359,17 @@ def issue(
                 f"another API server published token {other.id if other else '?'} first; "
                 f"token {token.id} stays unused until it expires",
             )
+        # A write replaces the tags with the new version's: keep those Pulumi created the secret with
+        # (cost, owner, role), which its ignore_changes never puts back.
+        previous = latest if latest is not None else current
+        kept = dict(previous.tags) if previous is not None else {}
         vault.write(
             config.vault_url,
             name,
             str(token),
             bearer,
             expires=int(expires),
-            tags={"token-id": token.id, "expiration": rfc3339(expires), "minted-by": host},
+            tags={**kept, "token-id": token.id, "expiration": rfc3339(expires), "minted-by": host},
             sleep=sleep,
         )
         return Outcome(pool, "minted", f"token {token.id} valid until {rfc3339(expires)} ({reason})")
