@@ -76,7 +76,11 @@ class FakeVault:
         """What Pulumi (through ARM) or an operator writes, bypassing the data plane; ``readers`` get
         Key Vault Secrets User on it."""
         with self.lock:
-            version = {"id": f"https://vault/secrets/{name}/{uuid.uuid4().hex}", "value": value, "attributes": attributes}
+            version = {
+                "id": f"https://vault/secrets/{name}/{uuid.uuid4().hex}",
+                "value": value,
+                "attributes": attributes,
+            }
             if tags is not None:
                 version["tags"] = dict(tags)
             self.versions.setdefault(name, []).append(version)
