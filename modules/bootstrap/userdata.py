@@ -9,7 +9,7 @@ can read the VM model can read it):
   bundle secret, the client id of the identity that may read it;
 - the host name and the data disk's partition, file system and mount (cloud-init's disk modules);
 - the stage-0 programs (``boot.STAGE0``) and a cloud-init per-boot script that runs boot.py until the
-  host has booted once (``boot.PER_BOOT``): boot.py fetches the bundle and hands over to its sync.py;
+  host has booted once (``PER_BOOT``): boot.py fetches the bundle and hands over to its sync.py;
   the files, the boot steps and the restart map all come from Key Vault.
 
 Why the boot steps are in the bundle too: a toolkit release that adds a package or reorders a step
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.host.boot import BOOTED, HOST_CONFIG, LIB, PER_BOOT, STAGE0, HostConfig
+from modules.bootstrap.host.boot import BOOTED, HOST_CONFIG, LIB, STAGE0, HostConfig
 from modules.bootstrap.roles import NodeBundle
 from modules.bootstrap.templating import render
 from modules.errors import AgkError
@@ -34,7 +34,18 @@ from modules.errors import AgkError
 AZURE_CUSTOM_DATA_LIMIT = 65_535
 """Azure's customData limit: 64 KB of base64 text (osProfile.customData)."""
 BOOT_COMMAND = f"/usr/bin/python3 {LIB}/boot.py"
-STAGE0_SHA256 = "76e647d30164bece5eae7fa07d3131e8eff31a26086627017679cce42a906721"
+PER_BOOT = "/var/lib/cloud/scripts/per-boot/agk-boot"
+"""cloud-init runs every script here on every boot, in its final stage ("Any scripts in the
+scripts/per-boot directory on the datasource will be run every time the system boots",
+cloudinit/config/cc_scripts_per_boot.py; /var/lib/cloud is cloud-init's cpath), the first boot included
+(write_files runs earlier, in the init stage). The script runs boot.py until ``sync.py boot`` has written
+``boot.BOOTED`` (after the boot steps, whatever their outcome: a failed step stays failed, since a
+half-booted host must not join on a reboot). A per-instance runcmd would run boot.py once, and a host
+whose first fetch missed its window (a grant not yet applied, the vault's private DNS not yet linked)
+would never boot; this way a restart boots it. The marker is a contract between stage 0, which never
+changes, and the bundle's sync.py, which does: a sync.py that stopped writing it would boot the host
+again on every reboot."""
+STAGE0_SHA256 = "1f3c2ad8c41ab9a7a638f7aadd55f3beb49a9a4f7343d14be055994345715b9e"
 """sha256 of stage 0 (its programs and per-boot script) as customData carries it (``stage0_digest``). Azure refuses to change
 an existing VM's customData (PropertyChangeNotAllowed; pulumi-azure-native#577), so editing one of
 host.boot.STAGE0 makes the next `pulumi up` fail on every fixed host (`agk plan --base` shows it refused).

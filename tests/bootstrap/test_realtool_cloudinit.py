@@ -12,9 +12,9 @@ from uuid import uuid4
 import pytest
 
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.host.boot import HostConfig
+from modules.bootstrap.host.boot import BOOTED, HostConfig
 from modules.bootstrap.roles import ROLES, bundle, names
-from modules.bootstrap.userdata import render_user_data
+from modules.bootstrap.userdata import BOOT_COMMAND, PER_BOOT, offline_host, render_user_data
 
 from .hostsim import nic_metadata
 
@@ -98,3 +98,37 @@ def test_cloud_init_binds_no_pod_ip_on_any_pool(ctx: BootstrapContext, require: 
     unguarded = results["without-our-file"]
     system = ctx.pool("system")
     assert len(unguarded["addresses"]) == system.pod_ips  # type: ignore[arg-type]
+
+
+PER_BOOT_HELPER = Path(__file__).with_name("cloudinit_per_boot.py")
+
+
+@pytest.mark.realtool
+def test_cloud_init_runs_the_boot_on_every_boot_until_the_host_has_booted(
+    dev: BootstrapContext, require: Callable[[str], str], tmp_path: Path
+) -> None:
+    """cloud-init's own write_files and scripts-per-boot code on a host's real user-data: the script lands
+    executable where the module looks, runs boot.py (a stand-in that fails, as a fetch that ran out of
+    time does) on the first boot and again on the next, and nothing once sync.py has written BOOTED."""
+    require("cloud-init")
+    node = bundle(dev, "gpu-node", "a100")
+    user_data = render_user_data(dev, node, offline_host(dev, node))
+    ran, booted = tmp_path / "ran", tmp_path / "var/lib/agk/booted"
+    case = {
+        "user_data": user_data,
+        "root": str(tmp_path),
+        "moved": {BOOTED: str(booted), BOOT_COMMAND: f"sh -c 'echo boot >> {ran}; exit 1'"},
+        "boots": ["", "", str(booted)],  # a marker path: written before that boot
+    }
+    run = subprocess.run(
+        ["/usr/bin/python3", str(PER_BOOT_HELPER)], input=json.dumps(case), capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["per_boot"] == str(Path(PER_BOOT).parent)
+    assert out["modes"][PER_BOOT] == "0o755"
+    assert out["boots"][:2] == ["Runparts: 1 failures (agk-boot) in 1 attempted commands"] * 2, out["boots"]
+    assert out["boots"][2] == "ok" and ran.read_text() == "boot\nboot\n"
+    # The system configuration runs write_files at init and the per-boot scripts at final (Debian's
+    # cloud.cfg here; Ubuntu's cloud.cfg.tmpl lists the same modules in the same stages).
+    assert "write-files" in out["init_modules"] and "scripts-per-boot" in out["final_modules"]

@@ -174,3 +174,33 @@ def test_every_containerd_host_pins_its_runtime(ctx: BootstrapContext) -> None:
                 continue
             assert f"sh {PATHS.script('pin-containerd.sh')}" in node.file("install-kubernetes.sh").content
             assert f"ge {need}; then" in node.file("pin-containerd.sh").content, role
+
+
+@pytest.mark.realtool
+def test_an_install_that_a_restart_interrupted_is_finished_by_the_next_boot(
+    dev: BootstrapContext, require: Callable[[str], str], tmp_path: Path
+) -> None:
+    """A restart mid-install leaves dpkg's journal (/var/lib/dpkg/updates) and an unconfigured package;
+    apt-get refuses every install until `dpkg --configure -a`. The boot steps run again after the
+    restart (userdata.PER_BOOT), so the package step must finish what was interrupted."""
+    require("unshare")
+    require("apt-get")
+    require("dpkg-deb")
+    node = bundle(dev, "gpu-node", "a100")
+    setup, lists = _apt_host(tmp_path)
+    apt = PATHS.script("apt-install.sh")
+    archive = f"{REPOS}/repo-archive"
+    lines = [
+        *private_host(tmp_path, node),
+        *setup,
+        *(f"printf '%s' '{text}' > {path}" for path, text in lists.items()),
+        # What the restart left: one package unpacked, not configured, and a journal entry.
+        f"dpkg --unpack {archive}/agk-conntrack_1.4.8-1_all.deb >/dev/null",
+        ": > /var/lib/dpkg/updates/0000",
+        f"{apt} agk-curl",
+        "dpkg-query -W -f='${db:Status-Status} ${Package}\\n' agk-conntrack agk-curl",
+    ]
+    out = in_private_host(None, lines, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "installed agk-conntrack" in out.stdout and "installed agk-curl" in out.stdout, out.stdout
+    assert "apt-install: dpkg was interrupted: finishing it" in out.stderr

@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from modules.bootstrap.host.boot import BOOTED, LIB, PER_BOOT, STAGE0
-from modules.bootstrap.userdata import BOOT_COMMAND, STAGE0_SHA256, stage0_digest, stage0_files
+from modules.bootstrap.host.boot import BOOTED, LIB, STAGE0
+from modules.bootstrap.userdata import BOOT_COMMAND, PER_BOOT, STAGE0_SHA256, stage0_digest, stage0_files
 
 
 def test_stage0_is_the_pinned_one() -> None:

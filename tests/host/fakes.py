@@ -54,6 +54,9 @@ class FakeVault:
     throttle: int = 0
     """Answer this many next authenticated requests 429 with Retry-After: 1."""
     now: Callable[[], float] = time.time
+    refuse_expired: bool = False
+    """Answer a GET of a version past its ``exp`` as the docs describe (403, inner code SecretExpired);
+    off, as the service has been seen to behave, it answers 200 (Azure/AzureKeyVault#19)."""
     on_get: Callable[[str], None] | None = None
     """Runs once a GET has read the secret, before it answers (a test's hook to line up concurrent issuers)."""
     requests: list[str] = field(default_factory=list)
@@ -134,6 +137,11 @@ class FakeVault:
                 )
             if not may_read:
                 return 403, {}, _forbidden("getSecret", name)
+            exp = (found.get("attributes") or {}).get("exp")
+            if self.refuse_expired and exp is not None and exp <= self.now():
+                body = _error("Forbidden", "Operation get is not allowed on a expired secret.")
+                body["error"]["innererror"] = {"code": "SecretExpired"}
+                return 403, {}, body
             return 200, {"Content-Type": "application/json"}, found
         if method == "PUT":
             if not may_write:

@@ -266,6 +266,22 @@ def test_publishing_keeps_the_tags_pulumi_created_the_secret_with(cluster: Clust
     }
 
 
+@pytest.mark.parametrize("refused", [True, False])
+def test_an_expired_token_is_replaced_whether_key_vault_answers_it_or_refuses_it(
+    cluster: Cluster, refused: bool
+) -> None:
+    """An issuer that was down for a day finds the published token expired; Key Vault may refuse the read."""
+    cluster.run()
+    old = cluster.published("h100-a")
+    cluster.clock[0] = NOW + TTL + HOUR
+    cluster.vault.refuse_expired = refused
+    outcome = cluster.run(pools=only("h100-a"))["h100-a"]
+    reason = "refuses the published version as expired (SecretExpired)" if refused else f"token {old.id} expires at"
+    assert outcome.action == "minted" and reason in outcome.message, outcome.message
+    assert cluster.published("h100-a") != old
+    assert cluster.run(pools=only("h100-a"))["h100-a"].action == "kept"
+
+
 def test_a_token_that_authenticates_outside_the_node_group_is_replaced(cluster: Cluster) -> None:
     token = bt.Token("zzzzzz", "0123456789abcdef")
     rogue = bt.token_secret(token, "h100-a", NOW + TTL, "someone")

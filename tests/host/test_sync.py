@@ -332,3 +332,27 @@ def test_boot_installs_the_bundles_programs_and_hands_over_to_its_sync(tmp_path:
     assert host.read("/etc/etcd/pki/peer.crt") == "cert-1\n" and host.calls == []
     # Booted, a failed step included: the per-boot script boots nothing on a reboot.
     assert host.read(boot.BOOTED).endswith(", 1 step lines failed\n")
+
+
+def test_a_boot_that_fails_before_its_steps_leaves_no_marker_and_one_that_finds_the_lock_taken_waits(
+    tmp_path: Path,
+) -> None:
+    """No BOOTED without a boot (the next restart boots again); a boot started by hand while cloud-init's
+    is still running does nothing (two runs of the steps at once could record each other's failures)."""
+    _host_config(tmp_path, "https://vault.example/")
+    host = Host(tmp_path)
+    someone_elses = bundle.encode({**etcd_doc(), "name": "e-1"})
+    with pytest.raises(bundle.BundleError, match="holds etcd e-1's bundle, not etcd e-0's"):
+        sync.first_boot(host.rt, someone_elses)
+    assert not (tmp_path / boot.BOOTED.lstrip("/")).exists()
+    doc = etcd_doc()
+    doc["boot"] = [f"echo ran >> {tmp_path}/ran"]
+    lock = tmp_path / sync.LOCK.lstrip("/")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(sync.Busy, match="another boot or sync of etcd e-0 is running"):
+            sync.first_boot(host.rt, bundle.encode(doc))
+    assert not (tmp_path / "ran").exists() and not (tmp_path / boot.BOOTED.lstrip("/")).exists()
+    assert sync.first_boot(host.rt, bundle.encode(doc)) == 0
+    assert (tmp_path / "ran").read_text() == "ran\n" and (tmp_path / boot.BOOTED.lstrip("/")).exists()

@@ -22,9 +22,11 @@ from agk.plan import cloud, wire
 from agk.plan.diff import resources_of
 from modules.bootstrap.delivery import PARTS
 from modules.bootstrap.host import bundle as host_bundle
+from modules.bootstrap.host.boot import HOST_CONFIG, STAGE0
 from modules.bootstrap.host.bundle import part_name
 from modules.bootstrap.host.etcd_snapshot import ACCOUNT_URL_FILE
 from modules.bootstrap.host.node_token import PLACEHOLDER
+from modules.bootstrap.userdata import stage0_files
 
 from .changed_stacks import cluster, export, stack_folder
 
@@ -139,15 +141,10 @@ def test_no_custom_data_carries_a_certificate_or_a_key(plans: tuple[dict[str, An
         assert text.startswith("#cloud-config\n"), urn
         for marker in ("BEGIN", "PRIVATE KEY", "planned-", "CERTIFICATE"):
             assert marker not in text, (urn, marker)
-        # The stable bootstrap only: the host's facts and the programs that fetch its bundle.
-        assert [f["path"].rsplit("/", 1)[-1] for f in doc["write_files"]] == [
-            "host.json",
-            "boot.py",
-            "bundle.py",
-            "files.py",
-            "imds.py",
-            "vault.py",
-        ], urn
+        # The stable bootstrap only: the host's facts, the programs that fetch its bundle and the
+        # per-boot script that runs them.
+        assert [f["path"] for f in doc["write_files"]] == [HOST_CONFIG, *(f.path for f in stage0_files())], urn
+        assert [f["path"].rsplit("/", 1)[-1] for f in doc["write_files"]][1:-1] == list(STAGE0), urn
 
 
 def test_every_machine_waits_for_its_read_grants_and_the_vaults_private_endpoint(

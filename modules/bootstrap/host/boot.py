@@ -1,12 +1,11 @@
-"""The first thing a host runs (cloud-init's per-boot script, until the host has booted once): fetch its
-bundle, install its host programs, and hand over to the bundle's sync program, which writes the files
-and runs the boot steps.
+"""The first thing a host runs (cloud-init's per-boot script, until BOOTED exists): fetch its bundle,
+install its host programs, and hand over to the bundle's sync program, which writes the files and
+runs the boot steps.
 
 This file, imds.py, vault.py, bundle.py and files.py are the only programs in customData, and
 customData never changes on a VM (Azure refuses it), so they stay small and their contract stays
 put: read /etc/agk/host.json, fetch the secret it names, keep going with whatever sync.py the
-bundle brings. Everything else (sync.py, the units, every file, the boot steps) comes from Key
-Vault and can change on running hosts; the bundle carries the current copies of these five too.
+bundle brings, which must write BOOTED when its boot is done. Everything else comes from Key Vault.
 """
 
 from __future__ import annotations
@@ -34,15 +33,7 @@ FETCHED = "/run/agk/bundle"
 BOOT_DEADLINE_S = 45 * 60.0
 """How long a new host waits for its secret: Azure RBAC may take 30 minutes to apply a new grant."""
 BOOTED = "/var/lib/agk/booted"
-"""Written by ``sync.py boot`` once it has run the boot steps, whatever their outcome (a failed step
-stays failed: a half-booted host must not join on a reboot). Until it exists, every boot runs this
-program again (``PER_BOOT``), so a host whose first fetch ran out of time recovers with a restart."""
-PER_BOOT = "/var/lib/cloud/scripts/per-boot/agk-boot"
-"""cloud-init runs every script here on every boot, in its final stage ("Any scripts in the
-scripts/per-boot directory on the datasource will be run every time the system boots",
-cloudinit/config/cc_scripts_per_boot.py; /var/lib/cloud is cloud-init's cpath), the first boot included
-(write_files runs earlier, in the init stage). A per-instance runcmd would run boot.py once, and a host
-whose fetch missed its window would never boot."""
+"""``sync.py boot`` writes it after the boot steps; until then every boot runs this (userdata.PER_BOOT)."""
 STAGE0 = ("boot.py", "bundle.py", "files.py", "imds.py", "vault.py")
 """The programs customData carries (one fact: userdata.py ships exactly these)."""
 

@@ -294,6 +294,8 @@ def renewal_reason(current: vault.VaultSecret | None, now: float, renew_before_h
     """Why the published token must be replaced (without asking the API server), or None."""
     if current is None:
         return "no token published yet"
+    if current == _refused(current.name):
+        return "Key Vault refuses the published version as expired (SecretExpired)"
     token = Token.parse(current.value)
     if token is None:
         return "the published value is not a bootstrap token"
@@ -315,6 +317,22 @@ def _accepted(kube: KubeApi, token: Token, pool: str) -> str | None:
     return None
 
 
+def _published(
+    config: IssuerConfig, name: str, bearer: str, sleep: Callable[[float], None]
+) -> vault.VaultSecret | None:
+    """The pool's published version. One that Key Vault refuses as expired (``vault.SecretExpired``) reads
+    as an expired version with no value, so it is replaced like any expired token, not a failed run
+    forever (its tags cannot be read then, so the new version carries only the issuer's)."""
+    try:
+        return vault.read(config.vault_url, name, bearer, sleep=sleep)
+    except vault.SecretExpired:
+        return _refused(name)
+
+
+def _refused(name: str) -> vault.VaultSecret:
+    return vault.VaultSecret(name=name, value="", expires=0)
+
+
 def issue(
     config: IssuerConfig,
     pool: str,
@@ -328,7 +346,7 @@ def issue(
     """One pool: keep the published token, or mint and publish a new one."""
     name = config.pools[pool]
     try:
-        current = vault.read(config.vault_url, name, bearer, sleep=sleep)
+        current = _published(config, name, bearer, sleep)
         reason = renewal_reason(current, now, config.renew_before_hours)
         if reason is None:
             assert current is not None
@@ -348,7 +366,7 @@ def issue(
                     raise
         else:
             raise ApiError(409, f"three token ids in a row exist already in {NAMESPACE}")
-        latest = vault.read(config.vault_url, name, bearer, sleep=sleep)
+        latest = _published(config, name, bearer, sleep)
         changed = latest is not None and (current is None or latest.value != current.value)
         if changed and renewal_reason(latest, now, config.renew_before_hours) is None:
             assert latest is not None

@@ -1,9 +1,9 @@
 """The host's sync program: apply this host's bundle from Key Vault, at boot and on its timer.
 
-``sync.py boot`` (from boot.py, once per instance): write every file of the bundle, then run the
-boot steps in order. ``sync.py run`` (agk-sync.timer): fetch the bundle again and, when it changed,
-rewrite only the files that differ (content, mode or owner) and restart exactly what reads them,
-from the bundle's restart map:
+``sync.py boot`` (from boot.py, on every boot until it has booted the host once): write every file
+of the bundle, run the boot steps in order, then write ``boot.BOOTED``. ``sync.py run``
+(agk-sync.timer): fetch the bundle again and, when it changed, rewrite only the files that differ
+(content, mode or owner) and restart exactly what reads them, from the bundle's restart map:
 
 - ``static-pod``: nothing to restart; the manifest carries the hash of every file the pod mounts, so
   a changed certificate or config is a changed manifest and the kubelet recreates the pod (it acts on
@@ -35,7 +35,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -301,12 +302,8 @@ def run(rt: Runtime) -> Outcome:
         rt.log(f"held by {HOLD} ({reason}): this run changes nothing; remove the file to resume")
         return Outcome()
     host = boot.HostConfig.load(rt.path(boot.HOST_CONFIG))
-    lock_path = rt.path(LOCK)
-    os.makedirs(os.path.dirname(lock_path), exist_ok=True)
-    with open(lock_path, "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    with _exclusive(rt) as mine:
+        if not mine:
             rt.log("another sync is running; this run does nothing")
             return Outcome()
         doc = fetch(host, rt)
@@ -319,20 +316,43 @@ def run(rt: Runtime) -> Outcome:
         return out
 
 
+@contextmanager
+def _exclusive(rt: Runtime) -> Iterator[bool]:
+    """Whether this process holds the host's sync lock (never waits: the holder is doing the work)."""
+    lock_path = rt.path(LOCK)
+    os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+    with open(lock_path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
+class Busy(RuntimeError):
+    """Another boot or sync holds the host's lock."""
+
+
 def first_boot(rt: Runtime, value: str | None = None) -> int:
     """Write every file, then run the boot steps in order (each line through agk-step, which records
-    and stops after a failure, as cloud-init's runcmd did). Returns the number of lines that failed."""
+    and stops after a failure), then write ``boot.BOOTED``. Returns the number of lines that failed.
+    Under the sync lock: a boot started by hand while cloud-init's is still fetching raises ``Busy``."""
     host = boot.HostConfig.load(rt.path(boot.HOST_CONFIG))
-    doc = _checked(bundle.decode(value), host) if value is not None else fetch(host, rt)
-    out = Outcome()
-    _write(doc, [f["path"] for f in doc["files"]], {f["path"]: "boot" for f in doc["files"]}, rt, out)
-    failed = 0
-    for line in doc["boot"]:
-        if subprocess.run(["sh", "-c", line], check=False).returncode != 0:
-            failed += 1
-    rt.log(f"{host.role} {host.name}: boot of bundle {bundle.digest(doc)[:12]} done, {failed} step lines failed")
-    files.write(rt.path(boot.BOOTED), f"bundle {bundle.digest(doc)}, {failed} step lines failed\n".encode(), 0o644)
-    return failed
+    with _exclusive(rt) as mine:
+        if not mine:
+            raise Busy(f"another boot or sync of {host.role} {host.name} is running ({rt.path(LOCK)})")
+        doc = _checked(bundle.decode(value), host) if value is not None else fetch(host, rt)
+        out = Outcome()
+        _write(doc, [f["path"] for f in doc["files"]], {f["path"]: "boot" for f in doc["files"]}, rt, out)
+        failed = 0
+        for line in doc["boot"]:
+            if subprocess.run(["sh", "-c", line], check=False).returncode != 0:
+                failed += 1
+        digest = bundle.digest(doc)
+        rt.log(f"{host.role} {host.name}: boot of bundle {digest[:12]} done, {failed} step lines failed")
+        files.write(rt.path(boot.BOOTED), f"bundle {digest}, {failed} step lines failed\n".encode(), 0o644)
+        return failed
 
 
 def main(argv: Sequence[str]) -> int:
@@ -360,7 +380,7 @@ def main(argv: Sequence[str]) -> int:
                 os.unlink(args.bundle_file)
             return 1 if first_boot(rt, value) else 0
         out = run(rt)
-    except (vault.VaultError, bundle.BundleError, OSError, ValueError) as err:
+    except (vault.VaultError, bundle.BundleError, OSError, ValueError, Busy) as err:
         rt.log(f"no bundle applied: {err}")
         return 1
     return 1 if out.failed else 0

@@ -61,6 +61,10 @@ class VaultError(Exception):
     and the last answer."""
 
 
+class SecretExpired(VaultError):
+    """403, inner code SecretExpired: a GET of a version past its exp (documented; Azure/AzureKeyVault#19)."""
+
+
 @dataclass(frozen=True)
 class VaultSecret:
     name: str
@@ -121,11 +125,17 @@ def get_secret(
 
 def _reason(err: urllib.error.HTTPError) -> str:
     """Key Vault's own error message when the body has one (``{"error": {"code", "message"}}``)."""
+    return _error_body(err)[0]
+
+
+def _error_body(err: urllib.error.HTTPError) -> tuple[str, str]:
+    """(``code: message``, inner error code or ""), from ``{"error": {"code", "message", "innererror"}}``."""
     try:
-        body = json.loads(err.read() or b"{}")
-        return f"{body['error']['code']}: {body['error']['message']}"
-    except (ValueError, KeyError, TypeError, OSError):
-        return str(err.reason)
+        error = json.loads(err.read() or b"{}")["error"]
+        inner = error.get("innererror") or {}
+        return f"{error['code']}: {error['message']}", str(inner.get("code", "")) if isinstance(inner, dict) else ""
+    except (ValueError, KeyError, TypeError, AttributeError, OSError):
+        return str(err.reason), ""
 
 
 def _parse(name: str, body: bytes) -> VaultSecret:
@@ -152,7 +162,10 @@ def _call(
         except urllib.error.HTTPError as err:
             if err.code == 404 and missing_ok:
                 return None
-            last = f"HTTP {err.code} {_reason(err)}"
+            reason, inner = _error_body(err)
+            last = f"HTTP {err.code} {reason}"
+            if err.code == 403 and inner == "SecretExpired":
+                raise SecretExpired(f"{what}: {last}") from None
             if err.code not in THROTTLED or attempt == tries - 1:
                 break
             retry_after = err.headers.get("Retry-After", "") if err.headers else ""
