@@ -74,20 +74,27 @@ def _apt_host(tmp: Path) -> tuple[list[str], dict[str, str]]:
     return lines, lists
 
 
+def _apt_test_host(dev: BootstrapContext, require: Callable[[str], str], tmp: Path) -> tuple[str, list[str]]:
+    """apt-install.sh's path, and the shell lines that give a private GPU host our sources only."""
+    require("unshare")
+    require("apt-get")
+    require("dpkg-deb")
+    setup, lists = _apt_host(tmp)
+    host = [
+        *private_host(tmp, bundle(dev, "gpu-node", "a100")),
+        *setup,
+        *(f"printf '%s' '{text}' > {path}" for path, text in lists.items()),
+    ]
+    return PATHS.script("apt-install.sh"), host
+
+
 @pytest.mark.realtool
 def test_apt_install_skips_what_the_image_has_and_updates_only_what_it_needs(
     dev: BootstrapContext, require: Callable[[str], str], tmp_path: Path
 ) -> None:
-    require("unshare")
-    require("apt-get")
-    require("dpkg-deb")
-    node = bundle(dev, "gpu-node", "a100")
-    setup, lists = _apt_host(tmp_path)
-    apt = PATHS.script("apt-install.sh")
+    apt, host = _apt_test_host(dev, require, tmp_path)
     lines = [
-        *private_host(tmp_path, node),
-        *setup,
-        *(f"printf '%s' '{text}' > {path}" for path, text in lists.items()),
+        *host,
         # The image has dpkg: nothing to fetch, so not even the broken source is asked.
         f"{apt} dpkg",
         "test -z \"$(find /var/lib/apt/lists -maxdepth 1 -type f -name '*_*')\"",
@@ -114,16 +121,9 @@ def test_apt_install_skips_what_the_image_has_and_updates_only_what_it_needs(
 def test_the_kubelet_step_updates_only_the_kubernetes_list_when_that_is_enough(
     dev: BootstrapContext, require: Callable[[str], str], tmp_path: Path
 ) -> None:
-    require("unshare")
-    require("apt-get")
-    require("dpkg-deb")
-    node = bundle(dev, "gpu-node", "a100")
-    setup, lists = _apt_host(tmp_path)
-    apt = PATHS.script("apt-install.sh")
+    apt, host = _apt_test_host(dev, require, tmp_path)
     lines = [
-        *private_host(tmp_path, node),
-        *setup,
-        *(f"printf '%s' '{text}' > {path}" for path, text in lists.items()),
+        *host,
         f"{apt} agk-conntrack",  # an earlier step: every source (the broken one fails, tolerated)
         f"rm -f {'/etc/apt/sources.list.d/broken.list'}",
         f"printf '%s' 'deb [trusted=yes] file:{REPOS}/gone-too ./\n' > /etc/apt/sources.list.d/later.list",
@@ -183,17 +183,10 @@ def test_an_install_that_a_restart_interrupted_is_finished_by_the_next_boot(
     """A restart mid-install leaves dpkg's journal (/var/lib/dpkg/updates) and an unconfigured package;
     apt-get refuses every install until `dpkg --configure -a`. The boot steps run again after the
     restart (userdata.PER_BOOT), so the package step must finish what was interrupted."""
-    require("unshare")
-    require("apt-get")
-    require("dpkg-deb")
-    node = bundle(dev, "gpu-node", "a100")
-    setup, lists = _apt_host(tmp_path)
-    apt = PATHS.script("apt-install.sh")
+    apt, host = _apt_test_host(dev, require, tmp_path)
     archive = f"{REPOS}/repo-archive"
     lines = [
-        *private_host(tmp_path, node),
-        *setup,
-        *(f"printf '%s' '{text}' > {path}" for path, text in lists.items()),
+        *host,
         # What the restart left: one package unpacked, not configured, and a journal entry.
         f"dpkg --unpack {archive}/agk-conntrack_1.4.8-1_all.deb >/dev/null",
         ": > /var/lib/dpkg/updates/0000",
