@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -54,17 +55,23 @@ def _ports(count: int) -> list[int]:
     raise RuntimeError(f"no {count} free ports between 10000 and {low}")
 
 
-def _rewrite(text: str, ports: dict[tuple[str, int], int], root: Path) -> str:
-    """Every https/http URL of the config onto loopback, paths under ``root``."""
-    conf = yaml.safe_load(text)
+def loopback_url(ports: dict[tuple[str, int], int]) -> Callable[[str], str | None]:
+    """A member URL onto this machine's loopback port for it; None for the member's own loopback listener
+    (its address one is on loopback here already)."""
 
     def url(u: str) -> str | None:
         parts = urlsplit(u)
         host, port = parts.hostname or "", parts.port or 0
         if host == "127.0.0.1":
-            return None  # the member's loopback listener: its address one is already on loopback
+            return None
         return f"{parts.scheme}://127.0.0.1:{ports[(host, port)]}"
 
+    return url
+
+
+def on_loopback(conf: dict[str, Any], ports: dict[tuple[str, int], int]) -> None:
+    """Every URL of an etcd config (in place) onto loopback ports."""
+    url = loopback_url(ports)
     for key in (
         "listen-peer-urls",
         "listen-client-urls",
@@ -76,6 +83,12 @@ def _rewrite(text: str, ports: dict[tuple[str, int], int], root: Path) -> str:
     conf["initial-cluster"] = ",".join(
         f"{n}={url(u)}" for n, u in (item.split("=", 1) for item in conf["initial-cluster"].split(","))
     )
+
+
+def _rewrite(text: str, ports: dict[tuple[str, int], int], root: Path) -> str:
+    """Every https/http URL of the config onto loopback, paths under ``root``."""
+    conf = yaml.safe_load(text)
+    on_loopback(conf, ports)
     conf["data-dir"] = conf["data-dir"].replace(PATHS.etcd_mount, str(root / "var"))
     for section in ("client-transport-security", "peer-transport-security"):
         for key in ("cert-file", "key-file", "trusted-ca-file"):

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -40,40 +39,24 @@ from modules.bootstrap.roles import names
 from tests.host.fakes import FakeVault, azure
 
 from .certs import issue, leaf
-from .test_realtool_etcd import Cluster, Member, _ports
+from .test_realtool_etcd import Cluster, Member, _ports, loopback_url, on_loopback
 
 ETCD_PORTS = (ETCD_CLIENT_PORT, ETCD_PEER_PORT, ETCD_METRICS_PORT)
 
 
 def _localize(doc: dict[str, Any], root: Path, ports: dict[tuple[str, int], int]) -> dict[str, Any]:
     """The member's bundle as this machine can run it: its etcd on loopback ports, its files under ``root``."""
-
-    def url(u: str) -> str | None:
-        parts = urlsplit(u)
-        if parts.hostname == "127.0.0.1":
-            return None  # every member is on loopback here: its address listener is that one
-        return f"{parts.scheme}://127.0.0.1:{ports[(str(parts.hostname), int(parts.port or 0))]}"
-
     for f in doc["files"]:
         if f["path"] == PATHS.etcd_config:
             conf = yaml.safe_load(f["content"])
-            for key in (
-                "listen-peer-urls",
-                "listen-client-urls",
-                "listen-metrics-urls",
-                "advertise-client-urls",
-                "initial-advertise-peer-urls",
-            ):
-                conf[key] = ",".join(u for u in (url(x) for x in conf[key].split(",")) if u)
-            conf["initial-cluster"] = ",".join(
-                f"{n}={url(u)}" for n, u in (item.split("=", 1) for item in conf["initial-cluster"].split(","))
-            )
+            on_loopback(conf, ports)
             conf["data-dir"] = f"{root}{conf['data-dir']}"
             for section in ("client-transport-security", "peer-transport-security"):
                 for key in ("cert-file", "key-file", "trusted-ca-file"):
                     conf[section][key] = f"{root}{conf[section][key]}"
             f["content"] = yaml.safe_dump(conf, sort_keys=False)
     gate = doc["gates"]["etcd"]
+    url = loopback_url(ports)
     gate["members"] = {n: url(u) for n, u in gate["members"].items()}
     return doc
 
