@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +27,10 @@ from modules.bootstrap.templating import render
 from .hostsim import in_private_host, namespaces, private_host
 
 KUBERNETES_LIST = "/etc/apt/sources.list.d/kubernetes.list"
+HOLD_DPKG_LOCK = (
+    'import fcntl, time; f = open("/var/lib/dpkg/lock-frontend", "w"); fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(6)'
+)
+"""dpkg's frontend lock (an fcntl lock, as dpkg and apt take it), held for 6 s."""
 REPOS = "/opt/agk-test-repos"
 
 
@@ -190,10 +195,13 @@ def test_an_install_that_a_restart_interrupted_is_finished_by_the_next_boot(
         # What the restart left: one package unpacked, not configured, and a journal entry.
         f"dpkg --unpack {archive}/agk-conntrack_1.4.8-1_all.deb >/dev/null",
         ": > /var/lib/dpkg/updates/0000",
+        # And another dpkg user (unattended-upgrades at first boot) holds dpkg's lock for a few seconds.
+        f"{sys.executable} -c '{HOLD_DPKG_LOCK}' & sleep 1",
         f"{apt} agk-curl",
         "dpkg-query -W -f='${db:Status-Status} ${Package}\\n' agk-conntrack agk-curl",
     ]
     out = in_private_host(None, lines, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "installed agk-conntrack" in out.stdout and "installed agk-curl" in out.stdout, out.stdout
-    assert "apt-install: dpkg was interrupted: finishing it" in out.stderr
+    assert "apt-install: dpkg was interrupted (or is running): finishing it" in out.stderr
+    assert "dpkg frontend lock" in out.stderr  # it waited for the other holder instead of failing the step

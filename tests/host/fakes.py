@@ -55,8 +55,8 @@ class FakeVault:
     """Answer this many next authenticated requests 429 with Retry-After: 1."""
     now: Callable[[], float] = time.time
     refuse_expired: bool = False
-    """Answer a GET of a version past its ``exp`` as the docs describe (403, inner code SecretExpired);
-    off, as the service has been seen to behave, it answers 200 (Azure/AzureKeyVault#19)."""
+    """Answer a GET of a version past its ``exp`` 403, inner code SecretExpired (what a user of
+    Azure/AzureKeyVault#19 expected); off, as the REST docs say and that user saw, it answers 200."""
     on_get: Callable[[str], None] | None = None
     """Runs once a GET has read the secret, before it answers (a test's hook to line up concurrent issuers)."""
     requests: list[str] = field(default_factory=list)

@@ -334,7 +334,7 @@ def test_boot_installs_the_bundles_programs_and_hands_over_to_its_sync(tmp_path:
     assert host.read(boot.BOOTED).endswith(", 1 step lines failed\n")
 
 
-def test_a_boot_that_fails_before_its_steps_leaves_no_marker_and_one_that_finds_the_lock_taken_waits(
+def test_a_host_boots_once_a_failed_fetch_leaves_no_marker_and_a_boot_that_finds_another_running_waits(
     tmp_path: Path,
 ) -> None:
     """No BOOTED without a boot (the next restart boots again); a boot started by hand while cloud-init's
@@ -356,3 +356,7 @@ def test_a_boot_that_fails_before_its_steps_leaves_no_marker_and_one_that_finds_
     assert not (tmp_path / "ran").exists() and not (tmp_path / boot.BOOTED.lstrip("/")).exists()
     assert sync.first_boot(host.rt, bundle.encode(doc)) == 0
     assert (tmp_path / "ran").read_text() == "ran\n" and (tmp_path / boot.BOOTED.lstrip("/")).exists()
+    # A second boot that fetched while the first ran its steps: booted already, no step runs twice.
+    assert sync.first_boot(host.rt, bundle.encode(doc)) == 0
+    assert (tmp_path / "ran").read_text() == "ran\n"
+    assert any(line.startswith("etcd e-0: booted already (bundle ") for line in host.lines), host.lines

@@ -322,7 +322,8 @@ def _published(
 ) -> vault.VaultSecret | None:
     """The pool's published version. One that Key Vault refuses as expired (``vault.SecretExpired``) reads
     as an expired version with no value, so it is replaced like any expired token, not a failed run
-    forever (its tags cannot be read then, so the new version carries only the issuer's)."""
+    forever. Defensive: the REST docs say a get works outside the exp window, but a user expected
+    the 403 their text describes (Azure/AzureKeyVault#19); a refused read has no tags to keep."""
     try:
         return vault.read(config.vault_url, name, bearer, sleep=sleep)
     except vault.SecretExpired:
@@ -379,8 +380,8 @@ def issue(
             )
         # A write replaces the tags with the new version's: keep those Pulumi created the secret with
         # (cost, owner, role), which its ignore_changes never puts back.
-        previous = latest if latest is not None else current
-        kept = dict(previous.tags) if previous is not None else {}
+        read = [v for v in (latest, current) if v is not None and v != _refused(name)]
+        kept = dict(read[0].tags) if read else {}
         vault.write(
             config.vault_url,
             name,

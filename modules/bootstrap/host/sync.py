@@ -337,11 +337,17 @@ class Busy(RuntimeError):
 def first_boot(rt: Runtime, value: str | None = None) -> int:
     """Write every file, then run the boot steps in order (each line through agk-step, which records
     and stops after a failure), then write ``boot.BOOTED``. Returns the number of lines that failed.
-    Under the sync lock: a boot started by hand while cloud-init's is still fetching raises ``Busy``."""
+    Under the sync lock, and once per host: a boot that finds another one running raises ``Busy``; one
+    that finds BOOTED (another boot finished while this one fetched) does nothing."""
     host = boot.HostConfig.load(rt.path(boot.HOST_CONFIG))
     with _exclusive(rt) as mine:
         if not mine:
             raise Busy(f"another boot or sync of {host.role} {host.name} is running ({rt.path(LOCK)})")
+        done = files.read(rt.path(boot.BOOTED)).data
+        if done is not None:
+            # Another boot finished while this one fetched: its steps ran (restarts included); not again.
+            rt.log(f"{host.role} {host.name}: booted already ({done.decode(errors='replace').strip()}); nothing to do")
+            return 0
         doc = _checked(bundle.decode(value), host) if value is not None else fetch(host, rt)
         out = Outcome()
         _write(doc, [f["path"] for f in doc["files"]], {f["path"]: "boot" for f in doc["files"]}, rt, out)

@@ -62,7 +62,7 @@ class VaultError(Exception):
 
 
 class SecretExpired(VaultError):
-    """403, inner code SecretExpired: a GET of a version past its exp (documented; Azure/AzureKeyVault#19)."""
+    """403, inner code SecretExpired: a GET of a version past its exp, if the service refuses one."""
 
 
 @dataclass(frozen=True)
