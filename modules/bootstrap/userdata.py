@@ -45,7 +45,7 @@ whose first fetch missed its window (a grant not yet applied, the vault's privat
 would never boot; this way a restart boots it. The marker is a contract between stage 0, which never
 changes, and the bundle's sync.py, which does: a sync.py that stopped writing it would boot the host
 again on every reboot."""
-STAGE0_SHA256 = "1f3c2ad8c41ab9a7a638f7aadd55f3beb49a9a4f7343d14be055994345715b9e"
+STAGE0_SHA256 = "223393ee3305ad792b8e4b49d728dfec91d03be99580f464d1eb0e0d3e36ecb7"
 """sha256 of stage 0 (its programs and per-boot script) as customData carries it (``stage0_digest``). Azure refuses to change
 an existing VM's customData (PropertyChangeNotAllowed; pulumi-azure-native#577), so editing one of
 host.boot.STAGE0 makes the next `pulumi up` fail on every fixed host (`agk plan --base` shows it refused).
