@@ -1,9 +1,10 @@
 """Boot steps: what each host runs after cloud-init has written its files, in order, each retried.
 
 ``sync.py boot`` runs the lines in order, each in its own shell, and goes on after one fails (as
-cloud-init's runcmd would). Each step therefore goes through ``agk-step`` (templates/agk-step.sh.j2): it retries the command with a
-back-off, records ``<step>.done`` or ``failed`` under the boot state directory, and refuses to run
-once an earlier step has failed. The boot health endpoint of pool nodes reads the same records.
+cloud-init's runcmd would). Each step therefore goes through ``agk-step`` (templates/agk-step.sh.j2):
+it retries the command with a back-off, records ``<step>.done`` or ``failed`` under the boot state
+directory, and refuses to run once an earlier step has failed. The boot health endpoint of pool
+nodes reads the same records.
 """
 
 from __future__ import annotations

@@ -46,11 +46,12 @@ would never boot; this way a restart boots it. The marker is a contract between 
 changes, and the bundle's sync.py, which does: a sync.py that stopped writing it would boot the host
 again on every reboot."""
 STAGE0_SHA256 = "223393ee3305ad792b8e4b49d728dfec91d03be99580f464d1eb0e0d3e36ecb7"
-"""sha256 of stage 0 (its programs and per-boot script) as customData carries it (``stage0_digest``). Azure refuses to change
-an existing VM's customData (PropertyChangeNotAllowed; pulumi-azure-native#577), so editing one of
-host.boot.STAGE0 makes the next `pulumi up` fail on every fixed host (`agk plan --base` shows it refused).
-Change them only as a decision, with this digest: running hosts get the new copies from their bundles
-anyway (sync writes the bundle's /opt/agk/lib), so stage 0 needs to change only when its contract does."""
+"""sha256 of stage 0 (its programs and per-boot script) as customData carries it (``stage0_digest``).
+Azure refuses to change an existing VM's customData (PropertyChangeNotAllowed; pulumi-azure-native#577),
+so editing one of host.boot.STAGE0 or the per-boot script makes the next `pulumi up` fail on every
+fixed host (`agk plan --base` shows it refused). Change them only as a decision, with this digest:
+running hosts get the new copies from their bundles anyway (sync writes the bundle's /opt/agk/lib),
+so stage 0 needs to change only when its contract does."""
 
 
 @dataclass(frozen=True)
