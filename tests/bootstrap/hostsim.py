@@ -105,6 +105,15 @@ def nic_ips(network: dict[str, object]) -> list[str]:
     return [a["privateIpAddress"] for a in nic["ipv4"]["ipAddress"]]
 
 
+def eth0_with(ns: str, ips: Sequence[str], prefix: int) -> None:
+    """Give the node namespace an eth0 (one end of a veth pair) holding ``ips``, as the NIC's IP
+    configurations would be bound to it."""
+    run("ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0-peer", ns=ns)
+    run("ip", "link", "set", "eth0", "up", ns=ns)
+    for ip in ips:
+        run("ip", "addr", "add", f"{ip}/{prefix}", "dev", "eth0", ns=ns)
+
+
 def private_host(tmp: Path, node: NodeBundle, files: dict[str, str] | None = None) -> list[str]:
     """Shell lines (for `unshare -m`) that overlay /etc, /var/lib, /run and /opt and put the node's
     files (and ``files``: path -> text) there, as cloud-init's write_files would."""

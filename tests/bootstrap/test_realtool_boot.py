@@ -37,6 +37,7 @@ from modules.bootstrap.roles import (
 
 from .hostsim import (
     background,
+    eth0_with,
     fake_imds,
     in_private_host,
     namespaces,
@@ -361,10 +362,7 @@ def test_pod_ips_that_cloud_init_bound_come_off_the_host(
         }
     }
     with namespaces("node") as ns, fake_imds(ns["node"], tmp_path, network_route(network)):
-        run("ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0-peer", ns=ns["node"])
-        run("ip", "link", "set", "eth0", "up", ns=ns["node"])
-        for ip in ips:
-            run("ip", "addr", "add", f"{ip}/{prefix}", "dev", "eth0", ns=ns["node"])
+        eth0_with(ns["node"], ips, prefix)
         lines = [
             *private_host(tmp_path, node, {"/etc/netplan/50-cloud-init.yaml": json.dumps(netplan)}),
             f"/usr/bin/python3 {PATHS.script('pod-ips-off-host.py')}",

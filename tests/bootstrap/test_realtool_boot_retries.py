@@ -31,7 +31,17 @@ from modules.bootstrap.roles import (
     bundle,
 )
 
-from .hostsim import fake_imds, in_private_host, namespaces, network_route, nic_ips, nic_metadata, private_host, run
+from .hostsim import (
+    eth0_with,
+    fake_imds,
+    in_private_host,
+    namespaces,
+    network_route,
+    nic_ips,
+    nic_metadata,
+    private_host,
+    run,
+)
 
 SCALE_SET_ROUTE = f"/metadata/instance/compute/vmScaleSetName?api-version={IMDS_API_VERSION}&format=text"
 NETWORK_ROUTE = f"/metadata/instance/network?api-version={IMDS_API_VERSION}"
@@ -114,9 +124,7 @@ def test_a_host_with_one_address_per_interface_needs_no_imds(
     ips = nic_ips(nic_metadata(pool))
     down = {NETWORK_ROUTE: {"body": {}, "fail_first": 10_000}}
     with namespaces("node") as ns, fake_imds(ns["node"], tmp_path, down):
-        run("ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0-peer", ns=ns["node"])
-        run("ip", "link", "set", "eth0", "up", ns=ns["node"])
-        run("ip", "addr", "add", f"{ips[0]}/{pool.subnet.prefixlen}", "dev", "eth0", ns=ns["node"])
+        eth0_with(ns["node"], ips[:1], pool.subnet.prefixlen)
         lines = [*private_host(tmp_path, node), FAST, f"/usr/bin/python3 {PATHS.script('pod-ips-off-host.py')}"]
         out = in_private_host(ns["node"], lines)
     assert "no pod IP is bound to this host" in out.stdout
@@ -137,10 +145,7 @@ def test_bound_pod_ips_wait_for_imds_and_come_off_on_the_next_run(
     busy[NETWORK_ROUTE]["fail_first"] = IMDS_TRIES + 1  # the first run's tries, and one more
     script = f"/usr/bin/python3 {PATHS.script('pod-ips-off-host.py')}"
     with namespaces("node") as ns, fake_imds(ns["node"], tmp_path, busy):
-        run("ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0-peer", ns=ns["node"])
-        run("ip", "link", "set", "eth0", "up", ns=ns["node"])
-        for ip in ips:
-            run("ip", "addr", "add", f"{ip}/{pool.subnet.prefixlen}", "dev", "eth0", ns=ns["node"])
+        eth0_with(ns["node"], ips, pool.subnet.prefixlen)
         first = in_private_host(
             ns["node"], [*private_host(tmp_path, node), "export AGK_IMDS_RETRY_DELAY=0", script], check=False
         )
