@@ -9,7 +9,7 @@ APT_PACKAGES := $(shell grep -v '^\#' .ci/apt-packages.txt)
 AZURITE_DIR := tools/azurite
 AZURITE := $(AZURITE_DIR)/node_modules/.bin/azurite-blob
 
-.PHONY: plan test lint typecheck pytest bench schema schema-check tools azurite clean
+.PHONY: plan test lint typecheck pytest bench schema schema-check tools azurite components clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,15 @@ $(AZURITE): $(AZURITE_DIR)/package.json $(AZURITE_DIR)/package-lock.json
 
 azurite: $(AZURITE)
 
+# The real Kubernetes components the control-plane tests run (kube-apiserver, kube-controller-manager,
+# the schedulers, kubectl, etcd, kwok), built from Go modules at the versions table's pins into
+# tools/bin (tools/components/components.py). Go's module and build caches make a second build quick;
+# a machine without Go gets one line, and the tests that need the binaries fail naming them.
+COMPONENTS_BIN := tools/bin
+components: $(STAMP)
+	@if command -v go >/dev/null 2>&1; then $(BIN)/python tools/components/components.py build $(COMPONENTS_BIN); \
+	else echo "not installed: go (https://go.dev/doc/install): the control-plane tests will say so"; fi
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -64,10 +73,10 @@ schema-check: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q -n 2
 
-test: tools azurite lint typecheck schema-check pytest
+test: tools azurite components lint typecheck schema-check pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(AZURITE_DIR)/node_modules
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(AZURITE_DIR)/node_modules $(COMPONENTS_BIN)

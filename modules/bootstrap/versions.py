@@ -13,9 +13,11 @@ Sources, as of the stored copies (2026-08; "as of 2026-12" numbers newer than th
   versions"): 1.34 went end of life on 2026-10-27; 1.35 EOL 2027-02-28; 1.36 EOL 2027-06-28; 1.37
   released 2026-08-26 (its EOL below follows the 14-month support period of the patch-release
   policy and is *unverified*).
-- Patches: kubernetes-sigs/kubespray roles/kubespray_defaults/vars/main/checksums.yml @46dbdd3
-  (2026-08-21) lists kubelet 1.35.8 and 1.36.4; kubernetes/kubernetes CHANGELOG-1.38.md
-  ("Changelog since v1.37.0") shows v1.37.0 exists; no 1.37 patch was verified.
+- Patches: the newest patch of each minor that the Go module proxy serves in full (k8s.io/kubernetes
+  ``@v/<version>.info``: v1.35.8 2026-08-20, v1.36.5 2026-09-23, v1.37.2 2026-10-27; v1.35.9 is listed
+  on kubernetes.io/releases but its module is refused here). The test tiers build the API server,
+  controller-manager and schedulers from exactly these modules (tools/components), so a patch the
+  proxy does not serve cannot be pinned without an untested control plane.
 - pause: kubespray roles/kubespray_defaults/vars/main/main.yml pod_infra_supported_versions (1.35:
   3.10.1, 1.36: 3.10.2), which follows kubeadm's PauseVersion; 1.37 keeps 3.10.2 (*unverified*).
 - CoreDNS, the version kubeadm installs (coredns/deployment kubernetes/CoreDNS-k8s_version.md; its
@@ -30,11 +32,18 @@ Sources, as of the stored copies (2026-08; "as of 2026-12" numbers newer than th
   1.x support in v1.36", KEP-4033; relayed as "Kubernetes 1.35 is the last release supporting
   containerd 1.x" by the v1.35 notes): 1.35 keeps 1.7, 1.36 and 1.37 need 2.0 or newer. The boot
   refuses an older containerd on the node; ``check_containerd`` refuses it from the images table.
-- scheduler-plugins: its README compatibility matrix (@903da7d, 2026-08-16): the newest release is
-  v0.34.7, compiled with Kubernetes v1.34.7. Version skew policy (kubernetes.io/releases/
+- scheduler-plugins: v0.35.7, built on Kubernetes v1.35.7, shipped 2026-09-08
+  (kubernetes-sigs/scheduler-plugins#1006, kubernetes/k8s.io#9912: the image promotion); the module
+  proxy serves sigs.k8s.io/scheduler-plugins@v0.35.7. Version skew policy (kubernetes.io/releases/
   version-skew-policy): kube-scheduler "must not be newer than the kube-apiserver ... may be up to
-  one minor version older". So v0.34.7 serves 1.35 and nothing newer: 1.36 and 1.37 have no gang
-  scheduler until scheduler-plugins v0.35.x / v0.36.x ship.
+  one minor version older". So v0.35.7 serves 1.35 and 1.36; 1.37 has no gang scheduler until a
+  v0.36.x ships.
+- etcd: the upstream release every member runs (kubeadm and kubespray pin upstream binaries; Debian's
+  and Ubuntu's etcd-server packages are the 3.4 line, whose support ended with v3.4.45 on 2026-06-01,
+  etcd-io/etcd#21613). v3.6.16 (go.etcd.io/etcd/server/v3@v3.6.16, 2026-10-22) is the newest 3.6 patch
+  the module proxy serves; the test tiers build it from that module.
+- kwok: sigs.k8s.io/kwok v0.8.0 (the module proxy's newest; kwok's docs install it with ``go install
+  sigs.k8s.io/kwok/cmd/kwok@<release>``): fake nodes and pods for the control-plane and scale tiers.
 """
 
 from __future__ import annotations
@@ -49,8 +58,8 @@ KUBE_STATE_METRICS_REPO = f"{REGISTRY}/kube-state-metrics/kube-state-metrics"
 GANG_SCHEDULER_REPO = f"{REGISTRY}/scheduler-plugins/kube-scheduler"
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
 """Control-plane and node images, ``registry.k8s.io/<component>:v<release>`` (the release's CHANGELOG)."""
-NEWEST_GANG_SCHEDULER = "v0.34.7"
-"""scheduler-plugins' newest release (built for 1.34), named in the refusal for newer minors."""
+NEWEST_GANG_SCHEDULER = "v0.35.7"
+"""scheduler-plugins' newest release (built for 1.35), named in the refusal for newer minors."""
 
 
 @dataclass(frozen=True)
@@ -99,9 +108,9 @@ class Release:
 TABLE: dict[str, Release] = {
     r.minor: r
     for r in (
-        Release("1.35", 8, "2027-02-28", "3.10.1", "v1.13.1", "v2.19.1", "v0.34.7", "1.7"),
-        Release("1.36", 4, "2027-06-28", "3.10.2", "v1.14.2", "v2.20.0", None, "2.0"),
-        Release("1.37", 0, "2027-10-28", "3.10.2", "v1.14.4", "v2.20.0", None, "2.0"),
+        Release("1.35", 8, "2027-02-28", "3.10.1", "v1.13.1", "v2.19.1", "v0.35.7", "1.7"),
+        Release("1.36", 5, "2027-06-28", "3.10.2", "v1.14.2", "v2.20.0", "v0.35.7", "2.0"),
+        Release("1.37", 2, "2027-10-28", "3.10.2", "v1.14.4", "v2.20.0", None, "2.0"),
     )
 }
 SUPPORTED: tuple[str, ...] = tuple(TABLE)
@@ -119,6 +128,12 @@ IMAGE_CONTAINERD: dict[str, str] = {
 the real version either way (pin-containerd.sh); this table lets the config refuse early."""
 DEFAULT_MINOR = "1.35"
 """The newest supported minor that has a gang scheduler within the skew rule (addons.gang is on by default)."""
+
+
+ETCD = "3.6.16"
+"""The etcd release every member runs, and the one the real-etcd and control-plane tests build."""
+KWOK = "v0.8.0"
+"""kwok, which stands in for kubelets (fake nodes and pods) in the control-plane and scale tiers."""
 
 
 def _choices() -> str:

@@ -393,7 +393,7 @@ def _gang(kubernetes_version: str, addons: AddonsConfig) -> GangSpec:
         raise _fail(
             "addons.gang.enabled",
             f"Kubernetes {kubernetes_version} has no scheduler-plugins release within the version skew (the "
-            f"newest, {versions.NEWEST_GANG_SCHEDULER}, is for 1.34; a kube-scheduler may be at most one minor "
+            f"newest, {versions.NEWEST_GANG_SCHEDULER}, is for 1.{versions.tag_minor(versions.NEWEST_GANG_SCHEDULER)}; a kube-scheduler may be at most one minor "
             f"older than the API server): use cluster.kubernetes_version {' or '.join(working)}, or set "
             "addons.gang.enabled: false",
         )

@@ -17,10 +17,22 @@ ROOT = Path(__file__).resolve().parents[2]
 STACKS = ROOT / "stacks"
 CLUSTER_STACKS = ("dev", "prod-7500")
 
+# Programs `make components` builds from Go modules at the versions table's pins (tools/components):
+# only these builds count, never a same-named program on PATH (Debian's etcd is the unsupported 3.4).
+BUILT = ROOT / "tools" / "bin"
+COMPONENTS = (
+    "etcd",
+    "etcdctl",
+    "etcdutl",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kwok",
+    "gang-scheduler",
+)
 # Program -> the Debian package that ships it (.ci/apt-packages.txt).
 PACKAGES = {
-    "etcd": "etcd-server",
-    "etcdctl": "etcd-client",
     "promtool": "prometheus",
     "prometheus": "prometheus",
     "cloud-init": "cloud-init",
@@ -29,7 +41,6 @@ PACKAGES = {
     "ip": "iproute2",
     "containerd": "containerd",
     "systemd-analyze": "systemd",
-    "kubectl": "kubernetes-client",
     "unshare": "util-linux",
     "chroot": "coreutils",
     "openssl": "openssl",
@@ -60,9 +71,14 @@ def prod() -> BootstrapContext:
 
 def tool(name: str) -> str:
     """The path of a real program the test drives; a missing one fails (never skips)."""
+    where = "CI requires it" if os.environ.get("CI") == "true" else "the real-tool tests need it"
+    if name in COMPONENTS:
+        built = BUILT / name
+        if not built.is_file():
+            pytest.fail(f"{built} is not built ({where}): run make components (needs Go)", pytrace=False)
+        return str(built)
     path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
     if path is None:
-        where = "CI requires it" if os.environ.get("CI") == "true" else "the real-tool tests need it"
         pytest.fail(f"{name} is not installed ({where}): apt-get install {PACKAGES[name]}", pytrace=False)
     return path
 

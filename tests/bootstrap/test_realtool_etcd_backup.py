@@ -30,7 +30,7 @@ from tests.host.azurite import Azurite, StorageImds, azurite, host_facts
 from tests.host.loopback import serve
 
 from .certs import issue
-from .conftest import context
+from .conftest import context, tool
 from .test_realtool_etcd import Cluster, Member, lay_out
 
 pytestmark = pytest.mark.realtool
@@ -44,7 +44,7 @@ def _members(ctx: BootstrapContext, root: Path, pems: dict[str, str]) -> list[Me
 def _cluster(members: list[Member], root: Path) -> Cluster:
     pki_dir = root / members[0].name / "pki"
     client = (pki_dir / "ca.crt", pki_dir / "healthcheck-client.crt", pki_dir / "healthcheck-client.key")
-    return Cluster(members, shutil.which("etcd") or "", shutil.which("etcdctl") or "", client)
+    return Cluster(members, tool("etcd"), tool("etcdctl"), client)
 
 
 class Keys:
@@ -129,6 +129,8 @@ def test_snapshots_upload_to_blob_storage_and_restore_into_a_fresh_cluster(
 ) -> None:
     require("etcd")
     require("etcdctl")
+    # The host programs find etcdctl and etcdutl on PATH, as on a member: the pinned build's, first.
+    monkeypatch.setenv("PATH", f"{Path(require('etcdutl')).parent}:{os.environ['PATH']}")
     ctx = context("dev")
     assert ctx.etcd.backup is not None
     interval = ctx.etcd.backup.every_minutes * 60
@@ -153,7 +155,7 @@ def test_snapshots_upload_to_blob_storage_and_restore_into_a_fresh_cluster(
         idents = {m.name: StorageImds(f"client-{m.name}") for m in old.members}
         urls = {name: stack.enter_context(serve(fake)) for name, fake in idents.items()}
         settings = {m.name: _settings(ctx, m, az, urls[m.name]) for m in old.members}
-        env = {**os.environ, "PATH": f"{Path(shutil.which('etcdctl') or '').parent}:/usr/bin:/bin"}
+        env = {**os.environ, "PATH": f"{Path(tool('etcdctl')).parent}:/usr/bin:/bin"}
 
         # Member 0's timer, as the host runs it: python3 /opt/agk/lib/etcd_snapshot.py (its own imports).
         run = subprocess.run(

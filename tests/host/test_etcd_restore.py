@@ -4,6 +4,7 @@ tests/bootstrap/test_realtool_etcd_backup.py): which snapshot, the dry run, and 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from modules.bootstrap.host import blob, etcd_restore
 from modules.bootstrap.host.etcd_snapshot import BackupError, Settings
 from modules.bootstrap.roles import bundle
-from tests.bootstrap.conftest import context
+from tests.bootstrap.conftest import context, tool
 from tests.host.azurite import Azurite, StorageImds, azurite, host_facts, jwt
 from tests.host.loopback import serve
 
@@ -82,8 +83,10 @@ def test_without_yes_it_only_says_what_it_would_do(settings: Settings) -> None:
     assert not Path(settings.spool).exists()
 
 
-def test_a_corrupt_download_stops_before_etcd_is_touched(settings: Settings) -> None:
+@pytest.mark.realtool
+def test_a_corrupt_download_stops_before_etcd_is_touched(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{Path(tool('etcdutl')).parent}:{os.environ['PATH']}")
     calls: list[tuple[str, ...]] = []
     with pytest.raises(BackupError, match=r"snapshot status .*: exit"):
         etcd_restore.restore(settings, "latest", yes=True, systemctl=lambda *a: calls.append(a), out=lambda s: None)
-    assert calls == []  # "not a snapshot": etcdctl refuses it, and etcd keeps running
+    assert calls == []  # "not a snapshot": etcdutl refuses it, and etcd keeps running

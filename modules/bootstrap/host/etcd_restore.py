@@ -17,8 +17,12 @@ members come up as the operator restores them). Without ``--yes`` it only says w
 etcd's disaster-recovery guide: "all members should restore using the same snapshot", and a restore
 "must start a new logical cluster" (new member and cluster IDs). So the runbook stops the snapshot timer
 on every member first (then ``latest`` names the same snapshot everywhere) and restores every member.
-Where etcdutl can bump the revision (``--bump-revision``, etcd-io/etcd#16029; "Restoring etcd without
-breaking API guarantees", #16028), it does, so Kubernetes watchers see revisions move forward and relist.
+The restore is etcdutl's, of the same release as the member (etcd 3.6 removed ``etcdctl snapshot restore``,
+and an older etcdctl's restore leaves the snapshot's member list in the v3 backend, which 3.6 reads
+membership from: the restored member then looks for the old cluster's peers; seen with Debian's etcdctl
+3.4 against etcd 3.6.16). It bumps the revision past anything the old cluster wrote and marks it compacted
+(``--bump-revision``/``--mark-compacted``, etcd-io/etcd#16029; etcd's v3.6 recovery guide, "Restoring
+with revision bump"), so Kubernetes watchers see revisions move forward, get "compacted" and relist.
 """
 
 from __future__ import annotations
@@ -71,16 +75,12 @@ def fetch(container: blob.Container, snapshot: blob.Blob, dest: str) -> dict[str
     return status
 
 
-def _restore_tool() -> tuple[list[str], bool]:
-    """``snapshot restore`` argv prefix, and whether it can bump the revision."""
+def _restore_tool() -> list[str]:
+    """``etcdutl snapshot restore``: the only restore etcd 3.6 ships."""
     util = etcd_snapshot.tool("etcdutl")
-    if util:
-        help_text = subprocess.run([util, "snapshot", "restore", "--help"], capture_output=True, text=True).stdout
-        return [util, "snapshot", "restore"], "--bump-revision" in help_text
-    ctl = etcd_snapshot.tool("etcdctl")
-    if ctl is None:
-        raise BackupError("neither etcdutl nor etcdctl is installed: apt-get install etcd-client")
-    return [ctl, "snapshot", "restore"], False
+    if util is None:
+        raise BackupError("etcdutl is not installed: it ships with etcd in the node image (/usr/local/bin/etcdutl)")
+    return [util, "snapshot", "restore"]
 
 
 def rebuild(config_path: str, snapshot_file: str, *, stamp: str, owner: str | None = "etcd") -> str:
@@ -91,17 +91,17 @@ def rebuild(config_path: str, snapshot_file: str, *, stamp: str, owner: str | No
     staged, kept = f"{data}.restore-{stamp}", f"{data}.before-restore-{stamp}"
     if os.path.exists(staged):
         shutil.rmtree(staged)
-    argv, bump = _restore_tool()
-    argv += [
+    argv = [
+        *_restore_tool(),
         snapshot_file,
         f"--name={conf['name']}",
         f"--initial-cluster={conf['initial-cluster']}",
         f"--initial-cluster-token={conf['initial-cluster-token']}",
         f"--initial-advertise-peer-urls={conf['initial-advertise-peer-urls']}",
         f"--data-dir={staged}",
+        f"--bump-revision={BUMP_REVISION}",
+        "--mark-compacted",
     ]
-    if bump:
-        argv += [f"--bump-revision={BUMP_REVISION}", "--mark-compacted"]
     etcd_snapshot._run(argv, f"snapshot restore of {conf['name']}")
     if os.path.exists(data):
         os.rename(data, kept)

@@ -18,7 +18,7 @@ and nothing needs them after a restore, so no timer is rendered there.
 
 Steps: ``etcdctl snapshot save`` from this member's client URL with the health-check client certificate
 (any certificate of the etcd CA may read: client-cert-auth without etcd RBAC), then ``snapshot status``
-(``etcdutl`` where etcd >= 3.5 ships it, else ``etcdctl``, as Ubuntu's 3.4 packages), which reads the file
+(``etcdutl``, which ships with etcd; 3.6 removed ``etcdctl snapshot status``), which reads the file
 back and checks its hash, then the upload (blob.py: MD5 per request and for the whole blob). The result goes
 to a node-exporter textfile (Debian's and Ubuntu's package reads ``/var/lib/prometheus/node-exporter``
 by default) for the EtcdBackup* alerts.
@@ -207,15 +207,9 @@ def _run(argv: list[str], what: str) -> str:
 def snapshot_status(path: str) -> dict[str, int]:
     """``snapshot status -w json`` (hash, revision, totalKey, totalSize): reads the whole file and checks it."""
     util = tool("etcdutl")
-    ctl = tool("etcdctl")
-    if util is None and ctl is None:
-        raise BackupError("neither etcdutl nor etcdctl is installed: apt-get install etcd-client")
-    argv = (
-        [util, "snapshot", "status", path, "-w", "json"]
-        if util
-        else [str(ctl), "snapshot", "status", path, "-w", "json"]
-    )
-    out = _run(argv, f"snapshot status {path}")
+    if util is None:  # etcd 3.6 removed etcdctl's snapshot status
+        raise BackupError("etcdutl is not installed: it ships with etcd in the node image (/usr/local/bin/etcdutl)")
+    out = _run([util, "snapshot", "status", path, "-w", "json"], f"snapshot status {path}")
     try:
         status = json.loads(out)
         return {k: int(status[k]) for k in ("hash", "revision", "totalKey", "totalSize")}
@@ -234,7 +228,7 @@ def save(
 ) -> None:
     ctl = tool("etcdctl")
     if ctl is None:
-        raise BackupError("etcdctl is not installed: apt-get install etcd-client")
+        raise BackupError("etcdctl is not installed: it ships with etcd in the node image (/usr/local/bin/etcdctl)")
     endpoint = conf["advertise-client-urls"].split(",")[0]
     argv = [
         ctl,
