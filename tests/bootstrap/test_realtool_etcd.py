@@ -23,7 +23,7 @@ import yaml
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.roles import bundle, names
+from modules.bootstrap.roles import Role, bundle, names
 
 from .certs import issue
 
@@ -37,6 +37,9 @@ class Member:
     proc: subprocess.Popen[bytes] | None = None
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def _ports(count: int) -> list[int]:
     """Free loopback ports below the kernel's ephemeral range. A port the kernel handed out for port 0 may
     be handed to another process (another test worker, an outgoing connection) while a member restarts;
@@ -44,6 +47,8 @@ def _ports(count: int) -> list[int]:
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     out: list[int] = []
     for port in random.Random().sample(range(10_000, low), low - 10_000):
+        if port in _HANDED_OUT:  # free now, but promised to a process not yet started
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
@@ -51,6 +56,7 @@ def _ports(count: int) -> list[int]:
                 continue
         out.append(port)
         if len(out) == count:
+            _HANDED_OUT.update(out)
             return out
     raise RuntimeError(f"no {count} free ports between 10000 and {low}")
 
@@ -147,16 +153,21 @@ class Cluster:
             time.sleep(0.5)
 
 
-def lay_out(ctx: BootstrapContext, root: Path, pems: dict[str, str]) -> tuple[list[Member], dict[tuple[str, int], int]]:
-    """Every etcd member of ``ctx`` under ``root/<name>``: its PKI from ``pems`` and its rendered config on
-    loopback ports (nothing started). Also returns the ports: (member address, port) -> loopback port."""
-    members = names(ctx, "etcd")
-    hosts = {m.name: str(m.ip) for m in ctx.etcd.members}
+def lay_out(
+    ctx: BootstrapContext, root: Path, pems: dict[str, str], role: Role = "etcd"
+) -> tuple[list[Member], dict[tuple[str, int], int]]:
+    """Every member of ``ctx``'s etcd (or events etcd, ``role``) under ``root/<name>``: its PKI from ``pems`` and
+    its rendered config on loopback ports (nothing started). Also returns the ports: (member address, port) ->
+    loopback port."""
+    members = names(ctx, role)
+    cluster = ctx.etcd if role == "etcd" else ctx.events_etcd
+    assert cluster is not None, role
+    hosts = {m.name: str(m.ip) for m in cluster.members}
     free = iter(_ports(3 * len(members)))
     ports = {(hosts[n], p): next(free) for n in members for p in (2379, 2380, 2381)}
     out = []
     for name in members:
-        node = bundle(ctx, "etcd", name)
+        node = bundle(ctx, role, name)
         home = root / name
         for secret in node.secrets:
             path = home / "pki" / Path(secret.path).name
