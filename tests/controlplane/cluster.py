@@ -157,6 +157,17 @@ class ControlPlane:
         with urllib.request.urlopen(req, context=self.context(), timeout=30) as resp:
             return json.loads(resp.read())
 
+    def call(self, method: str, path: str, body: Any = None, *, cert: str | None = None) -> tuple[int, Any]:
+        """One API request (JSON in and out) as ``cert`` (default the admin): the status and the body."""
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(req, context=self.context(cert), timeout=30) as resp:
+                return resp.status, json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read() or b"{}")
+
     def processes(self) -> Iterable[Process]:
         for h in self.hosts:
             yield from h.processes.values()

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
+from agk.render import render_manifests_dir
 from modules.stackplan.config import load_stack
 from modules.stackplan.prepare import ClusterPrep, prepare_cluster
 from tests.bootstrap.conftest import STACKS, context
 
-from .cluster import ControlPlane, build, start
+from .cluster import ControlPlane, build, start, wait
 
 GROUP = "controlplane"
 
@@ -41,8 +41,24 @@ def dev_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane
 
 
 @pytest.fixture(scope="session")
-def dev_root(dev_plane: ControlPlane) -> Path:
-    return dev_plane.root
+def dev_cluster(dev_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> ControlPlane:
+    """dev's control plane with every add-on object of dev applied, as the dev-addons stack deploys them."""
+    folder = tmp_path_factory.mktemp("dev-addons")
+    render_manifests_dir(prepared("dev").addons, folder)
+    run = dev_plane.kubectl("apply", "--server-side", "--field-manager=agk", "-f", str(folder / "manifests"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    wait_for_default_service_account(dev_plane, [t.name for t in prepared("dev").addons.teams])
+    return dev_plane
+
+
+def wait_for_default_service_account(cp: ControlPlane, namespaces: list[str]) -> None:
+    """Pods are admitted in a namespace once the controller-manager has created its default ServiceAccount."""
+    for ns in namespaces:
+        wait(
+            f"{ns}/default ServiceAccount",
+            lambda n=ns: cp.call("GET", f"/api/v1/namespaces/{n}/serviceaccounts/default")[0] == 200,
+            cp.processes(),
+        )
 
 
 @pytest.fixture(scope="session")

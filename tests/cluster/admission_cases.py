@@ -1,0 +1,106 @@
+"""The admission table (every pod a valid Pod: the real API server validates before it admits): pods the team-toleration and GPU-isolation policies admit and refuse, with the
+reason. Evaluated by the real API server (tests/controlplane/test_admission.py) and, as a quick check,
+by cel-python (tests/cluster/test_admission_cel.py): both must agree with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TEAM = "gpu.example.com/team"
+PREFLIGHT = "gpu.example.com/preflight"
+TEAM_MESSAGE = (
+    "pod in team namespace research tolerates another team's taint: tolerate only team=research "
+    "or set priorityClassName: borrow"
+)
+PREFLIGHT_MESSAGE = (
+    "pod in team namespace research tolerates the preflight taint (or every taint): name the taint keys it tolerates"
+)
+
+
+def pod(tolerations: list[dict[str, str]] | None = None, priority: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "i"}]}
+    if tolerations is not None:
+        spec["tolerations"] = tolerations
+    if priority:
+        spec["priorityClassName"] = priority
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+
+
+OWN = {"key": TEAM, "operator": "Equal", "value": "research", "effect": "NoSchedule"}
+OTHER = {"key": TEAM, "operator": "Equal", "value": "vision", "effect": "NoSchedule"}
+ALL_TEAMS = {"key": TEAM, "operator": "Exists"}
+
+ADMITTED = {
+    "no tolerations": pod(),
+    "empty tolerations": pod([]),
+    "own team": pod([OWN], "training"),
+    "own team, value only (operator defaults to Equal)": pod([{"key": TEAM, "value": "research"}]),
+    "unrelated taint": pod([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]),
+    "borrow tolerates every team": pod([ALL_TEAMS], "borrow"),
+    "borrow tolerates another team": pod([OTHER, OWN], "borrow"),
+}
+REFUSED_TEAM = {
+    "another team": pod([OTHER]),
+    "another team beside its own": pod([OWN, OTHER], "training"),
+    "every team without borrow": pod([ALL_TEAMS], "training"),
+    "team key without value": pod([{"key": TEAM, "operator": "Equal"}]),
+}
+REFUSED_PREFLIGHT = {
+    "preflight taint": pod([{"key": PREFLIGHT, "operator": "Exists"}], "borrow"),
+    "wildcard toleration, even borrowing": pod([{"operator": "Exists"}], "borrow"),
+}
+
+
+def gpu_pod(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"containers": [{"name": "c", "image": "i"}]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {**base, **spec}}
+
+
+def container(**fields: Any) -> dict[str, Any]:
+    return {"name": "c", "image": "i"} | fields
+
+
+ALL_GPUS = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}
+GPU_ADMITTED = {
+    "plain pod": gpu_pod(),
+    "GPUs through the device plugin": gpu_pod(
+        containers=[container(resources={"limits": {"nvidia.com/gpu": "8", "rdma/ib": "1"}})]
+    ),
+    "CUDA_VISIBLE_DEVICES selects among allocated GPUs": gpu_pod(
+        containers=[container(env=[{"name": "CUDA_VISIBLE_DEVICES", "value": "0,1"}])]
+    ),
+    "IPC_LOCK for InfiniBand": gpu_pod(containers=[container(securityContext={"capabilities": {"add": ["IPC_LOCK"]}})]),
+    "an unrelated mount": gpu_pod(
+        containers=[container(volumeMounts=[{"name": "v", "mountPath": "/var/run/x"}])],
+        volumes=[{"name": "v", "emptyDir": {}}],
+    ),
+    "privileged: false": gpu_pod(containers=[container(securityContext={"privileged": False})]),
+}
+GPU_REFUSED = {
+    "NVIDIA_VISIBLE_DEVICES=all without a GPU request": (gpu_pod(containers=[container(env=[ALL_GPUS])]), 0),
+    "NVIDIA_VISIBLE_DEVICES in an init container": (
+        gpu_pod(initContainers=[container(name="init", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "0"}])]),
+        0,
+    ),
+    "NVIDIA_VISIBLE_DEVICES in an ephemeral container": (
+        gpu_pod(ephemeralContainers=[container(name="debug", env=[ALL_GPUS])]),
+        0,
+    ),
+    "privileged": (gpu_pod(containers=[container(securityContext={"privileged": True})]), 1),
+    "SYS_ADMIN": (gpu_pod(containers=[container(securityContext={"capabilities": {"add": ["SYS_ADMIN"]}})]), 1),
+    "CAP_SYS_ADMIN": (
+        gpu_pod(containers=[container(securityContext={"capabilities": {"add": ["IPC_LOCK", "CAP_SYS_ADMIN"]}})]),
+        1,
+    ),
+    "ALL capabilities": (gpu_pod(containers=[container(securityContext={"capabilities": {"add": ["ALL"]}})]), 1),
+    "a device-list mount": (
+        gpu_pod(
+            containers=[
+                container(volumeMounts=[{"name": "null", "mountPath": "/var/run/nvidia-container-devices/all"}])
+            ],
+            volumes=[{"name": "null", "hostPath": {"path": "/dev/null"}}],
+        ),
+        2,
+    ),
+    "host network": (gpu_pod(hostNetwork=True), 3),
+}
