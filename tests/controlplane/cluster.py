@@ -122,6 +122,10 @@ class ControlPlane:
         """``text`` with every rendered https URL moved to its loopback port (for manifests and configs)."""
         return _URL.sub(lambda m: self._url(m, None), text)
 
+    def on_host(self, text: str, host: Host) -> str:
+        """A file of ``host`` as it is laid out here: its addresses on loopback, its paths under its root."""
+        return _relocate(_URL.sub(lambda m: self._url(m, host), text), host.root)
+
     def _url(self, m: re.Match[str], host: Host | None) -> str:
         ip, port = m.group(1), int(m.group(2))
         if ip == "127.0.0.1" and host is not None:
@@ -208,8 +212,7 @@ def lay_out_host(cp: ControlPlane, host: Host) -> None:
     """The host's files (bundle files with paths and addresses moved, PKI secrets) under its root."""
     for f in host.node.files:
         if f.path.startswith(("/etc/kubernetes/", "/etc/agk/")):
-            text = _relocate(_URL.sub(lambda m: cp._url(m, host), f.content), host.root)
-            _write(host.root / f.path.lstrip("/"), text, int(f.mode, 8))
+            _write(host.root / f.path.lstrip("/"), cp.on_host(f.content, host), int(f.mode, 8))
     for s in host.node.secrets:
         _write(host.root / s.path.lstrip("/"), cp.pems[s.secret], int(s.mode, 8))
     (host.root / "var/log/kubernetes/audit").mkdir(parents=True, exist_ok=True)
