@@ -172,6 +172,17 @@ class ControlPlane:
         except urllib.error.HTTPError as err:
             return err.code, json.loads(err.read() or b"{}")
 
+    def call_patch(self, path: str, body: Any, *, cert: str | None = None) -> tuple[int, Any]:
+        """A JSON merge patch (what the project's in-cluster scripts send)."""
+        data = json.dumps(body).encode()
+        headers = {"Accept": "application/json", "Content-Type": "application/merge-patch+json"}
+        req = urllib.request.Request(self.url + path, data=data, method="PATCH", headers=headers)
+        try:
+            with urllib.request.urlopen(req, context=self.context(cert), timeout=30) as resp:
+                return resp.status, json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read() or b"{}")
+
     def processes(self) -> Iterable[Process]:
         for h in self.hosts:
             yield from h.processes.values()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -12,6 +13,9 @@ from modules.stackplan.prepare import ClusterPrep, prepare_cluster
 from tests.bootstrap.conftest import STACKS, context
 
 from .cluster import ControlPlane, build, start, wait
+from .containers import Runtime, wait_pods
+from .kwok import FakeNode, Kwok, initialize, pool_nodes, register
+from .kwok import ready as kwok_ready
 
 GROUP = "controlplane"
 
@@ -71,3 +75,77 @@ def prod_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlan
         yield cp
     finally:
         cp.stop()
+
+
+@dataclass
+class Nodes:
+    """dev's pools as kwok nodes on dev's control plane, and the container stand-in for their pods."""
+
+    prep: ClusterPrep
+    pools: dict[str, list[FakeNode]]
+    kwok: Kwok
+    runtime: Runtime
+
+    @property
+    def all(self) -> list[FakeNode]:
+        return [n for nodes in self.pools.values() for n in nodes]
+
+
+@pytest.fixture(scope="session")
+def dev_nodes(dev_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
+    """Every node of dev's pools registered as its kubelet would, initialized as cloud-provider-azure would
+    (both stand-ins, tests/controlplane/kwok.py), kept Ready by kwok."""
+    root = tmp_path_factory.mktemp("dev-nodes")
+    prep = prepared("dev")
+    kwok = Kwok(dev_cluster, root / "kwok")
+    runtime = Runtime(dev_cluster, root / "containers")
+    try:
+        pools = {name: pool_nodes(prep, name) for name in prep.pools.pools}
+        nodes = Nodes(prep, pools, kwok, runtime)
+        register(dev_cluster, nodes.all)
+        initialize(dev_cluster, nodes.all)
+        kwok_ready(dev_cluster, [n.name for n in nodes.all])
+        yield nodes
+    finally:
+        runtime.stop()
+        kwok.stop()
+
+
+@dataclass
+class Released:
+    nodes: Nodes
+    held: FakeNode
+    """A GPU node left in preflight (its diagnostics never ran): it must take no workload."""
+    reports: dict[str, str]
+    """Node -> what the preflight reporter printed."""
+
+
+@pytest.fixture(scope="session")
+def released(dev_cluster: ControlPlane, dev_nodes: Nodes) -> Released:
+    """Preflight as a new node goes through it: the rendered gpu-preflight DaemonSet's pod on each GPU node
+    (created by the real DaemonSet controller, bound by the real scheduler), its diagnostics' result (the
+    stand-in: no GPU here, so the init container's ``pass`` is written for it), and its real ``report``
+    container (modules/cluster/scripts/preflight_report.py with the pod's own service account) releasing
+    the node. One GPU node is held back in preflight."""
+    gpu = [n for n in dev_nodes.all if n.pool != "system"]
+    held = gpu[-1]
+    pods = wait_pods(dev_cluster, "gpu-health", "app.kubernetes.io/name=gpu-preflight", len(gpu))
+    by_node = {p["spec"]["nodeName"]: p for p in pods}
+    assert set(by_node) == {n.name for n in gpu}, sorted(by_node)
+    reports = {}
+    key = prepared("dev").addons.preflight_key
+    for node in gpu:
+        if node is held:
+            continue
+        pod = by_node[node.name]
+        (dev_nodes.runtime.volume(pod, "results") / "status").write_text("pass\n")
+        run = dev_nodes.runtime.start(pod, "report")
+        wait(
+            f"preflight to release {node.name}",
+            lambda n=node.name, k=key: k not in dev_cluster.get(f"/api/v1/nodes/{n}")["metadata"]["labels"],
+            [],
+            timeout=60,
+        )
+        run.stop()
+        reports[node.name] = run.output()
+    return Released(dev_nodes, held, reports)

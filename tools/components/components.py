@@ -81,6 +81,8 @@ class Component:
     kubernetes: str | None = None
     """The k8s.io/kubernetes release whose staging modules (listed as v0.0.0 in its go.mod) are pinned."""
     ldflags: tuple[str, ...] = field(default=())
+    data: dict[str, str] = field(default_factory=dict)
+    """File in the output folder -> a file of the (first) required module, copied beside the binaries."""
 
     @property
     def dir(self) -> Path:
@@ -122,7 +124,22 @@ def components() -> tuple[Component, ...]:
                 "etcdutl": "go.etcd.io/etcd/etcdutl/v3",
             },
         ),
-        Component("kwok", {"sigs.k8s.io/kwok": versions.KWOK}, {"kwok": "sigs.k8s.io/kwok/cmd/kwok"}),
+        Component(
+            "kwok",
+            {"sigs.k8s.io/kwok": versions.KWOK},
+            {"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+            # The node and pod lifecycle stages kwok ships at this release (kwokctl's defaults).
+            data={
+                f"kwok-stages/{name}": f"kustomize/stage/{name}"
+                for name in (
+                    "node/fast/node-initialize.yaml",
+                    "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+                    "pod/fast/pod-ready.yaml",
+                    "pod/fast/pod-complete.yaml",
+                    "pod/fast/pod-delete.yaml",
+                )
+            },
+        ),
     ]
     if gang is not None:
         built_for = versions.release(f"1.{versions.tag_minor(gang)}").release()
@@ -259,7 +276,7 @@ def _stamp(go: str, c: Component) -> str:
     for part in ((c.dir / "go.mod").read_bytes(), (c.dir / "go.sum").read_bytes(), " ".join(c.ldflags).encode()):
         h.update(hashlib.sha256(part).digest())
     h.update(_run([go, "version"], HERE).encode())
-    h.update(json.dumps(c.binaries, sort_keys=True).encode())
+    h.update(json.dumps([c.binaries, c.data], sort_keys=True).encode())
     return h.hexdigest()
 
 
@@ -267,11 +284,17 @@ def build(go: str, c: Component, out: Path) -> bool:
     """Build ``c`` into ``out`` unless its stamp is current; True when something was built."""
     stamp = out / f".{c.name}.stamp"
     want = _stamp(go, c)
-    if stamp.exists() and stamp.read_text() == want and all((out / b).exists() for b in c.binaries):
+    if stamp.exists() and stamp.read_text() == want and all((out / b).exists() for b in [*c.binaries, *c.data]):
         return False
     flags = " ".join(("-s", "-w", *c.ldflags))
     for binary, pkg in c.binaries.items():
         _run([go, "build", "-trimpath", f"-ldflags={flags}", "-o", str(out / binary), pkg], c.dir)
+    if c.data:
+        module = next(iter(c.requires))
+        source = Path(json.loads(_run([go, "list", "-m", "-json", module], c.dir))["Dir"])
+        for dest, rel in c.data.items():
+            (out / dest).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source / rel, out / dest)
     stamp.write_text(want)
     return True
 

@@ -30,6 +30,7 @@ from modules.cluster.objects.common import (
 from modules.cluster.objects.rdma import RESOURCE as RDMA
 from modules.cluster.objects.teams import GPU
 from modules.cluster.spec import AddonsSpec, TeamSpec
+from modules.vm_sizing.skus import sku
 
 APP = "scheduler-plugins"
 GROUP = "scheduling.x-k8s.io"
@@ -289,6 +290,11 @@ def example(spec: AddonsSpec, team: TeamSpec, *, name: str = "pretrain", nodes: 
     pool = next((p for p in spec.pools if p.name in team.pools), None)
     gpus = pool.gpus_per_node if pool else 8
     vm_size = pool.vm_size if pool else "Standard_ND96isr_H100_v5"
+    vm = sku(vm_size)
+    # Most of the node, sized from its VM: what is left covers the kubelet's reservations (kube- and
+    # system-reserved, the eviction threshold) and the node agents. A fixed figure did not fit: 1500Gi
+    # never fits a 900 GiB ND96asr_v4, and the real scheduler left such a gang pending for ever.
+    cpu, cpu_limit, memory = str(vm.vcpus * 8 // 10), str(vm.vcpus * 9 // 10), f"{vm.memory_gib * 8 // 10}Gi"
     group = {
         "apiVersion": f"{GROUP}/v1alpha1",
         "kind": "PodGroup",
@@ -337,8 +343,8 @@ def example(spec: AddonsSpec, team: TeamSpec, *, name: str = "pretrain", nodes: 
                             "command": ["torchrun", f"--nnodes={nodes}", f"--nproc-per-node={gpus}", "train.py"],
                             "env": nccl_env(vm_size),
                             "resources": {
-                                "requests": {GPU: str(gpus), RDMA: "1", "cpu": "80", "memory": "1500Gi"},
-                                "limits": {GPU: str(gpus), RDMA: "1", "cpu": "90", "memory": "1500Gi"},
+                                "requests": {GPU: str(gpus), RDMA: "1", "cpu": cpu, "memory": memory},
+                                "limits": {GPU: str(gpus), RDMA: "1", "cpu": cpu_limit, "memory": memory},
                             },
                             # InfiniBand registers (pins) memory: IPC_LOCK lifts the memlock limit
                             # (Mellanox's example RDMA pod adds exactly this).
