@@ -9,6 +9,7 @@ from modules.cluster.config import AddonsConfig
 from modules.cluster.spec import AddonsSpec
 from modules.stackplan.config import load_stack
 from modules.stackplan.prepare import prepare_cluster
+from tests.cluster.fake_azure import azure  # noqa: F401  (the Azure stand-in's fixture)
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 

@@ -11,6 +11,7 @@ from agk.render import render_manifests_dir
 from modules.stackplan.config import load_stack
 from modules.stackplan.prepare import ClusterPrep, prepare_cluster
 from tests.bootstrap.conftest import STACKS, context
+from tests.cluster.fake_azure import azure  # noqa: F401  (the Azure stand-in's fixture)
 
 from .cluster import ControlPlane, build, start, wait
 from .containers import Runtime, wait_pods
@@ -129,23 +130,31 @@ def released(dev_cluster: ControlPlane, dev_nodes: Nodes) -> Released:
     the node. One GPU node is held back in preflight."""
     gpu = [n for n in dev_nodes.all if n.pool != "system"]
     held = gpu[-1]
-    pods = wait_pods(dev_cluster, "gpu-health", "app.kubernetes.io/name=gpu-preflight", len(gpu))
-    by_node = {p["spec"]["nodeName"]: p for p in pods}
-    assert set(by_node) == {n.name for n in gpu}, sorted(by_node)
-    reports = {}
+    reports = run_preflight(dev_cluster, dev_nodes, [n.name for n in gpu if n is not held], expect=len(gpu))
+    return Released(dev_nodes, held, reports)
+
+
+def run_preflight(
+    cp: ControlPlane, nodes: Nodes, names: list[str], *, result: str = "pass", expect: int | None = None
+) -> dict[str, str]:
+    """Preflight on ``names``: the gpu-preflight DaemonSet's pod on each (``expect``: how many GPU nodes
+    carry one), the diagnostics' ``result`` written for its init container (no GPU here), its real
+    ``report`` container run until the node's preflight label changes. Node -> what the reporter printed."""
     key = prepared("dev").addons.preflight_key
-    for node in gpu:
-        if node is held:
-            continue
-        pod = by_node[node.name]
-        (dev_nodes.runtime.volume(pod, "results") / "status").write_text("pass\n")
-        run = dev_nodes.runtime.start(pod, "report")
+    pods = wait_pods(cp, "gpu-health", "app.kubernetes.io/name=gpu-preflight", expect or len(names))
+    by_node = {p["spec"]["nodeName"]: p for p in pods}
+    assert set(names) <= set(by_node), (names, sorted(by_node))
+    reports = {}
+    for name in names:
+        pod = by_node[name]
+        (nodes.runtime.volume(pod, "results") / "status").write_text(f"{result}\n")
+        run = nodes.runtime.start(pod, "report")
         wait(
-            f"preflight to release {node.name}",
-            lambda n=node.name, k=key: k not in dev_cluster.get(f"/api/v1/nodes/{n}")["metadata"]["labels"],
+            f"preflight to report on {name}",
+            lambda n=name: cp.get(f"/api/v1/nodes/{n}")["metadata"]["labels"].get(key) != "pending",
             [],
             timeout=60,
         )
         run.stop()
-        reports[node.name] = run.output()
-    return Released(dev_nodes, held, reports)
+        reports[name] = run.output()
+    return reports
