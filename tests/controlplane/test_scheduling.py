@@ -34,13 +34,15 @@ def gang_scheduler(dev_cluster: ControlPlane, released: Released) -> Iterator[Ru
     (pod, *_) = wait_pods(dev_cluster, "scheduler-plugins", "app.kubernetes.io/name=scheduler-plugins", 1)
     run = released.nodes.runtime.start(pod, "kube-scheduler")
     lease = f"/apis/coordination.k8s.io/v1/namespaces/scheduler-plugins/leases/{spec.gang.scheduler_name}"
-    wait(
-        "the gang scheduler's leader election",
-        lambda: dev_cluster.call("GET", lease)[0] == 200 and run.alive(),
-        [],
-        timeout=90,
-    )
-    assert run.alive(), run.output()[-3000:]
+
+    def leading() -> bool:
+        assert run.alive(), f"the gang scheduler exited:\n{run.output()[-4000:]}"
+        return dev_cluster.call("GET", lease)[0] == 200
+
+    try:
+        wait("the gang scheduler's leader election", leading, [], timeout=90)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n--- gang scheduler log:\n{run.output()[-4000:]}") from None
     yield run
     run.stop()
 
