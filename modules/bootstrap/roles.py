@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Literal, get_args
 
 from modules import labels
-from modules.bootstrap import node_tokens, pki, versions
+from modules.bootstrap import alerting, monitoring, node_tokens, pki, versions
 from modules.bootstrap.config import AZURE_CNI_URL
 from modules.bootstrap.context import (
+    ALERTMANAGER_CLUSTER_PORT,
+    ALERTMANAGER_PORT,
     BOOT_HEALTH_PATH,
     ETCD_CLIENT_PORT,
     ETCD_METRICS_PORT,
@@ -779,7 +782,21 @@ def prometheus_config(ctx: BootstrapContext, host: Host) -> str:
         etcd_metrics_port=ETCD_METRICS_PORT,
         fixed_hosts=fixed,
         node_exporter_port=NODE_EXPORTER_PORT,
+        alertmanagers=ctx.prometheus.hosts,
+        alertmanager_port=ALERTMANAGER_PORT,
     )
+
+
+def island_join(expr: str) -> str:
+    """``expr`` (one series per node, a ``node`` label) with the node's InfiniBand island as label
+    ``island``; nodes without one (system nodes) keep their series without it."""
+    return f"({expr}) * on(node) group_left(island) agk:node_island or ({expr}) unless on(node) agk:node_island"
+
+
+def ksm_node_label(key: str) -> str:
+    """kube-state-metrics' name of node label ``key`` in ``kube_node_labels`` (every character that may
+    not be in a Prometheus label name becomes ``_``: kube-state-metrics' SanitizeLabelName)."""
+    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", key)
 
 
 def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
@@ -787,26 +804,81 @@ def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
     from modules.bootstrap import etcd_backup
 
     jobs = "etcd|events-etcd" if ctx.events_etcd else "etcd"
+    xid_expr = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in ctx.fatal_xids)
+    common = {
+        "severity": monitoring.severity,
+        "runbook": lambda name: alerting.runbook_url(ctx.alerting, monitoring.runbook_anchor(name)),
+        "island": island_join,
+    }
+    preflight_label = ksm_node_label(ctx.preflight_taint_key)
     return {
         "apiserver.yml": render(
             "rules/apiserver.yml.j2",
             throttle_ratio=API_THROTTLE_RATIO,
             slo=API_AVAILABILITY_SLO,
             budget=round(1 - API_AVAILABILITY_SLO, 6),
+            **common,
+        ),
+        "certs.yml": render(
+            "rules/certs.yml.j2",
+            warn_days=monitoring.CERT_WARN_DAYS,
+            critical_days=monitoring.CERT_CRITICAL_DAYS,
+            **common,
         ),
         "etcd.yml": render(
-            "rules/etcd.yml.j2", jobs=jobs, quota_ratio=ETCD_QUOTA_RATIO, fsync_seconds=ETCD_FSYNC_P99_SECONDS
+            "rules/etcd.yml.j2",
+            jobs=jobs,
+            quota_ratio=ETCD_QUOTA_RATIO,
+            fsync_seconds=ETCD_FSYNC_P99_SECONDS,
+            **common,
         ),
-        "gpu.yml": render(
-            "rules/gpu.yml.j2",
-            xids=ctx.fatal_xids,
-            xid_expr=" or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in ctx.fatal_xids),
+        "gpu.yml": render("rules/gpu.yml.j2", xids=ctx.fatal_xids, xid_expr=xid_expr, **common),
+        "islands.yml": render(
+            "rules/islands.yml.j2",
+            island_key=labels.key(ctx.label_domain, labels.IB_ISLAND),
+            island_label=ksm_node_label(labels.key(ctx.label_domain, labels.IB_ISLAND)),
+            preflight_label=preflight_label,
+            xid_expr=xid_expr,
+            island_alert=monitoring.ISLAND_ALERT,
+            min_nodes=monitoring.ISLAND_UNHEALTHY_MIN_NODES,
+            ratio=monitoring.ISLAND_UNHEALTHY_RATIO,
+            **common,
         ),
         "nodes.yml": render(
-            "rules/nodes.yml.j2", preflight_key=ctx.preflight_taint_key, preflight_timeout=ctx.preflight_timeout
+            "rules/nodes.yml.j2",
+            preflight_key=ctx.preflight_taint_key,
+            preflight_label=preflight_label,
+            preflight_timeout=ctx.preflight_timeout,
+            **common,
         ),
-        **etcd_backup.alert_rules(ctx),
+        **etcd_backup.alert_rules(ctx, **common),
     }
+
+
+def _alertmanager(ctx: BootstrapContext, host: Host) -> tuple[NodeFile, ...]:
+    """Alertmanager beside Prometheus: its release, configuration and unit, peering with the other hosts."""
+    unit = render(
+        "alertmanager.service.j2",
+        cluster=ctx.cluster,
+        host=host,
+        peers=[h for h in ctx.prometheus.hosts if h != host],
+        data_mount=PATHS.prom_mount,
+        data_dir=alerting.DATA_DIR,
+        config_file=alerting.CONFIG_FILE,
+        port=ALERTMANAGER_PORT,
+        cluster_port=ALERTMANAGER_CLUSTER_PORT,
+    )
+    install = render(
+        "install-alertmanager.sh.j2",
+        version=ctx.prometheus.alertmanager_version,
+        data_dir=alerting.DATA_DIR,
+        secrets_dir=alerting.SECRETS_DIR,
+    )
+    return (
+        _script("install-alertmanager.sh", install),
+        NodeFile(alerting.CONFIG_FILE, "alertmanager/alertmanager.yml", alerting.render_config(ctx.alerting, ctx.cluster)),
+        _unit("alertmanager.service", unit),
+    )
 
 
 def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
@@ -838,6 +910,7 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
             NodeFile(PATHS.prom_config, "prometheus.yml", prometheus_config(ctx, host)),
             *rules,
             _unit("prometheus.service", unit),
+            *_alertmanager(ctx, host),
             _sysctl(ctx, "prometheus", node=False, forwarding=False),
         ),
         secrets=(
@@ -855,6 +928,8 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
             Step("prometheus-pki", f"chown -R prometheus:prometheus {PATHS.prom_pki}"),
             RELOAD_STEP,
             Step("prometheus", start("prometheus")),
+            Step("alertmanager-release", f"sh {PATHS.script('install-alertmanager.sh')}"),
+            Step("alertmanager", start("alertmanager")),
             NODE_EXPORTER_STEP,
         ),
     )
@@ -992,6 +1067,11 @@ def _restart_for(path: str) -> Restart | None:
         return Restart("containerd.service", "restart", (path,))
     if path == PATHS.unit("prometheus.service"):
         return Restart("prometheus.service", "restart", (path,))
+    if path == PATHS.unit("alertmanager.service"):
+        return Restart("alertmanager.service", "restart", (path,))
+    # SIGHUP re-reads alertmanager.yml; the receivers' secret files are read at each notification.
+    if path == alerting.CONFIG_FILE:
+        return Restart("alertmanager.service", "reload", (path,))
     # SIGHUP re-reads the configuration and rules; the scrape clients read their certificate and key
     # on every handshake (prometheus/common config.TLSConfig.getClientCertificate).
     if path == PATHS.prom_config or path.startswith((PATHS.prom_rules + "/", PATHS.prom_pki + "/")):
