@@ -26,7 +26,7 @@ SNAPSHOT_UNIT = "agk-etcd-snapshot.service"
 SNAPSHOT_TIMER = "agk-etcd-snapshot.timer"
 SPOOL = "/var/lib/agk/etcd-snapshot"
 """Snapshots are written here (the OS disk, not etcd's data disk: etcd's fsyncs keep their disk alone)."""
-TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+TEXTFILE_DIR = PATHS.node_exporter_textfiles
 """Debian's and Ubuntu's prometheus-node-exporter reads this directory by default
 (``--collector.textfile.directory``, built in by the package; the textfile collector is on by default)."""
 ACCOUNT_URL_FACT = "etcd-backup-url"

@@ -1082,6 +1082,8 @@ def _restart_for(path: str) -> Restart | None:
         return Restart("sysctl", "command", (path,), command=SYSCTL_STEP.command)
     if path == PATHS.unit(SYNC_TIMER):
         return Restart(SYNC_TIMER, "restart", (path,))
+    if path == PATHS.unit(CERT_EXPIRY_TIMER):
+        return Restart(CERT_EXPIRY_TIMER, "restart", (path,))
     # The issuer's service, program, configuration and certificate are read afresh by each run.
     if path == PATHS.unit(node_tokens.ISSUER_TIMER):
         return Restart(node_tokens.ISSUER_TIMER, "restart", (path,))
@@ -1111,16 +1113,47 @@ def restart_map(node: NodeBundle) -> tuple[Restart, ...]:
     return tuple(sorted(merged.values(), key=order))
 
 
+CERT_EXPIRY_SERVICE = "agk-cert-expiry.service"
+CERT_EXPIRY_TIMER = "agk-cert-expiry.timer"
+CERT_EXPIRY_TEXTFILE = f"{PATHS.node_exporter_textfiles}/agk_certificates.prom"
+CERT_DIRS = (PATHS.pki, PATHS.etcd_pki, PATHS.prom_pki)
+"""Every directory a fixed host keeps certificates in (those a role lacks are simply empty)."""
+CERT_EXPIRY_STEP = Step("cert-expiry-timer", start(CERT_EXPIRY_TIMER))
+
+
+def _cert_expiry() -> tuple[NodeFile, ...]:
+    """The certificate expiry report of a fixed host (host/cert_expiry.py). Pool nodes need none: their
+    kubelets report their own client certificate (kubelet_certificate_manager_client_ttl_seconds) and the
+    kube-proxy certificate and CA they carry are the same certificates the NAT host reports."""
+    lib = host_boot.LIB
+    service = render(
+        "agk-cert-expiry.service.j2",
+        lib=lib,
+        textfile=CERT_EXPIRY_TEXTFILE,
+        textfile_dir=PATHS.node_exporter_textfiles,
+        dirs=CERT_DIRS,
+    )
+    return (
+        _unit(CERT_EXPIRY_SERVICE, service),
+        _unit(CERT_EXPIRY_TIMER, render("agk-cert-expiry.timer.j2")),
+        host_program("cert_expiry.py"),
+    )
+
+
 def _delivered(ctx: BootstrapContext, node: NodeBundle) -> NodeBundle:
     """``node`` with what keeps its bundle reaching it: the sync units, the host programs, the
-    timer's boot step, the restart map and the gates."""
+    timer's boot step, the restart map and the gates; fixed hosts also report their certificates' expiry."""
     files = node.files
+    steps = node.steps
     if node.role in POOL_ROLES:
         files = tuple(replace(f, boot_only=True) if f.path in POOL_RUNTIME_FILES else f for f in files)
+    else:
+        files = (*files, *_cert_expiry())
+        steps = (*steps, CERT_EXPIRY_STEP)
     withsync = replace(
         node,
         files=(*files, *_sync(ctx, node.role, node.name)),
-        steps=(*node.steps, SYNC_TIMER_STEP),
+        steps=(*steps, SYNC_TIMER_STEP),
         gates=_gates(ctx, node.role, node.name),
     )
     return replace(withsync, restarts=restart_map(withsync))

@@ -23,6 +23,8 @@ PACKAGES = {
     "etcdctl": "etcd-client",
     "promtool": "prometheus",
     "prometheus": "prometheus",
+    "prometheus-alertmanager": "prometheus-alertmanager",
+    "amtool": "prometheus-alertmanager",
     "cloud-init": "cloud-init",
     "iptables": "iptables",
     "iptables-save": "iptables",
