@@ -584,6 +584,10 @@ class StackConfig(_Model):
 
 # Keys earlier versions accepted, and what replaced them.
 RENAMED = {
+    "retest_schedule": "replaced by retest_every_minutes (how often the re-test runs) and retest_period_days "
+    "(in how many days every GPU node is re-tested): the nodes per run follow from the fleet's size",
+    "retest_max_nodes": "no longer set by hand: set retest_period_days; each run takes ceil(GPU nodes / runs "
+    "in the period) nodes",
     "max_pods": "no longer set by hand: set pod_ips (the NIC's secondary IP configurations); the kubelet's "
     "maxPods is pod_ips plus the host-network pods the cluster runs on the node",
 }

@@ -433,3 +433,29 @@ def test_one_broken_island_is_one_page(
         seen = json.load(resp)
     held = {a["labels"].get("node") for a in seen if a["status"]["inhibitedBy"]}
     assert held == {"h100-000-1", "h100-000-2", "h100-000-3", "h100-000-4"}
+
+
+@pytest.mark.realtool
+def test_every_shipped_rule_routes_to_its_severitys_receivers(
+    ctx: BootstrapContext, pinned_amtool: str, tmp_path: Path
+) -> None:
+    """amtool resolves each shipped alert, with the labels its rule gives it, through the rendered route
+    tree: critical reaches the stack's critical receivers (the pager first), warning its warning ones."""
+    node = bundle(ctx, "prometheus", names(ctx, "prometheus")[0])
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(node.file("alertmanager/alertmanager.yml").content)
+    routes = dict(ctx.alerting.routes)
+    assert routes  # the shipped stacks route every severity they use
+    for text in alert_rules(ctx).values():
+        for group in yaml.safe_load(text)["groups"]:
+            for rule in group["rules"]:
+                if "alert" not in rule:
+                    continue
+                labels = [
+                    f"alertname={rule['alert']}",
+                    f"cluster={ctx.cluster}",
+                    *(f"{k}={v}" for k, v in rule["labels"].items()),
+                ]
+                run = _run(pinned_amtool, "config", "routes", "test", f"--config.file={path}", *labels)
+                assert run.returncode == 0, run.stdout + run.stderr
+                assert run.stdout.strip().split(",") == list(routes[rule["labels"]["severity"]]), rule["alert"]
