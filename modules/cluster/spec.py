@@ -86,7 +86,9 @@ def retest_schedule(every_minutes: int) -> str:
     if every_minutes < 60:
         return f"{RETEST_MINUTE % every_minutes}-59/{every_minutes} * * * *"
     hours = every_minutes // 60
-    return f"{RETEST_MINUTE} * * * *" if hours == 1 else f"{RETEST_MINUTE} */{hours} * * *"
+    if hours == 1:
+        return f"{RETEST_MINUTE} * * * *"
+    return f"{RETEST_MINUTE} 0 * * *" if hours == 24 else f"{RETEST_MINUTE} */{hours} * * *"
 
 
 def retest_per_run(gpu_nodes: int, period_days: int, every_minutes: int) -> int:
