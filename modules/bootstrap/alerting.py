@@ -111,10 +111,14 @@ def from_config(cfg: AlertingConfig | None) -> Alerting:
             )
         for t in r.msteams:
             found.append(
-                Integration("msteams", (("send_resolved", t.send_resolved),), ("webhook_url_file", t.webhook_url_secret))
+                Integration(
+                    "msteams", (("send_resolved", t.send_resolved),), ("webhook_url_file", t.webhook_url_secret)
+                )
             )
         for p in r.pagerduty:
-            found.append(Integration("pagerduty", (("send_resolved", True),), ("routing_key_file", p.routing_key_secret)))
+            found.append(
+                Integration("pagerduty", (("send_resolved", True),), ("routing_key_file", p.routing_key_secret))
+            )
         receivers.append(Receiver(name, tuple(found)))
     return Alerting(
         receivers=tuple(receivers),

@@ -876,7 +876,9 @@ def _alertmanager(ctx: BootstrapContext, host: Host) -> tuple[NodeFile, ...]:
     )
     return (
         _script("install-alertmanager.sh", install),
-        NodeFile(alerting.CONFIG_FILE, "alertmanager/alertmanager.yml", alerting.render_config(ctx.alerting, ctx.cluster)),
+        NodeFile(
+            alerting.CONFIG_FILE, "alertmanager/alertmanager.yml", alerting.render_config(ctx.alerting, ctx.cluster)
+        ),
         _unit("alertmanager.service", unit),
     )
 
