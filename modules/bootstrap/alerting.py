@@ -13,6 +13,7 @@ the per-node alerts of its island (``INHIBITIONS``), so a broken InfiniBand isla
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -74,6 +75,31 @@ class Alerting:
 UNCONFIGURED = Alerting(receivers=(), routes=())
 """A stack without an ``alerting`` section: Alertmanager runs and keeps alerts (its UI, amtool), but tells
 no one; ``agk plan`` says so (warnings) and docs/oncall.md says how to add a receiver."""
+
+
+ALERT_FACT = "fact:alert-secrets"
+"""The host's receiver secrets (/etc/agk/alert-secrets.json): receiver secret -> this host's vault secret."""
+SECRETS_UNIT = "agk-alert-secrets.service"
+SECRETS_TIMER = "agk-alert-secrets.timer"
+DIGEST_STANDIN = "0" * 8
+"""Offline stand-in for the 8 hex digits keyvault.secret_name appends (same length)."""
+
+
+def vault_key(host: str, secret: str) -> str:
+    """The key the cluster stack names host ``host``'s copy of ``secret`` after (``<key>-<digest>``; at
+    most 9 + 45 + 1 + 60 + 9 = 124 of Key Vault's 127 characters)."""
+    return f"{TEMPLATE_KEY}-{host}-{secret}"
+
+
+def settings_json(vault_names: dict[str, str]) -> str:
+    """/etc/agk/alert-secrets.json: where the files go and which vault secret fills each."""
+    return (
+        json.dumps({"dir": SECRETS_DIR, "secrets": dict(sorted(vault_names.items()))}, indent=2, sort_keys=True) + "\n"
+    )
+
+
+def standin_fact(alerting: Alerting, host: str) -> str:
+    return settings_json({s: f"{vault_key(host, s)}-{DIGEST_STANDIN}" for s in alerting.secrets})
 
 
 def secret_file(secret: str) -> str:

@@ -20,7 +20,7 @@ SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
 
 # Key Vault object names: 1-127 letters, digits and dashes (Azure "Key Vault keys, secrets and
 # certificates overview", object identifiers). The host adds a prefix and a digest (alerting.py).
-_SECRET = re.compile(r"^[0-9A-Za-z-]{1,80}$")
+_SECRET = re.compile(r"^[0-9A-Za-z-]{1,60}$")
 _DURATION = re.compile(r"^[1-9][0-9]*(s|m|h)$")
 _RECEIVER = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -34,7 +34,7 @@ class _Model(BaseModel):
 def _secret(value: str | None, key: str) -> str | None:
     if value is not None and not _SECRET.match(value):
         raise ValueError(
-            f"{key} {value!r} is not a Key Vault secret name: use up to 80 letters, digits and '-' "
+            f"{key} {value!r} is not a Key Vault secret name: use up to 60 letters, digits and '-' "
             "(the name, never the secret itself)"
         )
     return value

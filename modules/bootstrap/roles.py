@@ -874,13 +874,33 @@ def _alertmanager(ctx: BootstrapContext, host: Host) -> tuple[NodeFile, ...]:
         data_dir=alerting.DATA_DIR,
         secrets_dir=alerting.SECRETS_DIR,
     )
-    return (
+    files: tuple[NodeFile, ...] = (
         _script("install-alertmanager.sh", install),
         NodeFile(
             alerting.CONFIG_FILE, "alertmanager/alertmanager.yml", alerting.render_config(ctx.alerting, ctx.cluster)
         ),
         _unit("alertmanager.service", unit),
     )
+    if ctx.alerting.secrets:
+        lib = host_boot.LIB
+        files += (
+            _unit(alerting.SECRETS_UNIT, render("agk-alert-secrets.service.j2", lib=lib, config=ALERT_SECRETS_CONFIG)),
+            _unit(alerting.SECRETS_TIMER, render("agk-alert-secrets.timer.j2")),
+            host_program("alert_secrets.py"),
+        )
+    return files
+
+
+ALERT_SECRETS_CONFIG = "/etc/agk/alert-secrets.json"
+
+
+def _alert_secret_steps(ctx: BootstrapContext) -> tuple[Step, ...]:
+    """Copy the receivers' secrets before Alertmanager first starts (never failing the boot: a secret not
+    set yet is the operator's to set, and the timer copies it when it is), then keep them current."""
+    if not ctx.alerting.secrets:
+        return ()
+    once = Step("alert-secrets", f"python3 {host_boot.LIB}/alert_secrets.py || true", tries=1)
+    return (once, Step("alert-secrets-timer", start(alerting.SECRETS_TIMER)))
 
 
 def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
@@ -920,6 +940,7 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
             SecretFile(f"{PATHS.prom_pki}/prometheus.crt", f"cert:{pki.PROMETHEUS}"),
             SecretFile(f"{PATHS.prom_pki}/prometheus.key", f"key:{pki.PROMETHEUS}"),
         ),
+        facts=(FactFile(ALERT_SECRETS_CONFIG, alerting.ALERT_FACT),) if ctx.alerting.secrets else (),
         disk=DataDisk(PATHS.azure_data_disk, "prometheus", PATHS.prom_mount),
         steps=(
             Step("packages", apt_install(*packages)),
@@ -931,6 +952,7 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
             Step("prometheus-pki", f"chown -R prometheus:prometheus {PATHS.prom_pki}"),
             RELOAD_STEP,
             Step("prometheus", start("prometheus")),
+            *_alert_secret_steps(ctx),
             Step("alertmanager", start("alertmanager")),
             NODE_EXPORTER_STEP,
         ),
@@ -1084,6 +1106,8 @@ def _restart_for(path: str) -> Restart | None:
         return Restart("sysctl", "command", (path,), command=SYSCTL_STEP.command)
     if path == PATHS.unit(SYNC_TIMER):
         return Restart(SYNC_TIMER, "restart", (path,))
+    if path == PATHS.unit(alerting.SECRETS_TIMER):
+        return Restart(alerting.SECRETS_TIMER, "restart", (path,))
     if path == PATHS.unit(CERT_EXPIRY_TIMER):
         return Restart(CERT_EXPIRY_TIMER, "restart", (path,))
     # The issuer's service, program, configuration and certificate are read afresh by each run.

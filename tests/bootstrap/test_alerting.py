@@ -55,7 +55,7 @@ CASES = [
         "the routing key itself instead of its secret's name",
         _dev({"receivers": {"p": {"pagerduty": [{"routing_key_secret": "R0ut1ngK3y+/=="}]}}, "routes": ROUTES}),
         f"{P}:alerting.receivers.p.pagerduty[0].routing_key_secret: routing_key_secret 'R0ut1ngK3y+/==' is not a "
-        "Key Vault secret name: use up to 80 letters, digits and '-' (the name, never the secret itself)",
+        "Key Vault secret name: use up to 60 letters, digits and '-' (the name, never the secret itself)",
     ),
     (
         "a receiver that reaches nobody",
