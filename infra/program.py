@@ -37,7 +37,7 @@ from modules.bootstrap.host.node_token import PLACEHOLDER
 from modules.bootstrap.kubeconfig import admin_kubeconfig
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
-from modules.bootstrap.roles import POOL_ROLES, Role
+from modules.bootstrap.roles import POOL_ROLES, Role, prometheus_secrets
 from modules.stackplan.addresses import StackAddresses, deployed_subnets, hub_stack_name, limits_for, plan_stack
 from modules.stackplan.config import (
     BACKUP_CONTAINER,
@@ -212,13 +212,13 @@ def host_boot(
         elif role == "apiserver":
             assert token_secrets is not None
             given[node_tokens.ISSUER_FACT] = token_secrets.apply(lambda m: node_tokens.issuer_config(prep.bootstrap, m))
-        elif role == "prometheus" and prep.bootstrap.alerting.secrets:
+        elif role == "prometheus" and prometheus_secrets(prep.bootstrap):
             # One copy of each receiver secret per host, readable by it alone; the operator sets the values.
             copies = {
                 s: keys.written_secret(
                     alerting.vault_key(name, s), alert_secrets.PLACEHOLDER, identity.principal_id
                 ).name
-                for s in prep.bootstrap.alerting.secrets
+                for s in prometheus_secrets(prep.bootstrap)
             }
             given[alerting.ALERT_FACT] = pulumi.Output.all(**copies).apply(alerting.settings_json)
         made = keys.reader_secret(key, bundle_parts(prep.bootstrap, pki, role, name, given), identity.principal_id)

@@ -98,8 +98,8 @@ def settings_json(vault_names: dict[str, str]) -> str:
     )
 
 
-def standin_fact(alerting: Alerting, host: str) -> str:
-    return settings_json({s: f"{vault_key(host, s)}-{DIGEST_STANDIN}" for s in alerting.secrets})
+def standin_fact(secrets: tuple[str, ...], host: str) -> str:
+    return settings_json({s: f"{vault_key(host, s)}-{DIGEST_STANDIN}" for s in secrets})
 
 
 def secret_file(secret: str) -> str:

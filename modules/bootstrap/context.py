@@ -181,6 +181,8 @@ class PrometheusSettings:
     remote_write_url: str | None
     data_disk_gib: int
     alertmanager_version: str
+    grafana_version: str | None
+    """Grafana beside each Prometheus (None: none)."""
     """Upstream Alertmanager release on the same hosts (bootstrap.prometheus.alertmanager_version)."""
 
 

@@ -27,7 +27,7 @@ from modules.bootstrap.host import bundle as host_bundle
 from modules.bootstrap.host.vault import SECRET_LIMIT
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.pki import CertSpec, PkiSpec, pki_spec
-from modules.bootstrap.roles import FILES_HASH_SLOT, POOL_ROLES, ROLES, NodeBundle, bundle, names
+from modules.bootstrap.roles import FILES_HASH_SLOT, POOL_ROLES, ROLES, NodeBundle, bundle, names, prometheus_secrets
 from modules.errors import AgkError
 
 OWNERS = {PATHS.etcd_pki: "etcd:etcd", PATHS.prom_pki: "prometheus:prometheus"}
@@ -93,7 +93,7 @@ def placeholder_facts(ctx: BootstrapContext, node: NodeBundle) -> dict[str, str]
     The token settings name stand-in secrets of the real names' length (node_tokens.standin_facts)."""
     pool = node.name if node.role in POOL_ROLES else None
     known = node_tokens.standin_facts(ctx, pool)
-    known[alerting.ALERT_FACT] = alerting.standin_fact(ctx.alerting, node.name)
+    known[alerting.ALERT_FACT] = alerting.standin_fact(prometheus_secrets(ctx), node.name)
     return {f.fact: known.get(f.fact, f"{f.fact.upper()}-KNOWN-AT-DEPLOY\n") for f in node.facts}
 
 

@@ -25,7 +25,7 @@ from importlib import resources
 from typing import Literal, get_args
 
 from modules import labels
-from modules.bootstrap import alerting, monitoring, node_tokens, pki, versions
+from modules.bootstrap import alerting, dashboards, monitoring, node_tokens, pki, versions
 from modules.bootstrap.config import AZURE_CNI_URL
 from modules.bootstrap.context import (
     ALERTMANAGER_CLUSTER_PORT,
@@ -881,7 +881,7 @@ def _alertmanager(ctx: BootstrapContext, host: Host) -> tuple[NodeFile, ...]:
         ),
         _unit("alertmanager.service", unit),
     )
-    if ctx.alerting.secrets:
+    if prometheus_secrets(ctx):
         lib = host_boot.LIB
         files += (
             _unit(alerting.SECRETS_UNIT, render("agk-alert-secrets.service.j2", lib=lib, config=ALERT_SECRETS_CONFIG)),
@@ -894,10 +894,34 @@ def _alertmanager(ctx: BootstrapContext, host: Host) -> tuple[NodeFile, ...]:
 ALERT_SECRETS_CONFIG = "/etc/agk/alert-secrets.json"
 
 
+def prometheus_secrets(ctx: BootstrapContext) -> tuple[str, ...]:
+    """The Key Vault secrets every Prometheus host copies (alert_secrets.py): the receivers', and Grafana's
+    admin password when Grafana runs."""
+    grafana = (dashboards.ADMIN_SECRET,) if ctx.prometheus.grafana_version else ()
+    return (*ctx.alerting.secrets, *grafana)
+
+
+def _grafana(ctx: BootstrapContext, host: Host) -> tuple[NodeFile, ...]:
+    """Grafana's release script, configuration, provisioning and dashboards (modules/bootstrap/dashboards.py)."""
+    if not ctx.prometheus.grafana_version:
+        return ()
+    install = render(
+        "install-grafana.sh.j2",
+        version=ctx.prometheus.grafana_version,
+        apt_install=APT_INSTALL,
+        secrets_dir=alerting.SECRETS_DIR,
+    )
+    made = [_script("install-grafana.sh", install)]
+    for path, text in dashboards.files(ctx, host).items():
+        rel = "grafana/" + path.removeprefix("/etc/grafana/").removeprefix("/var/lib/grafana/")
+        made.append(NodeFile(path, rel, text, "0644"))
+    return tuple(made)
+
+
 def _alert_secret_steps(ctx: BootstrapContext) -> tuple[Step, ...]:
     """Copy the receivers' secrets before Alertmanager first starts (never failing the boot: a secret not
     set yet is the operator's to set, and the timer copies it when it is), then keep them current."""
-    if not ctx.alerting.secrets:
+    if not prometheus_secrets(ctx):
         return ()
     once = Step("alert-secrets", f"python3 {host_boot.LIB}/alert_secrets.py || true", tries=1)
     return (once, Step("alert-secrets-timer", start(alerting.SECRETS_TIMER)))
@@ -933,6 +957,7 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
             *rules,
             _unit("prometheus.service", unit),
             *_alertmanager(ctx, host),
+            *_grafana(ctx, host),
             _sysctl(ctx, "prometheus", node=False, forwarding=False),
         ),
         secrets=(
@@ -940,12 +965,17 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
             SecretFile(f"{PATHS.prom_pki}/prometheus.crt", f"cert:{pki.PROMETHEUS}"),
             SecretFile(f"{PATHS.prom_pki}/prometheus.key", f"key:{pki.PROMETHEUS}"),
         ),
-        facts=(FactFile(ALERT_SECRETS_CONFIG, alerting.ALERT_FACT),) if ctx.alerting.secrets else (),
+        facts=(FactFile(ALERT_SECRETS_CONFIG, alerting.ALERT_FACT),) if prometheus_secrets(ctx) else (),
         disk=DataDisk(PATHS.azure_data_disk, "prometheus", PATHS.prom_mount),
         steps=(
             Step("packages", apt_install(*packages)),
             Step("prometheus-release", f"sh {PATHS.script('install-prometheus.sh')}"),
             Step("alertmanager-release", f"sh {PATHS.script('install-alertmanager.sh')}"),
+            *(
+                (Step("grafana-package", f"sh {PATHS.script('install-grafana.sh')}"),)
+                if ctx.prometheus.grafana_version
+                else ()
+            ),
             UNBLOCK_STEP,
             SYSCTL_STEP,
             Step("prometheus-data", f"install -d -o prometheus -g prometheus -m 0755 {PATHS.prom_mount}/metrics2"),
@@ -954,6 +984,7 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
             Step("prometheus", start("prometheus")),
             *_alert_secret_steps(ctx),
             Step("alertmanager", start("alertmanager")),
+            *((Step("grafana", start("grafana-server")),) if ctx.prometheus.grafana_version else ()),
             NODE_EXPORTER_STEP,
         ),
     )
@@ -1093,6 +1124,9 @@ def _restart_for(path: str) -> Restart | None:
         return Restart("prometheus.service", "restart", (path,))
     if path == PATHS.unit("alertmanager.service"):
         return Restart("alertmanager.service", "restart", (path,))
+    # Grafana reads its settings and data sources at start; the dashboards' provider re-reads its folder.
+    if path.startswith(("/etc/grafana/",)):
+        return Restart("grafana-server.service", "restart", (path,))
     # SIGHUP re-reads alertmanager.yml; the receivers' secret files are read at each notification.
     if path == alerting.CONFIG_FILE:
         return Restart("alertmanager.service", "reload", (path,))

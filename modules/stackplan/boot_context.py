@@ -160,6 +160,7 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: C
             scrape_interval=tuning.scrape_interval,
             remote_write_url=tuning.remote_write_url,
             alertmanager_version=tuning.alertmanager_version,
+            grafana_version=tuning.grafana_version,
             data_disk_gib=tuning.data_disk_gib
             or prometheus_disk_gib(pools.peak_nodes, cluster.prometheus.retention_days),
         ),

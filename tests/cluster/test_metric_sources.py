@@ -3,6 +3,7 @@ and scraped, judged from what `agk render` writes (rules, prometheus.yml, manife
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,11 @@ STACKS = Path(__file__).resolve().parents[2] / "stacks"
 _KEYWORDS = {"and", "or", "unless", "bool", "offset", "group_left", "group_right"}
 # Metric family prefix -> where it comes from: a workload of the add-ons stack (scraped through the
 # pod job's prometheus.io annotations) or a scrape job of the Prometheus hosts.
-IN_CLUSTER = {"kube_": ("Deployment", "kube-state-metrics"), "DCGM_": ("DaemonSet", "dcgm-exporter")}
+IN_CLUSTER = {
+    "kube_": ("Deployment", "kube-state-metrics"),
+    "DCGM_": ("DaemonSet", "dcgm-exporter"),
+    "iptables_exporter_": ("DaemonSet", "iptables-exporter"),
+}
 STATIC_JOBS = {
     "apiserver_": "kubernetes-apiservers",
     "etcd_": "etcd",
@@ -82,8 +87,21 @@ def _pod_job_keeps_annotated_pods(job: dict[str, Any]) -> bool:
     return sd == ["pod"] and any(re.fullmatch(r["regex"], "true") for r in keep)
 
 
-def test_every_alert_reads_series_some_deployed_exporter_produces(out: Path) -> None:
-    alerts = _rules(out)
+def _dashboard_queries(out: Path) -> dict[str, set[str]]:
+    """Every panel of the provisioned dashboards, as rules are: title -> metric names."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((out / "nodes" / "prometheus" / "grafana" / "dashboards" / "agk").glob("*.json")):
+        for panel in json.loads(path.read_text())["panels"]:
+            for target in panel["targets"]:
+                found[f"{path.stem}: {panel['title']}"] = metric_names(target["expr"].replace("$__rate_interval", "1m"))
+    return found
+
+
+def test_every_alert_and_panel_reads_series_some_deployed_exporter_produces(out: Path) -> None:
+    recorded = _rules(out)
+    panels = _dashboard_queries(out)
+    assert len(panels) >= 20
+    alerts = {**recorded, **panels}
     objs = _manifests(out)
     jobs = _jobs(out)
     pod_jobs = [name for name, job in jobs.items() if _pod_job_keeps_annotated_pods(job)]
@@ -92,7 +110,7 @@ def test_every_alert_reads_series_some_deployed_exporter_produces(out: Path) -> 
     for alert, names in alerts.items():
         assert names, alert
         for name in names:
-            if name in alerts:  # a series the rules record (agk:node_island)
+            if name in recorded:  # a series the rules record (agk:node_island)
                 continue
             prefix = next((p for p in [*IN_CLUSTER, *STATIC_JOBS] if name.startswith(p)), None)
             assert prefix is not None, f"{alert}: no known exporter produces {name}: deploy one and map it here"
