@@ -40,6 +40,8 @@ def _setup(tmp_path: Path, vault_url: str) -> tuple[Path, Path, dict[str, str]]:
         for k in c
         if k.endswith("_file")
     }
+    ini = node.file("grafana/grafana.ini").content  # Grafana reads its admin password from the same place
+    read |= {line.split("$__file{")[1].rstrip("}") for line in ini.splitlines() if "$__file{" in line}
     assert read == {f"{settings.dir}/{name}" for name in settings.secrets}
     assert [f.path for f in node.facts] == [ALERT_SECRETS_CONFIG]
     return config, host, dict(settings.secrets)
@@ -53,11 +55,11 @@ def test_set_secrets_are_copied_unset_ones_named_with_the_command_that_sets_them
         config, host, secrets = _setup(tmp_path, vault_url)
         pager, teams = secrets["pagerduty-platform"], secrets["teams-platform-alerts"]
         # As the cluster stack creates them (the placeholder, this host may read), then the operator sets one.
-        vault.put(pager, alert_secrets.PLACEHOLDER, CLIENT)
-        vault.put(teams, alert_secrets.PLACEHOLDER, CLIENT)
+        for secret in secrets.values():
+            vault.put(secret, alert_secrets.PLACEHOLDER, CLIENT)
         vault.put(pager, "R0UTINGKEY0123456789abcdef012345", CLIENT)
         root = tmp_path / "root"
-        args = ["--config", str(config), "--host-config", str(host)]
+        args = ["--config", str(config), "--host-config", str(host), "--deadline", "5"]
         assert alert_secrets.main(args, imds_endpoint=imds_url, root=str(root)) == 0
         written = root / "etc/alertmanager/secrets/pagerduty-platform"
         assert written.read_text() == "R0UTINGKEY0123456789abcdef012345"
