@@ -3,8 +3,8 @@ before the 30-day alert, and the scheduled job itself (actionlint checks it)."""
 
 from __future__ import annotations
 
+import itertools
 import subprocess
-from pathlib import Path
 
 import yaml
 
@@ -27,7 +27,7 @@ def test_no_two_hosts_of_a_group_renew_in_one_weekly_run(ctx: BootstrapContext) 
         groups["events-etcd"] = [pki.etcd_server_cert(m.name) for m in ctx.events_etcd.members]
     for group, certs in groups.items():
         days = sorted(spec.cert(c).validity_hours / 24 for c in certs)
-        gaps = [b - a for a, b in zip(days, days[1:], strict=False)]
+        gaps = [b - a for a, b in itertools.pairwise(days)]
         assert all(g > pki.RENEWAL_RUN_DAYS for g in gaps), (group, days)
     # A member's server and peer certificates renew together: one restart, not two.
     for m in ctx.etcd.members:
@@ -51,7 +51,7 @@ def test_the_renewal_job_runs_weekly_on_the_pki_and_actionlint_accepts_it() -> N
     # PyYAML reads the `on:` key as True.
     triggers = doc.get("on", doc.get(True))
     (schedule,) = triggers["schedule"]
-    minute, hour, dom, month, dow = schedule["cron"].split()
+    _, _, dom, month, dow = schedule["cron"].split()
     assert (dom, month) == ("*", "*") and dow.isdigit(), "once a week"
     assert pki.RENEWAL_RUN_DAYS == 7
     steps = doc["jobs"]["renew"]["steps"]

@@ -22,10 +22,10 @@ from agk.plan import cloud, wire
 from agk.plan.diff import resources_of
 from modules.bootstrap.delivery import PARTS
 from modules.bootstrap.host import bundle as host_bundle
+from modules.bootstrap.host.alert_secrets import PLACEHOLDER as ALERT_PLACEHOLDER
 from modules.bootstrap.host.boot import HOST_CONFIG, STAGE0
 from modules.bootstrap.host.bundle import part_name
 from modules.bootstrap.host.etcd_snapshot import ACCOUNT_URL_FILE
-from modules.bootstrap.host.alert_secrets import PLACEHOLDER as ALERT_PLACEHOLDER
 from modules.bootstrap.host.node_token import PLACEHOLDER
 from modules.bootstrap.userdata import stage0_files
 
