@@ -28,15 +28,16 @@ from modules.azure.nsg import Rule
 from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import ClusterStorage, ClusterStorageArgs, Grant, account_name, blob_url
 from modules.azure.vm import IdentityBound
-from modules.bootstrap import node_tokens
+from modules.bootstrap import alerting, node_tokens
 from modules.bootstrap.customdata import bundle_parts, custom_data
 from modules.bootstrap.delivery import check_sizes
 from modules.bootstrap.etcd_backup import ACCOUNT_URL_FACT
+from modules.bootstrap.host import alert_secrets
 from modules.bootstrap.host.node_token import PLACEHOLDER
 from modules.bootstrap.kubeconfig import admin_kubeconfig
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
-from modules.bootstrap.roles import POOL_ROLES, Role
+from modules.bootstrap.roles import POOL_ROLES, Role, prometheus_secrets
 from modules.stackplan.addresses import StackAddresses, deployed_subnets, hub_stack_name, limits_for, plan_stack
 from modules.stackplan.config import (
     BACKUP_CONTAINER,
@@ -211,6 +212,15 @@ def host_boot(
         elif role == "apiserver":
             assert token_secrets is not None
             given[node_tokens.ISSUER_FACT] = token_secrets.apply(lambda m: node_tokens.issuer_config(prep.bootstrap, m))
+        elif role == "prometheus" and prometheus_secrets(prep.bootstrap):
+            # One copy of each receiver secret per host, readable by it alone; the operator sets the values.
+            copies = {
+                s: keys.written_secret(
+                    alerting.vault_key(name, s), alert_secrets.PLACEHOLDER, identity.principal_id
+                ).name
+                for s in prometheus_secrets(prep.bootstrap)
+            }
+            given[alerting.ALERT_FACT] = pulumi.Output.all(**copies).apply(alerting.settings_json)
         made = keys.reader_secret(key, bundle_parts(prep.bootstrap, pki, role, name, given), identity.principal_id)
         return custom_data(
             prep.bootstrap,

@@ -145,6 +145,16 @@ class PrometheusTuning(_Model):
     version: str = Field(
         default="2.53.3", description="Upstream Prometheus release (distribution builds lack Kubernetes SD)."
     )
+    alertmanager_version: str = Field(
+        default="0.35.0",
+        description="Upstream Alertmanager release on the Prometheus hosts (0.28.0 or newer: its msteamsv2 "
+        "integration posts to Teams Workflows webhooks).",
+    )
+    grafana_version: str | None = Field(
+        default="13.2.3",
+        description="Grafana OSS release beside each Prometheus, with the platform dashboards (Grafana's apt "
+        "repository, held); null runs no Grafana.",
+    )
     gomaxprocs: int = Field(default=24, description="GOMAXPROCS (bounds WAL replay on many-core hosts).")
     query_timeout: str = Field(default="2m", description="--query.timeout.")
     query_max_samples: int = Field(default=50_000_000, description="--query.max-samples.")
@@ -174,6 +184,24 @@ class PrometheusTuning(_Model):
     def _version(cls, v: str) -> str:
         if not _VERSION.match(v):
             raise ValueError(f"version {v!r} is not a release: use e.g. '2.53.3'")
+        return v
+
+    @field_validator("grafana_version")
+    @classmethod
+    def _grafana(cls, v: str | None) -> str | None:
+        if v is not None and not _VERSION.match(v):
+            raise ValueError(f"grafana_version {v!r} is not a release: use e.g. '13.2.3', or null for no Grafana")
+        return v
+
+    @field_validator("alertmanager_version")
+    @classmethod
+    def _alertmanager(cls, v: str) -> str:
+        if not _VERSION.match(v):
+            raise ValueError(f"alertmanager_version {v!r} is not a release: use e.g. '0.28.1'")
+        if tuple(int(x) for x in v.split(".")[:2]) < (0, 28):
+            raise ValueError(
+                f"alertmanager_version {v} predates 0.28, which the Teams receiver (msteamsv2) needs: use 0.28.1 or newer"
+            )
         return v
 
     @field_validator("remote_write_url")

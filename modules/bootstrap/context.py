@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address, IPv4Network
 from typing import Literal
 
+from modules.bootstrap.alerting import UNCONFIGURED, Alerting
 from modules.netplan.addressing import IMDS
 
 EtcdRole = Literal["etcd", "events-etcd"]
@@ -28,6 +29,10 @@ CONTROLLER_MANAGER_PORT = 10257
 SCHEDULER_PORT = 10259
 NODE_EXPORTER_PORT = 9100
 PROMETHEUS_PORT = 9090
+ALERTMANAGER_PORT = 9093
+ALERTMANAGER_CLUSTER_PORT = 9094
+"""Alertmanager's API and its gossip (TCP and UDP): its defaults (alertmanager --help)."""
+GRAFANA_PORT = 3000
 # The boot health endpoint every pool node serves on loopback for the scale sets' Application Health
 # extension (rich health states: HTTP 200 with {"ApplicationHealthState": "Healthy"|"Unhealthy"}).
 BOOT_HEALTH_PORT = 10280
@@ -175,6 +180,10 @@ class PrometheusSettings:
     scrape_interval: str
     remote_write_url: str | None
     data_disk_gib: int
+    alertmanager_version: str
+    grafana_version: str | None
+    """Grafana beside each Prometheus (None: none)."""
+    """Upstream Alertmanager release on the same hosts (bootstrap.prometheus.alertmanager_version)."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +213,8 @@ class BootstrapContext:
     preflight_timeout: str
     fatal_xids: tuple[int, ...]
     """XIDs that fail a node (the stack's ``addons.health.fatal_xids``, shared with the XID rule)."""
+    alerting: Alerting = UNCONFIGURED
+    """Where Alertmanager sends alerts (the stack's ``alerting`` section)."""
 
     @property
     def kubernetes_minor(self) -> str:

@@ -21,13 +21,13 @@ from typing import Any
 
 import yaml
 
-from modules.bootstrap import node_tokens
+from modules.bootstrap import alerting, node_tokens
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.host import bundle as host_bundle
 from modules.bootstrap.host.vault import SECRET_LIMIT
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.pki import CertSpec, PkiSpec, pki_spec
-from modules.bootstrap.roles import FILES_HASH_SLOT, POOL_ROLES, ROLES, NodeBundle, bundle, names
+from modules.bootstrap.roles import FILES_HASH_SLOT, POOL_ROLES, ROLES, NodeBundle, bundle, names, prometheus_secrets
 from modules.errors import AgkError
 
 OWNERS = {PATHS.etcd_pki: "etcd:etcd", PATHS.prom_pki: "prometheus:prometheus"}
@@ -93,6 +93,7 @@ def placeholder_facts(ctx: BootstrapContext, node: NodeBundle) -> dict[str, str]
     The token settings name stand-in secrets of the real names' length (node_tokens.standin_facts)."""
     pool = node.name if node.role in POOL_ROLES else None
     known = node_tokens.standin_facts(ctx, pool)
+    known[alerting.ALERT_FACT] = alerting.standin_fact(prometheus_secrets(ctx), node.name)
     return {f.fact: known.get(f.fact, f"{f.fact.upper()}-KNOWN-AT-DEPLOY\n") for f in node.facts}
 
 
@@ -176,7 +177,8 @@ FACT_BYTES = 256
 
 def standin_facts(ctx: BootstrapContext, node: NodeBundle) -> dict[str, str]:
     """The node's deploy-time facts, as long as real ones may be (the size check)."""
-    return {k: v if k in node_tokens.FACTS else "f" * FACT_BYTES for k, v in placeholder_facts(ctx, node).items()}
+    exact = (*node_tokens.FACTS, alerting.ALERT_FACT)  # the stand-ins are as long as the real values
+    return {k: v if k in exact else "f" * FACT_BYTES for k, v in placeholder_facts(ctx, node).items()}
 
 
 def check_sizes(ctx: BootstrapContext) -> dict[str, int]:

@@ -9,6 +9,7 @@ How one snapshot per interval is chosen among the members: modules/bootstrap/hos
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from modules.bootstrap.context import BootstrapContext, EtcdBackup, EtcdCluster
 from modules.bootstrap.host import boot as host_boot
@@ -25,7 +26,7 @@ SNAPSHOT_UNIT = "agk-etcd-snapshot.service"
 SNAPSHOT_TIMER = "agk-etcd-snapshot.timer"
 SPOOL = "/var/lib/agk/etcd-snapshot"
 """Snapshots are written here (the OS disk, not etcd's data disk: etcd's fsyncs keep their disk alone)."""
-TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+TEXTFILE_DIR = PATHS.node_exporter_textfiles
 """Debian's and Ubuntu's prometheus-node-exporter reads this directory by default
 (``--collector.textfile.directory``, built in by the package; the textfile collector is on by default)."""
 ACCOUNT_URL_FACT = "etcd-backup-url"
@@ -113,8 +114,9 @@ def member_files(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> MemberB
     )
 
 
-def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
-    """rules/etcd-backup.yml when the main etcd is backed up."""
+def alert_rules(ctx: BootstrapContext, **common: Any) -> dict[str, str]:
+    """rules/etcd-backup.yml when the main etcd is backed up (``common``: the rule templates' helpers,
+    severity and runbook, roles.alert_rules)."""
     backup = ctx.etcd.backup
     if backup is None:
         return {}
@@ -124,5 +126,6 @@ def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
         every_minutes=backup.every_minutes,
         stale_intervals=ETCD_BACKUP_STALE_INTERVALS,
         stale_seconds=ETCD_BACKUP_STALE_INTERVALS * backup.every_minutes * 60,
+        **common,
     )
     return {"etcd-backup.yml": text}

@@ -54,6 +54,8 @@ class NodePaths:
     etcd_pki: str = "/etc/etcd/pki"
     etcd_config: str = "/etc/etcd/etcd.conf.yml"
     etcd_mount: str = "/var/lib/etcd"
+    node_exporter_textfiles: str = "/var/lib/prometheus/node-exporter"
+    """node-exporter's textfile directory (Debian's and Ubuntu's package reads it by default)."""
     prom_pki: str = "/etc/prometheus/pki"
     prom_config: str = "/etc/prometheus/prometheus.yml"
     prom_rules: str = "/etc/prometheus/rules"

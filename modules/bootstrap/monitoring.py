@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from modules.bootstrap.alerting_config import Severity
+
 
 @dataclass(frozen=True)
 class DropRule:
@@ -46,16 +48,68 @@ ETCD_FSYNC_P99_SECONDS = 0.01
 ETCD_BACKUP_STALE_INTERVALS = 2
 """EtcdBackupStale: the newest snapshot is older than this many snapshot intervals (one was missed)."""
 
-ALERTS = (
-    "KubeAPIServerThrottling",
-    "KubeAPIErrorBudgetBurn",
-    "EtcdNoLeader",
-    "EtcdDatabaseNearQuota",
-    "EtcdHighFsyncLatency",
+ISLAND_LABEL = "island"
+"""The InfiniBand island (scale set) of a GPU node on its alerts: the node label ``<domain>/ib-island``
+through kube-state-metrics' ``kube_node_labels`` (rules/islands.yml records ``agk:node_island``)."""
+ISLAND_ALERT = "InfinibandIslandDegraded"
+ISLAND_UNHEALTHY_MIN_NODES = 3
+ISLAND_UNHEALTHY_RATIO = 0.1
+"""An island is degraded when at least this many of its nodes, and this share of them, are unhealthy at
+once (NotReady, a fatal XID, failed preflight): more than chance failures of single nodes, the signature
+of a shared part (a leaf switch, the placement group's fabric)."""
+CERT_WARN_DAYS = 30
+CERT_CRITICAL_DAYS = 7
+"""CertificateExpiresSoon fires this many days before a certificate's notAfter; the scheduled renewal
+(pki.EARLY_RENEWAL_HOURS, .github/workflows/renew-certificates.yml) acts earlier, so it means renewal failed."""
+
+
+@dataclass(frozen=True)
+class Alert:
+    severity: Severity
+    what: str
+    """One line for docs/oncall.md's table: what it means."""
+
+
+# Every shipped rule, its severity (the route it takes: alerting.py) and its runbook (docs/oncall.md,
+# anchor = the name in lowercase). critical pages a person; warning goes to the team's queue.
+ALERTS: dict[str, Alert] = {
+    "KubeAPIServerThrottling": Alert("warning", "over 1% of API requests get 429 (priority and fairness)"),
+    "KubeAPIErrorBudgetBurn": Alert("critical", "API 5xx burn the 30-day error budget 14.4x too fast"),
+    "EtcdNoLeader": Alert("critical", "an etcd member has no leader"),
+    "EtcdDatabaseNearQuota": Alert("warning", "etcd's database is above 80% of its quota"),
+    "EtcdHighFsyncLatency": Alert("warning", "etcd's WAL fsync p99 is above 10 ms"),
+    "GpuXidError": Alert("critical", "a GPU reported a fatal XID"),
+    "GpuRowRemapFailure": Alert("critical", "a GPU failed a row remap"),
+    "NodeStuckInPreflight": Alert("warning", "a node is still in preflight after the timeout"),
+    "NodePreflightFailed": Alert("warning", "a node failed its preflight diagnostics"),
+    "NodeNotReady": Alert("warning", "a node has not been Ready for 10 minutes"),
+    ISLAND_ALERT: Alert("critical", "many nodes of one InfiniBand island are unhealthy at once"),
+    "CertificateExpiresSoon": Alert("warning", f"a host certificate expires within {CERT_WARN_DAYS} days"),
+    "CertificateExpiresVerySoon": Alert("critical", f"a host certificate expires within {CERT_CRITICAL_DAYS} days"),
+    "KubeletClientCertificateExpiresSoon": Alert(
+        "warning", f"a kubelet's client certificate expires within {CERT_WARN_DAYS} days"
+    ),
+    "CertificateExpiryNotReported": Alert("warning", "a control-plane host reports no certificate expiry"),
+}
+BACKUP_ALERTS: dict[str, Alert] = {
+    "EtcdBackupStale": Alert("warning", "the newest etcd snapshot is older than two intervals"),
+    "EtcdBackupMissing": Alert("warning", "no etcd member reports a snapshot"),
+    "EtcdBackupRunFailing": Alert("warning", "a member failed its last snapshot runs"),
+}
+"""Rendered when the main etcd is backed up (rules/etcd-backup.yml)."""
+NODE_ALERTS: tuple[str, ...] = (
     "GpuXidError",
     "GpuRowRemapFailure",
-    "NodeStuckInPreflight",
     "NodeNotReady",
+    "NodeStuckInPreflight",
+    "NodePreflightFailed",
 )
-BACKUP_ALERTS = ("EtcdBackupStale", "EtcdBackupMissing", "EtcdBackupRunFailing")
-"""Rendered when the main etcd is backed up (rules/etcd-backup.yml)."""
+"""Per-node alerts that carry the node's island; the island alert inhibits them (alerting.INHIBITIONS)."""
+
+
+def severity(name: str) -> Severity:
+    return {**ALERTS, **BACKUP_ALERTS}[name].severity
+
+
+def runbook_anchor(name: str) -> str:
+    return name.lower()

@@ -10,7 +10,7 @@ for them by these names and never see how they were made.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from ipaddress import IPv4Address
 from typing import Literal
 
@@ -21,7 +21,25 @@ Usage = Literal["digital_signature", "key_encipherment", "server_auth", "client_
 
 CA_HOURS = 10 * 365 * 24
 LEAF_HOURS = 365 * 24
-EARLY_RENEWAL_HOURS = 30 * 24
+RENEWAL_RUN_DAYS = 7
+"""The scheduled renewal (.github/workflows/renew-certificates.yml) runs weekly."""
+EARLY_RENEWAL_HOURS = 45 * 24
+"""pulumi-tls replaces a certificate at the first `pulumi up` within this long of its notAfter. 45 days is
+two renewal runs before CertificateExpiresSoon (30 days, monitoring.CERT_WARN_DAYS): the alert means two
+runs in a row did not renew it."""
+STAGGER_DAYS = 8
+"""Lifetimes of one group's hosts (etcd members, API servers) differ by this much, more than the renewal
+run's period, so no weekly run renews two members of one quorum; and so the leaves do not all expire, and
+renew, on one day."""
+STAGGER_SLOTS = 5
+"""Slots the shared client certificates cycle through (as many as the largest group's members)."""
+
+
+def lifetime_hours(slot: int) -> int:
+    """A leaf's lifetime for stagger slot ``slot`` (a host's index in its group, or a shared
+    certificate's place modulo STAGGER_SLOTS)."""
+    return LEAF_HOURS + (slot % STAGGER_SLOTS) * STAGGER_DAYS * 24
+
 
 SERVER: tuple[Usage, ...] = ("digital_signature", "key_encipherment", "server_auth")
 CLIENT: tuple[Usage, ...] = ("digital_signature", "key_encipherment", "client_auth")
@@ -103,13 +121,14 @@ def apiserver_cert(name: str) -> str:
 
 def _etcd_certs(etcd: EtcdCluster) -> list[CertSpec]:
     certs = []
-    for m in etcd.members:
+    for i, m in enumerate(etcd.members):
         # Loopback in both: local etcdctl health checks, and etcd's peer listener checks the
         # connecting peer's IP against its certificate's SANs.
         names = (m.name, "localhost")
         ips = (m.ip, LOOPBACK)
-        certs.append(CertSpec(etcd_server_cert(m.name), ETCD_CA, m.name, None, names, ips, SERVER))
-        certs.append(CertSpec(etcd_peer_cert(m.name), ETCD_CA, m.name, None, names, ips, PEER))
+        hours = lifetime_hours(i)  # one member's two certificates renew together: one restart
+        certs.append(CertSpec(etcd_server_cert(m.name), ETCD_CA, m.name, None, names, ips, SERVER, hours))
+        certs.append(CertSpec(etcd_peer_cert(m.name), ETCD_CA, m.name, None, names, ips, PEER, hours))
     return certs
 
 
@@ -125,7 +144,7 @@ def pki_spec(ctx: BootstrapContext) -> PkiSpec:
         certs += _etcd_certs(ctx.events_etcd)
     svc = "kubernetes.default.svc"
     api_names = ("kubernetes", "kubernetes.default", svc, f"{svc}.{ctx.cluster_domain}", "localhost")
-    for h in ctx.control_plane.apiservers:
+    for i, h in enumerate(ctx.control_plane.apiservers):
         certs.append(
             CertSpec(
                 apiserver_cert(h.name),
@@ -135,9 +154,10 @@ def pki_spec(ctx: BootstrapContext) -> PkiSpec:
                 (h.name, *api_names),
                 (h.ip, ctx.apiserver_vip, ctx.apiserver_service_ip, LOOPBACK),
                 SERVER,
+                lifetime_hours(i),
             )
         )
-    certs += [
+    shared = [
         CertSpec(APISERVER_ETCD_CLIENT, ETCD_CA, "kube-apiserver-etcd-client"),
         CertSpec(ETCD_HEALTHCHECK, ETCD_CA, "kube-etcd-healthcheck-client"),
         CertSpec(APISERVER_KUBELET_CLIENT, KUBERNETES_CA, "kube-apiserver-kubelet-client", "system:masters"),
@@ -150,6 +170,7 @@ def pki_spec(ctx: BootstrapContext) -> PkiSpec:
         # The addons stack's Kubernetes provider authenticates with this one.
         CertSpec(ADMIN, KUBERNETES_CA, f"{ctx.cluster}-admin", "system:masters"),
     ]
+    certs += [replace(c, validity_hours=lifetime_hours(n)) for n, c in enumerate(shared)]
     # No pool certificate: kubelets join with their pool's bootstrap token (docs/bootstrap-tokens.md),
     # and their node certificates come from the controller-manager's signer (NodeRestriction holds).
     return PkiSpec(cas=cas, certs=tuple(certs), key_pairs=(SERVICE_ACCOUNT,))

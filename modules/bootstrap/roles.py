@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Literal, get_args
 
 from modules import labels
-from modules.bootstrap import node_tokens, pki, versions
+from modules.bootstrap import alerting, dashboards, monitoring, node_tokens, pki, versions
 from modules.bootstrap.config import AZURE_CNI_URL
 from modules.bootstrap.context import (
+    ALERTMANAGER_CLUSTER_PORT,
+    ALERTMANAGER_PORT,
     BOOT_HEALTH_PATH,
     ETCD_CLIENT_PORT,
     ETCD_METRICS_PORT,
@@ -779,7 +782,21 @@ def prometheus_config(ctx: BootstrapContext, host: Host) -> str:
         etcd_metrics_port=ETCD_METRICS_PORT,
         fixed_hosts=fixed,
         node_exporter_port=NODE_EXPORTER_PORT,
+        alertmanagers=ctx.prometheus.hosts,
+        alertmanager_port=ALERTMANAGER_PORT,
     )
+
+
+def island_join(expr: str) -> str:
+    """``expr`` (one series per node, a ``node`` label) with the node's InfiniBand island as label
+    ``island``; nodes without one (system nodes) keep their series without it."""
+    return f"({expr}) * on(node) group_left(island) agk:node_island or ({expr}) unless on(node) agk:node_island"
+
+
+def ksm_node_label(key: str) -> str:
+    """kube-state-metrics' name of node label ``key`` in ``kube_node_labels`` (every character that may
+    not be in a Prometheus label name becomes ``_``: kube-state-metrics' SanitizeLabelName)."""
+    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", key)
 
 
 def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
@@ -787,26 +804,127 @@ def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
     from modules.bootstrap import etcd_backup
 
     jobs = "etcd|events-etcd" if ctx.events_etcd else "etcd"
+    xid_expr = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in ctx.fatal_xids)
+    common = {
+        "severity": monitoring.severity,
+        "runbook": lambda name: alerting.runbook_url(ctx.alerting, monitoring.runbook_anchor(name)),
+        "island": island_join,
+    }
+    preflight_label = ksm_node_label(ctx.preflight_taint_key)
     return {
         "apiserver.yml": render(
             "rules/apiserver.yml.j2",
             throttle_ratio=API_THROTTLE_RATIO,
             slo=API_AVAILABILITY_SLO,
             budget=round(1 - API_AVAILABILITY_SLO, 6),
+            **common,
+        ),
+        "certs.yml": render(
+            "rules/certs.yml.j2",
+            warn_days=monitoring.CERT_WARN_DAYS,
+            critical_days=monitoring.CERT_CRITICAL_DAYS,
+            **common,
         ),
         "etcd.yml": render(
-            "rules/etcd.yml.j2", jobs=jobs, quota_ratio=ETCD_QUOTA_RATIO, fsync_seconds=ETCD_FSYNC_P99_SECONDS
+            "rules/etcd.yml.j2",
+            jobs=jobs,
+            quota_ratio=ETCD_QUOTA_RATIO,
+            fsync_seconds=ETCD_FSYNC_P99_SECONDS,
+            **common,
         ),
-        "gpu.yml": render(
-            "rules/gpu.yml.j2",
-            xids=ctx.fatal_xids,
-            xid_expr=" or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in ctx.fatal_xids),
+        "gpu.yml": render("rules/gpu.yml.j2", xids=ctx.fatal_xids, xid_expr=xid_expr, **common),
+        "islands.yml": render(
+            "rules/islands.yml.j2",
+            island_key=labels.key(ctx.label_domain, labels.IB_ISLAND),
+            island_label=ksm_node_label(labels.key(ctx.label_domain, labels.IB_ISLAND)),
+            preflight_label=preflight_label,
+            xid_expr=xid_expr,
+            island_alert=monitoring.ISLAND_ALERT,
+            min_nodes=monitoring.ISLAND_UNHEALTHY_MIN_NODES,
+            ratio=monitoring.ISLAND_UNHEALTHY_RATIO,
+            **common,
         ),
         "nodes.yml": render(
-            "rules/nodes.yml.j2", preflight_key=ctx.preflight_taint_key, preflight_timeout=ctx.preflight_timeout
+            "rules/nodes.yml.j2",
+            preflight_key=ctx.preflight_taint_key,
+            preflight_label=preflight_label,
+            preflight_timeout=ctx.preflight_timeout,
+            **common,
         ),
-        **etcd_backup.alert_rules(ctx),
+        **etcd_backup.alert_rules(ctx, **common),
     }
+
+
+def _alertmanager(ctx: BootstrapContext, host: Host) -> tuple[NodeFile, ...]:
+    """Alertmanager beside Prometheus: its release, configuration and unit, peering with the other hosts."""
+    unit = render(
+        "alertmanager.service.j2",
+        cluster=ctx.cluster,
+        host=host,
+        peers=[h for h in ctx.prometheus.hosts if h != host],
+        data_mount=PATHS.prom_mount,
+        data_dir=alerting.DATA_DIR,
+        config_file=alerting.CONFIG_FILE,
+        port=ALERTMANAGER_PORT,
+        cluster_port=ALERTMANAGER_CLUSTER_PORT,
+    )
+    install = render(
+        "install-alertmanager.sh.j2",
+        version=ctx.prometheus.alertmanager_version,
+        data_dir=alerting.DATA_DIR,
+        secrets_dir=alerting.SECRETS_DIR,
+    )
+    files: tuple[NodeFile, ...] = (
+        _script("install-alertmanager.sh", install),
+        NodeFile(
+            alerting.CONFIG_FILE, "alertmanager/alertmanager.yml", alerting.render_config(ctx.alerting, ctx.cluster)
+        ),
+        _unit("alertmanager.service", unit),
+    )
+    if prometheus_secrets(ctx):
+        lib = host_boot.LIB
+        files += (
+            _unit(alerting.SECRETS_UNIT, render("agk-alert-secrets.service.j2", lib=lib, config=ALERT_SECRETS_CONFIG)),
+            _unit(alerting.SECRETS_TIMER, render("agk-alert-secrets.timer.j2")),
+            host_program("alert_secrets.py"),
+        )
+    return files
+
+
+ALERT_SECRETS_CONFIG = "/etc/agk/alert-secrets.json"
+
+
+def prometheus_secrets(ctx: BootstrapContext) -> tuple[str, ...]:
+    """The Key Vault secrets every Prometheus host copies (alert_secrets.py): the receivers', and Grafana's
+    admin password when Grafana runs."""
+    grafana = (dashboards.ADMIN_SECRET,) if ctx.prometheus.grafana_version else ()
+    return (*ctx.alerting.secrets, *grafana)
+
+
+def _grafana(ctx: BootstrapContext, host: Host) -> tuple[NodeFile, ...]:
+    """Grafana's release script, configuration, provisioning and dashboards (modules/bootstrap/dashboards.py)."""
+    if not ctx.prometheus.grafana_version:
+        return ()
+    install = render(
+        "install-grafana.sh.j2",
+        version=ctx.prometheus.grafana_version,
+        apt_install=APT_INSTALL,
+        secrets_dir=alerting.SECRETS_DIR,
+    )
+    made = [_script("install-grafana.sh", install)]
+    for path, text in dashboards.files(ctx, host).items():
+        rel = "grafana/" + path.removeprefix("/etc/grafana/").removeprefix("/var/lib/grafana/")
+        made.append(NodeFile(path, rel, text, "0644"))
+    return tuple(made)
+
+
+def _alert_secret_steps(ctx: BootstrapContext) -> tuple[Step, ...]:
+    """Copy the receivers' secrets before Alertmanager first starts (never failing the boot: a secret not
+    set yet is the operator's to set, and the timer copies it when it is), then keep them current."""
+    if not prometheus_secrets(ctx):
+        return ()
+    once = Step("alert-secrets", f"python3 {host_boot.LIB}/alert_secrets.py || true", tries=1)
+    return (once, Step("alert-secrets-timer", start(alerting.SECRETS_TIMER)))
 
 
 def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
@@ -838,6 +956,8 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
             NodeFile(PATHS.prom_config, "prometheus.yml", prometheus_config(ctx, host)),
             *rules,
             _unit("prometheus.service", unit),
+            *_alertmanager(ctx, host),
+            *_grafana(ctx, host),
             _sysctl(ctx, "prometheus", node=False, forwarding=False),
         ),
         secrets=(
@@ -845,16 +965,26 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
             SecretFile(f"{PATHS.prom_pki}/prometheus.crt", f"cert:{pki.PROMETHEUS}"),
             SecretFile(f"{PATHS.prom_pki}/prometheus.key", f"key:{pki.PROMETHEUS}"),
         ),
+        facts=(FactFile(ALERT_SECRETS_CONFIG, alerting.ALERT_FACT),) if prometheus_secrets(ctx) else (),
         disk=DataDisk(PATHS.azure_data_disk, "prometheus", PATHS.prom_mount),
         steps=(
             Step("packages", apt_install(*packages)),
             Step("prometheus-release", f"sh {PATHS.script('install-prometheus.sh')}"),
+            Step("alertmanager-release", f"sh {PATHS.script('install-alertmanager.sh')}"),
+            *(
+                (Step("grafana-package", f"sh {PATHS.script('install-grafana.sh')}"),)
+                if ctx.prometheus.grafana_version
+                else ()
+            ),
             UNBLOCK_STEP,
             SYSCTL_STEP,
             Step("prometheus-data", f"install -d -o prometheus -g prometheus -m 0755 {PATHS.prom_mount}/metrics2"),
             Step("prometheus-pki", f"chown -R prometheus:prometheus {PATHS.prom_pki}"),
             RELOAD_STEP,
             Step("prometheus", start("prometheus")),
+            *_alert_secret_steps(ctx),
+            Step("alertmanager", start("alertmanager")),
+            *((Step("grafana", start("grafana-server")),) if ctx.prometheus.grafana_version else ()),
             NODE_EXPORTER_STEP,
         ),
     )
@@ -992,6 +1122,14 @@ def _restart_for(path: str) -> Restart | None:
         return Restart("containerd.service", "restart", (path,))
     if path == PATHS.unit("prometheus.service"):
         return Restart("prometheus.service", "restart", (path,))
+    if path == PATHS.unit("alertmanager.service"):
+        return Restart("alertmanager.service", "restart", (path,))
+    # Grafana reads its settings and data sources at start; the dashboards' provider re-reads its folder.
+    if path.startswith(("/etc/grafana/",)):
+        return Restart("grafana-server.service", "restart", (path,))
+    # SIGHUP re-reads alertmanager.yml; the receivers' secret files are read at each notification.
+    if path == alerting.CONFIG_FILE:
+        return Restart("alertmanager.service", "reload", (path,))
     # SIGHUP re-reads the configuration and rules; the scrape clients read their certificate and key
     # on every handshake (prometheus/common config.TLSConfig.getClientCertificate).
     if path == PATHS.prom_config or path.startswith((PATHS.prom_rules + "/", PATHS.prom_pki + "/")):
@@ -1002,6 +1140,10 @@ def _restart_for(path: str) -> Restart | None:
         return Restart("sysctl", "command", (path,), command=SYSCTL_STEP.command)
     if path == PATHS.unit(SYNC_TIMER):
         return Restart(SYNC_TIMER, "restart", (path,))
+    if path == PATHS.unit(alerting.SECRETS_TIMER):
+        return Restart(alerting.SECRETS_TIMER, "restart", (path,))
+    if path == PATHS.unit(CERT_EXPIRY_TIMER):
+        return Restart(CERT_EXPIRY_TIMER, "restart", (path,))
     # The issuer's service, program, configuration and certificate are read afresh by each run.
     if path == PATHS.unit(node_tokens.ISSUER_TIMER):
         return Restart(node_tokens.ISSUER_TIMER, "restart", (path,))
@@ -1031,16 +1173,47 @@ def restart_map(node: NodeBundle) -> tuple[Restart, ...]:
     return tuple(sorted(merged.values(), key=order))
 
 
+CERT_EXPIRY_SERVICE = "agk-cert-expiry.service"
+CERT_EXPIRY_TIMER = "agk-cert-expiry.timer"
+CERT_EXPIRY_TEXTFILE = f"{PATHS.node_exporter_textfiles}/agk_certificates.prom"
+CERT_DIRS = (PATHS.pki, PATHS.etcd_pki, PATHS.prom_pki)
+"""Every directory a fixed host keeps certificates in (those a role lacks are simply empty)."""
+CERT_EXPIRY_STEP = Step("cert-expiry-timer", start(CERT_EXPIRY_TIMER))
+
+
+def _cert_expiry() -> tuple[NodeFile, ...]:
+    """The certificate expiry report of a fixed host (host/cert_expiry.py). Pool nodes need none: their
+    kubelets report their own client certificate (kubelet_certificate_manager_client_ttl_seconds) and the
+    kube-proxy certificate and CA they carry are the same certificates the NAT host reports."""
+    lib = host_boot.LIB
+    service = render(
+        "agk-cert-expiry.service.j2",
+        lib=lib,
+        textfile=CERT_EXPIRY_TEXTFILE,
+        textfile_dir=PATHS.node_exporter_textfiles,
+        dirs=CERT_DIRS,
+    )
+    return (
+        _unit(CERT_EXPIRY_SERVICE, service),
+        _unit(CERT_EXPIRY_TIMER, render("agk-cert-expiry.timer.j2")),
+        host_program("cert_expiry.py"),
+    )
+
+
 def _delivered(ctx: BootstrapContext, node: NodeBundle) -> NodeBundle:
     """``node`` with what keeps its bundle reaching it: the sync units, the host programs, the
-    timer's boot step, the restart map and the gates."""
+    timer's boot step, the restart map and the gates; fixed hosts also report their certificates' expiry."""
     files = node.files
+    steps = node.steps
     if node.role in POOL_ROLES:
         files = tuple(replace(f, boot_only=True) if f.path in POOL_RUNTIME_FILES else f for f in files)
+    else:
+        files = (*files, *_cert_expiry())
+        steps = (*steps, CERT_EXPIRY_STEP)
     withsync = replace(
         node,
         files=(*files, *_sync(ctx, node.role, node.name)),
-        steps=(*node.steps, SYNC_TIMER_STEP),
+        steps=(*steps, SYNC_TIMER_STEP),
         gates=_gates(ctx, node.role, node.name),
     )
     return replace(withsync, restarts=restart_map(withsync))

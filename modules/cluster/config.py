@@ -8,10 +8,14 @@ checked by :func:`modules.cluster.spec.addons_spec`, which sees the pools as wel
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # Azure's node health checks (azurehpc-health-checks) fail a node on these XIDs (DOMAIN.md).
 FATAL_XIDS: tuple[int, ...] = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120)
+
+
+# Intervals a cron schedule repeats exactly every day: divisors of an hour, or whole hours dividing a day.
+RETEST_INTERVALS = (10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720, 1440)
 
 
 class _Model(BaseModel):
@@ -34,12 +38,27 @@ class PreflightConfig(_Model):
     enabled: bool = Field(default=True, description="Run the preflight DaemonSet and the re-test CronJob.")
     level: int = Field(default=2, description="`dcgmi diag -r` level, 1 to 4 (2 takes ~2 minutes, 3 ~15 minutes).")
     timeout_minutes: int = Field(default=60, ge=5, le=600, description="Give up on a diagnostic run after this.")
-    retest_schedule: str = Field(
-        default="17 */6 * * *", description="Cron schedule (5 fields) of the idle-node re-test."
+    retest_period_days: int = Field(
+        default=14,
+        ge=1,
+        le=365,
+        description="Every GPU node is sent back to preflight once in this many days (when idle): the re-test "
+        "runs take ceil(GPU nodes / runs in the period) nodes each (modules/cluster/spec.py retest_per_run).",
     )
-    retest_max_nodes: int = Field(
-        default=2, ge=1, description="At most this many idle nodes are sent back to preflight per run."
+    retest_every_minutes: int = Field(
+        default=60,
+        description=f"Minutes between two re-test runs: one of {', '.join(map(str, RETEST_INTERVALS))}.",
     )
+
+    @field_validator("retest_every_minutes")
+    @classmethod
+    def _every(cls, v: int) -> int:
+        if v not in RETEST_INTERVALS:
+            raise ValueError(
+                f"retest_every_minutes {v} cannot be kept by a cron schedule: use one of "
+                f"{', '.join(map(str, RETEST_INTERVALS))} (a divisor of 60, or whole hours that divide 24)"
+            )
+        return v
 
 
 class GangConfig(_Model):

@@ -28,7 +28,6 @@ P = "azure-gpu-k8s"
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "gpu-health", "balloons")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_CRON_FIELD = re.compile(r"^[0-9*/,\-]+$")
 _TAG = re.compile(r"^v\d+\.\d+\.\d+$")
 # The kubelets' clusterDomain (the node bootstrap sets the same).
 CLUSTER_DOMAIN = "cluster.local"
@@ -71,7 +70,33 @@ class PreflightSpec:
     level: int
     timeout_minutes: int
     retest_schedule: str
+    """The re-test CronJob's schedule (every ``retest_every_minutes``)."""
     retest_max_nodes: int
+    """Idle nodes one run sends back to preflight: ``retest_per_run`` of the fleet and the period."""
+    retest_period_days: int
+    retest_every_minutes: int
+
+
+RETEST_MINUTE = 17
+"""Minute of the hour the re-test runs start (off the hour, where other jobs crowd)."""
+
+
+def retest_schedule(every_minutes: int) -> str:
+    """A cron schedule that runs every ``every_minutes`` (a divisor of 60, or whole hours dividing 24)."""
+    if every_minutes < 60:
+        return f"{RETEST_MINUTE % every_minutes}-59/{every_minutes} * * * *"
+    hours = every_minutes // 60
+    if hours == 1:
+        return f"{RETEST_MINUTE} * * * *"
+    return f"{RETEST_MINUTE} 0 * * *" if hours == 24 else f"{RETEST_MINUTE} */{hours} * * *"
+
+
+def retest_per_run(gpu_nodes: int, period_days: int, every_minutes: int) -> int:
+    """Nodes one re-test run takes so that ``gpu_nodes`` are all re-tested within ``period_days``: the one
+    place the sweep's arithmetic lives. Runs re-test the longest-untested idle nodes first
+    (scripts/retest_idle.py), so consecutive runs walk the whole fleet."""
+    runs = period_days * 24 * 60 // every_minutes
+    return max(1, math.ceil(gpu_nodes / runs))
 
 
 @dataclass(frozen=True)
@@ -349,20 +374,23 @@ def _balloons(pools: Mapping[str, PoolFacts], addons: AddonsConfig) -> tuple[Bal
     )
 
 
-def _preflight(addons: AddonsConfig) -> PreflightSpec:
+def _preflight(addons: AddonsConfig, pools: Mapping[str, PoolFacts]) -> PreflightSpec:
     cfg = addons.preflight
     if not 1 <= cfg.level <= 4:
         raise _fail(
             "addons.preflight.level",
             f"{cfg.level} is not a DCGM diagnostic level: use 1 to 4 (dcgmi diag -r)",
         )
-    fields = cfg.retest_schedule.split()
-    if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
-        raise _fail(
-            "addons.preflight.retest_schedule",
-            f"{cfg.retest_schedule!r} is not a 5-field cron schedule: use e.g. '17 */6 * * *'",
-        )
-    return PreflightSpec(cfg.enabled, cfg.level, cfg.timeout_minutes, cfg.retest_schedule, cfg.retest_max_nodes)
+    gpu_nodes = sum(p.nodes for p in pools.values())
+    return PreflightSpec(
+        cfg.enabled,
+        cfg.level,
+        cfg.timeout_minutes,
+        retest_schedule(cfg.retest_every_minutes),
+        retest_per_run(gpu_nodes, cfg.retest_period_days, cfg.retest_every_minutes),
+        cfg.retest_period_days,
+        cfg.retest_every_minutes,
+    )
 
 
 def _gang(kubernetes_version: str, addons: AddonsConfig) -> GangSpec:
@@ -524,7 +552,7 @@ def addons_spec(
         pools=tuple(sorted(pools.values(), key=lambda p: p.name)),
         teams=_teams(pools, addons),
         balloons=_balloons(pools, addons),
-        preflight=_preflight(addons),
+        preflight=_preflight(addons, pools),
         gang=_gang(kubernetes_version, addons),
         health=_health(addons),
         dns=_dns(dns_service_ip, cluster_domain, system_nodes, peak_nodes, kubernetes_version),

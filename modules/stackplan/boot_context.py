@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from ipaddress import IPv4Address
 
-from modules.bootstrap import versions
+from modules.bootstrap import alerting, versions
 from modules.bootstrap.config import BootstrapConfig
 from modules.bootstrap.context import (
     BootstrapContext,
@@ -159,10 +159,13 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: C
             query_max_samples=tuning.query_max_samples,
             scrape_interval=tuning.scrape_interval,
             remote_write_url=tuning.remote_write_url,
+            alertmanager_version=tuning.alertmanager_version,
+            grafana_version=tuning.grafana_version,
             data_disk_gib=tuning.data_disk_gib
             or prometheus_disk_gib(pools.peak_nodes, cluster.prometheus.retention_days),
         ),
         nat=Host(f"{cluster.name}-nat-0", addresses.nat),
         preflight_timeout=cfg.preflight_timeout,
         fatal_xids=tuple(sorted(set(xids))),
+        alerting=alerting.from_config(config.alerting),
     )

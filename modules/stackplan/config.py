@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from modules.bootstrap import versions
+from modules.bootstrap.alerting_config import AlertingConfig
 from modules.bootstrap.config import BootstrapConfig
 from modules.cluster.config import AddonsConfig
 from modules.errors import ConfigError
@@ -546,6 +547,11 @@ class StackConfig(_Model):
         default_factory=ChangesConfig, description="Allowances for the change policies (agk review --base)."
     )
     bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig)
+    alerting: AlertingConfig | None = Field(
+        default=None,
+        description="Where a cluster's alerts go (receivers, routes by severity). Omitted: Alertmanager keeps "
+        "alerts and tells no one (docs/oncall.md).",
+    )
     addons: AddonsConfig = Field(default_factory=AddonsConfig)
 
     @model_validator(mode="after")
@@ -559,10 +565,12 @@ class StackConfig(_Model):
             if getattr(self, key) is None:
                 raise ValueError(f"kind is {self.kind} but {PROJECT}:{key} is missing: add it to the stack config")
         if self.kind == "addons":
-            extra = [k for k in ("network", "hub", "cluster", "admin") if getattr(self, k) is not None]
+            extra = [k for k in ("network", "hub", "cluster", "admin", "alerting") if getattr(self, k) is not None]
             if extra:
                 raise ValueError(f"an addons stack has no {extra[0]!r} section: it reads the cluster stack's outputs")
             return self
+        if self.kind != "cluster" and self.alerting is not None:
+            raise ValueError(f"a {self.kind} stack has no 'alerting' section: alerts are a cluster stack's")
         if self.kind == "hub" and self.cluster is not None:
             raise ValueError("a hub stack has no 'cluster' section: remove it or set kind: cluster")
         if self.kind == "cluster" and self.cluster is None:
@@ -576,6 +584,10 @@ class StackConfig(_Model):
 
 # Keys earlier versions accepted, and what replaced them.
 RENAMED = {
+    "retest_schedule": "replaced by retest_every_minutes (how often the re-test runs) and retest_period_days "
+    "(in how many days every GPU node is re-tested): the nodes per run follow from the fleet's size",
+    "retest_max_nodes": "no longer set by hand: set retest_period_days; each run takes ceil(GPU nodes / runs "
+    "in the period) nodes",
     "max_pods": "no longer set by hand: set pod_ips (the NIC's secondary IP configurations); the kubelet's "
     "maxPods is pod_ips plus the host-network pods the cluster runs on the node",
 }

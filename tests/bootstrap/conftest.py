@@ -35,6 +35,8 @@ COMPONENTS = (
 PACKAGES = {
     "promtool": "prometheus",
     "prometheus": "prometheus",
+    "prometheus-alertmanager": "prometheus-alertmanager",
+    "amtool": "prometheus-alertmanager",
     "cloud-init": "cloud-init",
     "iptables": "iptables",
     "iptables-save": "iptables",

@@ -9,7 +9,7 @@ import yaml
 
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.monitoring import ALERTS, BACKUP_ALERTS
-from modules.bootstrap.roles import alert_rules
+from modules.bootstrap.roles import alert_rules, ksm_node_label
 
 API = 'apiserver_request_total{job="kubernetes-apiservers",code="%s"}'
 FSYNC = 'etcd_disk_wal_fsync_duration_seconds_bucket{job="etcd",instance="e0:2381",le="%s"}'
@@ -28,6 +28,7 @@ def _fsync(slow: bool) -> list[dict[str, str]]:
 def _cases(domain: str, fatal_xids: tuple[int, ...]) -> dict[str, dict[str, Any]]:
     """alert -> input series that fire it, series that do not, eval time, labels of the firing alert."""
     node = {"node": "gpu-node-1"}
+    preflight = ksm_node_label(f"{domain}/preflight")
     # The last fatal XID fires; XID 13 (an application's graphics engine exception) must not, unless
     # the stack lists it, when the first XID off the list stands in.
     fatal = fatal_xids[-1]
@@ -121,6 +122,83 @@ def _cases(domain: str, fatal_xids: tuple[int, ...]) -> dict[str, dict[str, Any]
             "at": "15m",
             "labels": {"condition": "Ready", "status": "true", **node},
         },
+        "NodePreflightFailed": {
+            "fire": [{"series": f'kube_node_labels{{node="gpu-node-1",{preflight}="failed"}}', "values": "1x5"}],
+            "calm": [{"series": f'kube_node_labels{{node="gpu-node-1",{preflight}="pending"}}', "values": "1x5"}],
+            "at": "2m",
+            "labels": node,
+        },
+        # 3 of an island's 4 nodes NotReady at once (fire); 1 of 4 is a single node's problem (calm).
+        "InfinibandIslandDegraded": {
+            "fire": _island(domain, 4, 3),
+            "calm": _island(domain, 4, 1),
+            "at": "10m",
+            "labels": {"island": "h100-a-000"},
+            "value": "3",
+        },
+        **_cert_cases(),
+    }
+
+
+def _island(domain: str, nodes: int, unready: int) -> list[dict[str, str]]:
+    island = ksm_node_label(f"{domain}/ib-island")
+    series = []
+    for n in range(nodes):
+        name = f"h100-a-000-{n}"
+        series.append({"series": f'kube_node_labels{{node="{name}",{island}="h100-a-000"}}', "values": "1x15"})
+        ready = "0x15" if n < unready else "1x15"
+        series.append(
+            {"series": f'kube_node_status_condition{{condition="Ready",status="true",node="{name}"}}', "values": ready}
+        )
+    return series
+
+
+DAY = 86400
+CERT = 'agk_certificate_expiry_timestamp_seconds{job="control-plane-hosts",instance="10.0.0.4:9100",path="/etc/etcd/pki/server.crt",subject="CN=dev-etcd-0"}'
+CERT_LABELS = {
+    "job": "control-plane-hosts",
+    "instance": "10.0.0.4:9100",
+    "path": "/etc/etcd/pki/server.crt",
+    "subject": "CN=dev-etcd-0",
+}
+
+
+def _expiring(days: int) -> list[dict[str, str]]:
+    # notAfter is `days` days after the evaluation at 10m (600 s): the alert's value is exactly that.
+    return [{"series": CERT, "values": f"{600 + days * DAY}x20"}]
+
+
+def _cert_cases() -> dict[str, dict[str, Any]]:
+    kubelet = 'kubelet_certificate_manager_client_ttl_seconds{job="kubernetes-nodes",node="gpu-node-1"}'
+    up = 'up{job="control-plane-hosts",instance="10.0.0.4:9100"}'
+    return {
+        "CertificateExpiresSoon": {
+            "fire": _expiring(20),
+            "calm": _expiring(60),
+            "at": "10m",
+            "labels": CERT_LABELS,
+            "value": "20d 0h 0m 0s",
+        },
+        "CertificateExpiresVerySoon": {
+            "fire": _expiring(5),
+            "calm": _expiring(20),
+            "at": "10m",
+            "labels": CERT_LABELS,
+            "value": "5d 0h 0m 0s",
+        },
+        "KubeletClientCertificateExpiresSoon": {
+            "fire": [{"series": kubelet, "values": f"{20 * DAY}x20"}],
+            "calm": [{"series": kubelet, "values": f"{300 * DAY}x20"}],
+            "at": "10m",
+            "labels": {"job": "kubernetes-nodes", "node": "gpu-node-1"},
+            "value": "20d 0h 0m 0s",
+        },
+        "CertificateExpiryNotReported": {
+            "fire": [{"series": up, "values": "1x200"}],
+            "calm": [{"series": up, "values": "1x200"}, {"series": CERT, "values": f"{400 * DAY}x200"}],
+            "at": "150m",
+            "labels": {"job": "control-plane-hosts", "instance": "10.0.0.4:9100"},
+        },
     }
 
 
@@ -163,13 +241,14 @@ def _rules(ctx: BootstrapContext) -> dict[str, dict[str, Any]]:
     for text in alert_rules(ctx).values():
         for group in yaml.safe_load(text)["groups"]:
             for rule in group["rules"]:
-                rules[rule["alert"]] = rule
+                if "alert" in rule:
+                    rules[rule["alert"]] = rule
     return rules
 
 
 def _expand(template: str, labels: dict[str, str], value: str) -> str:
     text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], template)
-    return text.replace("{{ $value }}", value)
+    return text.replace("{{ $value | humanizeDuration }}", value).replace("{{ $value }}", value)
 
 
 def unit_tests(ctx: BootstrapContext, rule_files: list[str]) -> dict[str, Any]:

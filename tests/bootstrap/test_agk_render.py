@@ -43,11 +43,15 @@ def test_render_writes_every_node_file(tmp_path: Path) -> None:
     assert not (nodes / "events-etcd/systemd/agk-etcd-snapshot.timer").exists()
     assert sorted(p.name for p in (nodes / "prometheus/rules").iterdir()) == [
         "apiserver.yml",
+        "certs.yml",
         "etcd-backup.yml",
         "etcd.yml",
         "gpu.yml",
+        "islands.yml",
         "nodes.yml",
     ]
+    assert (nodes / "prometheus/alertmanager/alertmanager.yml").is_file()
+    assert (nodes / "etcd/systemd/agk-cert-expiry.timer").is_file()
     assert "iptables-exporter traffic=internet-out" in (nodes / "gpu-node/iptables/mangle.rules").read_text()
     assert (nodes / "gpu-node/by-name/h100-d/kubelet/config.yaml").is_file()
     assert (nodes / "apiserver/manifests/kube-apiserver.yaml").is_file()

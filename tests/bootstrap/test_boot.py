@@ -187,7 +187,8 @@ def test_the_island_label_is_a_valid_label(stack: str) -> None:
 def test_every_download_is_checked_before_it_is_used(ctx: BootstrapContext) -> None:
     scripts = {f.path: f.content for n in _all(ctx) for f in n.files if f.path.endswith(".sh")}
     downloading = {p: t for p, t in scripts.items() if "curl " in t and "--noproxy" not in t}
-    assert len(downloading) == 3, sorted(downloading)  # Kubernetes' apt repo key, Azure CNI, Prometheus
+    # Kubernetes' and Grafana's apt repo keys, Azure CNI, Prometheus, Alertmanager
+    assert len(downloading) == 5, sorted(downloading)
     for path, text in downloading.items():
         if "| gpg --dearmor" in text:
             # The apt repository key: apt then checks every package's sha256 against the Release

@@ -42,6 +42,7 @@ WantedBy=multi-user.target
 INSTALLED_BY_STEPS = {
     "/usr/bin/kubelet": "kubelet-package",
     "/usr/local/bin/prometheus": "prometheus-release",
+    "/usr/local/bin/alertmanager": "alertmanager-release",
 }
 UNIT_DIR = "/etc/systemd/system/"
 # Keys newer than Debian bookworm's containerd (1.6.20): the nodes run 1.7 or later (Ubuntu's and

@@ -3,6 +3,7 @@ and scraped, judged from what `agk render` writes (rules, prometheus.yml, manife
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,21 @@ STACKS = Path(__file__).resolve().parents[2] / "stacks"
 _KEYWORDS = {"and", "or", "unless", "bool", "offset", "group_left", "group_right"}
 # Metric family prefix -> where it comes from: a workload of the add-ons stack (scraped through the
 # pod job's prometheus.io annotations) or a scrape job of the Prometheus hosts.
-IN_CLUSTER = {"kube_": ("Deployment", "kube-state-metrics"), "DCGM_": ("DaemonSet", "dcgm-exporter")}
+IN_CLUSTER = {
+    "kube_": ("Deployment", "kube-state-metrics"),
+    "DCGM_": ("DaemonSet", "dcgm-exporter"),
+    "iptables_exporter_": ("DaemonSet", "iptables-exporter"),
+}
 STATIC_JOBS = {
     "apiserver_": "kubernetes-apiservers",
     "etcd_": "etcd",
     # The etcd members' snapshot runs, through node-exporter's textfile collector on the fixed hosts.
     "agk_etcd_backup_": "control-plane-hosts",
+    # Every fixed host's certificate report (cert_expiry.py), the same way; `up` of that job says who reports.
+    "agk_certificate_": "control-plane-hosts",
+    "up": "control-plane-hosts",
+    # The kubelets' own certificate manager.
+    "kubelet_": "kubernetes-nodes",
 }
 
 
@@ -77,8 +87,21 @@ def _pod_job_keeps_annotated_pods(job: dict[str, Any]) -> bool:
     return sd == ["pod"] and any(re.fullmatch(r["regex"], "true") for r in keep)
 
 
-def test_every_alert_reads_series_some_deployed_exporter_produces(out: Path) -> None:
-    alerts = _rules(out)
+def _dashboard_queries(out: Path) -> dict[str, set[str]]:
+    """Every panel of the provisioned dashboards, as rules are: title -> metric names."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((out / "nodes" / "prometheus" / "grafana" / "dashboards" / "agk").glob("*.json")):
+        for panel in json.loads(path.read_text())["panels"]:
+            for target in panel["targets"]:
+                found[f"{path.stem}: {panel['title']}"] = metric_names(target["expr"].replace("$__rate_interval", "1m"))
+    return found
+
+
+def test_every_alert_and_panel_reads_series_some_deployed_exporter_produces(out: Path) -> None:
+    recorded = _rules(out)
+    panels = _dashboard_queries(out)
+    assert len(panels) >= 20
+    alerts = {**recorded, **panels}
     objs = _manifests(out)
     jobs = _jobs(out)
     pod_jobs = [name for name, job in jobs.items() if _pod_job_keeps_annotated_pods(job)]
@@ -87,6 +110,8 @@ def test_every_alert_reads_series_some_deployed_exporter_produces(out: Path) -> 
     for alert, names in alerts.items():
         assert names, alert
         for name in names:
+            if name in recorded:  # a series the rules record (agk:node_island)
+                continue
             prefix = next((p for p in [*IN_CLUSTER, *STATIC_JOBS] if name.startswith(p)), None)
             assert prefix is not None, f"{alert}: no known exporter produces {name}: deploy one and map it here"
             if prefix in STATIC_JOBS:
@@ -102,10 +127,18 @@ def test_every_alert_reads_series_some_deployed_exporter_produces(out: Path) -> 
 
 def test_node_alerts_come_from_kube_state_metrics(out: Path) -> None:
     alerts = _rules(out)
-    assert alerts["NodeStuckInPreflight"] == {"kube_node_spec_taint"}
-    assert alerts["NodeNotReady"] == {"kube_node_status_condition"}
+    # A node's island comes from kube_node_labels through the recorded agk:node_island.
+    assert alerts["NodeStuckInPreflight"] == {"kube_node_spec_taint", "kube_node_labels", "agk:node_island"}
+    assert alerts["NodeNotReady"] == {"kube_node_status_condition", "agk:node_island"}
+    assert alerts["NodePreflightFailed"] == {"kube_node_labels", "agk:node_island"}
     deploy = _manifests(out)["Deployment", "kube-state-metrics"]
     args = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
     # Both families are node metrics: the nodes collector must be on.
     assert "nodes" in next(a for a in args if a.startswith("--resources=")).split("=", 1)[1].split(",")
     assert deploy["spec"]["replicas"] == 1
+    # kube_node_labels carries only the labels kube-state-metrics is told to export.
+    allow = next(a for a in args if a.startswith("--metric-labels-allowlist="))
+    assert allow == (
+        "--metric-labels-allowlist=nodes=[gpu.example.com/ib-island,gpu.example.com/pool,"
+        "gpu.example.com/team,gpu.example.com/preflight]"
+    )

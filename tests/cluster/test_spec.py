@@ -86,13 +86,6 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
         "azure-gpu-k8s:addons.preflight.level: 0 is not a DCGM diagnostic level: use 1 to 4 (dcgmi diag -r)",
     ),
     (
-        "bad cron",
-        {"preflight": {"retest_schedule": "every 6 hours"}},
-        {},
-        "azure-gpu-k8s:addons.preflight.retest_schedule: 'every 6 hours' is not a 5-field cron schedule: "
-        "use e.g. '17 */6 * * *'",
-    ),
-    (
         "team without pool or quota",
         {"teams": {"research": {}, "vision": {}}},
         {},

@@ -11,6 +11,8 @@ import pytest
 import yaml
 
 from modules.bootstrap.delivery import PARTS
+from modules.bootstrap.roles import prometheus_secrets
+from tests.bootstrap.conftest import context
 from tests.infra.conftest import REPO, State
 
 VM = "azure-native:compute:VirtualMachine"
@@ -135,8 +137,12 @@ def test_resource_count_grows_with_scale_sets_not_nodes(prod: State) -> None:
     machines = prod.of_type("azure-native:compute:VirtualMachine")
     pools = {v["inputs"]["tags"]["agk-pool"] for v in scale_sets}
     apiservers = [m for m in machines if m["inputs"]["tags"].get("agk-role") == "apiserver"]
-    # Plus each pool's bootstrap token secret: its nodes read it, every API server writes it.
-    assert len(secrets) == PARTS * (len(machines) + len(pools)) + len(pools)
-    assert len(grants) == PARTS * (len(machines) + len(pools)) + len(pools) * (1 + len(apiservers))
+    # Plus each pool's bootstrap token secret: its nodes read it, every API server writes it; and each
+    # Prometheus host's copy of every receiver secret (and Grafana's password), which it alone reads.
+    prometheus = [m for m in machines if m["inputs"]["tags"].get("agk-role") == "prometheus"]
+    alerting = len(prometheus) * len(prometheus_secrets(context("prod-7500")))
+    assert alerting == 2 * 3
+    assert len(secrets) == PARTS * (len(machines) + len(pools)) + len(pools) + alerting
+    assert len(grants) == PARTS * (len(machines) + len(pools)) + len(pools) * (1 + len(apiservers)) + alerting
     # The rest is the control plane, its certificates and the network: a few hundred, fixed.
     assert len(prod.resources) - len(scale_sets) - len(per_scale_set) - len(secrets) - len(grants) < 400

@@ -55,6 +55,11 @@ def collectors() -> list[str]:
     return sorted(r for group in COLLECTED.values() for r in group)
 
 
+def node_labels(spec: AddonsSpec) -> list[str]:
+    """Node labels exported on kube_node_labels (rules/islands.yml, rules/nodes.yml, the dashboards)."""
+    return [spec.ib_island_key, spec.pool_key, spec.team_key, spec.preflight_key]
+
+
 def deployment(spec: AddonsSpec) -> Obj:
     sm = spec.state_metrics
     return {
@@ -86,6 +91,9 @@ def deployment(spec: AddonsSpec) -> Obj:
                                 # Lists from the API server's watch cache, not etcd: at thousands of
                                 # nodes a restart must not hit etcd with a full read.
                                 "--use-apiserver-cache",
+                                # kube_node_labels carries only allowlisted labels: the island, pool,
+                                # team and preflight state the alerts and dashboards group nodes by.
+                                f"--metric-labels-allowlist=nodes=[{','.join(node_labels(spec))}]",
                             ],
                             "ports": [
                                 {"name": "http-metrics", "containerPort": METRICS_PORT},
