@@ -47,7 +47,7 @@ from modules.stackplan.config import (
     resource_group_name,
 )
 from modules.stackplan.egress import public_ips_for
-from modules.stackplan.pools import SYSTEM
+from modules.stackplan.pools import SYSTEM, deployed_scale_sets
 from modules.stackplan.prepare import ClusterPrep, prepare_cluster
 from modules.stackplan.prerequisites import hub_prerequisites
 from modules.vm_sizing.recommend import etcd_iops
@@ -73,19 +73,22 @@ def load() -> tuple[str, StackConfig]:
     return stack, parse_config(runtime_config())
 
 
-def deployed(stack: str) -> dict[str, str]:
-    """Where this stack's subnets are now: its own last outputs, read through Pulumi's StackReference sync
-    path (the builtin `pulumi:pulumi:readStackOutputs` invoke on its own fully qualified name), before any
-    resource exists. Before the first deploy there are none; a backend that cannot answer gets a warning
-    and only the pins the stack file declares."""
+def last_outputs(stack: str) -> dict[str, Any]:
+    """This stack's own last outputs (where its subnets are, how its pools are split into scale sets), read
+    through Pulumi's StackReference sync path (the builtin `pulumi:pulumi:readStackOutputs` invoke on its own
+    fully qualified name), before any resource exists. Before the first deploy there are none; a backend
+    that cannot answer gets a warning and only the pins the stack file declares."""
     name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{stack}"
     try:
         result = pulumi.runtime.invoke("pulumi:pulumi:readStackOutputs", {"name": name})
     except Exception as err:  # the SDK raises a bare Exception for an invoke's failures
-        pulumi.log.warn(f"{stack}: cannot read its last outputs ({err}): only network.pinned holds subnets in place")
+        pulumi.log.warn(
+            f"{stack}: cannot read its last outputs ({err}): only network.pinned holds subnets in place, and pools"
+            " are split as if new"
+        )
         return {}
     outputs = result.value.get("outputs") if isinstance(result.value, dict) else None
-    return deployed_subnets(outputs) if isinstance(outputs, dict) else {}
+    return outputs if isinstance(outputs, dict) else {}
 
 
 def context(stack: str, config: StackConfig) -> tuple[resources.ResourceGroup, DeployContext]:
@@ -547,8 +550,11 @@ def build(stack: str, config: StackConfig) -> dict[str, Any]:
 
         return build_addons(config)
     if config.kind == "hub":
-        return build_hub(stack, config, plan_stack(stacks_dir(), stack, config, deployed(stack)))
-    return build_cluster(prepare_cluster(stack, config, stacks_dir(), deployed(stack)))
+        return build_hub(stack, config, plan_stack(stacks_dir(), stack, config, deployed_subnets(last_outputs(stack))))
+    last = last_outputs(stack)
+    return build_cluster(
+        prepare_cluster(stack, config, stacks_dir(), deployed_subnets(last), deployed_scale_sets(last))
+    )
 
 
 def export(outputs: dict[str, Any]) -> None:

@@ -39,9 +39,25 @@ def _subnets(moves: Sequence[SubnetMove]) -> str:
 def radius_lines(radius: BlastRadius) -> list[str]:
     """The blast radius in a few plain lines (the same words in text and markdown)."""
     sets = len(radius.scale_sets)
+    scaled_in = any(s.action == "scale-in" for s in radius.scale_sets)
     lines = [
         f"{_plural(radius.nodes, 'node')} ({_plural(radius.gpus, 'GPU')}) in {_plural(sets, 'scale set')}"
-        " replaced or deleted",
+        + (" replaced, deleted or scaled in" if scaled_in else " replaced or deleted"),
+    ]
+    if radius.scale_sets:
+        # Which VMs go is known before `pulumi up`: a scaled-in set removes its newest instances (NewestVM) and
+        # a pool shrinks from its newest sets (split_pool), so these are the VMs to drain first.
+        lines.append(
+            "VMs removed: "
+            + "; ".join(s.removed() for s in radius.scale_sets)
+            + "; drain them first (README: Day 2 changes)"
+        )
+    if radius.created:
+        lines.append(
+            f"{_plural(radius.nodes_created, 'node')} ({_plural(radius.gpus_created, 'GPU')}) created in"
+            f" {_plural(len(radius.created), 'scale set')}"
+        )
+    lines += [
         f"{_plural(len(radius.etcd_members), 'etcd member')} lost"
         + (f" ({', '.join(radius.etcd_members)})" if radius.etcd_members else ""),
         f"{_plural(len(radius.subnets_moved), 'subnet')} in use moved"

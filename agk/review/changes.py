@@ -11,6 +11,7 @@ from agk.plan.diff import StackDiff, State
 from agk.review.config import Settings
 from agk.review.evaluate import Report, Violation
 from modules import tags as tagnames
+from modules.vm_sizing.scale_sets import scale_in_order
 from policies.changes import ChangePolicy
 from policies.rules import fields
 from policies.rules.change import Allowance, ChangeArgs, ChangedResource, PoolChange, SubnetChange
@@ -18,14 +19,16 @@ from policies.rules.change import Allowance, ChangeArgs, ChangedResource, PoolCh
 STACK_TYPE = "pulumi:pulumi:Stack"
 
 
-def _pools(resources: Iterable[State]) -> dict[str, int]:
-    out: dict[str, int] = {}
+def _scale_sets(resources: Iterable[State]) -> dict[str, dict[str, int]]:
+    """Pool to its scale sets' capacities."""
+    out: dict[str, dict[str, int]] = {}
     for res in resources:
         if res.get("type") != VMSS:
             continue
         props = props_of(res)
-        pool = fields.tag(props, tagnames.POOL) or str(res["urn"]).rsplit("::", 1)[-1]
-        out[pool] = out.get(pool, 0) + (fields.number(fields.get(props, "sku.capacity")) or 0)
+        name = str(res["urn"]).rsplit("::", 1)[-1]
+        pool = fields.tag(props, tagnames.POOL) or name
+        out.setdefault(pool, {})[name] = fields.number(fields.get(props, "sku.capacity")) or 0
     return out
 
 
@@ -53,8 +56,16 @@ def change_args(diff: StackDiff, allowances: Sequence[Allowance]) -> ChangeArgs:
         )
         for s in subnet_changes(diff)
     ]
-    running, planned = _pools(diff.base_resources), _pools(diff.head_resources)
-    pools = [PoolChange(name, count, planned.get(name, 0)) for name, count in sorted(running.items())]
+    running, planned = _scale_sets(diff.base_resources), _scale_sets(diff.head_resources)
+    pools = [
+        PoolChange(
+            name,
+            sum(sets.values()),
+            sum(planned.get(name, {}).values()),
+            tuple(scale_in_order(sets, planned.get(name, {}))),
+        )
+        for name, sets in sorted(running.items())
+    ]
     return ChangeArgs(diff.stack, changes, subnets, pools, list(allowances))
 
 

@@ -136,6 +136,10 @@ class NodePool(pulumi.ComponentResource):
                 single_placement_group=plan.single_placement_group,
                 platform_fault_domain_count=1,
                 upgrade_policy=compute.UpgradePolicyArgs(mode=compute.UpgradeMode.MANUAL),
+                # A lowered capacity removes the newest instances of this set, so `agk plan --base` can say
+                # which VMs go (Uniform's Default balances across fault domains first;
+                # virtual-machine-scale-sets-scale-in-policy). A pool shrinks from its newest sets (split_pool).
+                scale_in_policy=compute.ScaleInPolicyArgs(rules=[compute.VirtualMachineScaleSetScaleInRules.NEWEST_VM]),
                 identity=compute.VirtualMachineScaleSetIdentityArgs(
                     type=compute.ResourceIdentityType.USER_ASSIGNED,
                     user_assigned_identities=[identity.id, *args.extra_identities],

@@ -110,9 +110,14 @@ def cluster_egress(config: StackConfig, plan: StackAddresses, pools: ClusterPool
 
 
 def prepare_cluster(
-    stack: str, config: StackConfig, stacks_dir: Path, deployed: Mapping[str, str] | None = None
+    stack: str,
+    config: StackConfig,
+    stacks_dir: Path,
+    deployed: Mapping[str, str] | None = None,
+    scale_sets: Mapping[str, Mapping[str, int]] | None = None,
 ) -> ClusterPrep:
-    """Everything before the first resource; ``deployed``: the stack's subnets as deployed (kept in place)."""
+    """Everything before the first resource; ``deployed``: the stack's subnets as deployed (kept in place);
+    ``scale_sets``: each pool's scale sets and their capacities as deployed (kept, see split_pool)."""
     cluster = config.cluster
     if cluster is None:
         raise ValueError(f"{stack} is a {config.kind} stack, not a cluster")
@@ -120,7 +125,7 @@ def prepare_cluster(
     plan.refuse_hard_limit_breaks()
     addresses = cluster_addresses(plan)
     try:
-        pools = plan_pools(cluster, limits_for(config))
+        pools = plan_pools(cluster, limits_for(config), scale_sets)
         addons = addons_for(stack, config, addresses, pools)
         pools = with_node_agents(pools, addons)
         sizes = size_cluster(cluster, pools)

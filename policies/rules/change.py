@@ -56,6 +56,8 @@ class PoolChange:
     running: int
     """Instances its scale sets hold today."""
     planned: int
+    removed: tuple[tuple[str, int, int], ...] = ()
+    """``(scale set, today, planned)`` for each set whose capacity drops, newest first."""
 
 
 @dataclass(frozen=True)
@@ -156,9 +158,15 @@ def no_change_azure_refuses(args: ChangeArgs, report_violation: Report) -> None:
 def pool_shrink_below_running(args: ChangeArgs, report_violation: Report) -> None:
     for pool in args.pools:
         if pool.planned < pool.running:
+            sets = "; ".join(
+                f"{name} {before:,} -> {after:,}" + (" (deleted)" if not after else "")
+                for name, before, after in pool.removed
+            )
             report_violation(
                 f"pool {pool.name} shrinks from {pool.running:,} to {pool.planned:,} nodes: "
-                f"{pool.running - pool.planned:,} running nodes and their pods go; drain them first",
+                f"{pool.running - pool.planned:,} running nodes and their pods go"
+                + (f" ({sets}; a set loses its newest VMs)" if sets else "")
+                + "; drain them first",
                 None,
             )
 

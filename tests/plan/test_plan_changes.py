@@ -32,7 +32,24 @@ NO_RADIUS = {
     "scale_sets": [],
     "etcd_member_names": [],
     "scale_sets_to_roll": [],
+    "nodes_created": 0,
+    "gpus_created": 0,
+    "scale_sets_created": [],
 }
+
+
+H100_SIZE = "Standard_ND96isr_H100_v5"
+H200_SIZE = "Standard_ND96isr_H200_v5"
+
+
+def created(*sets: tuple[str, str, str, str, int, int]) -> dict[str, Any]:
+    """The blast radius' created part for scale sets ``(name, pool, size, action, nodes, gpus)``."""
+    rows = [dict(zip(("name", "pool", "vm_size", "action", "nodes", "gpus"), row, strict=True)) for row in sets]
+    return {
+        "nodes_created": sum(r["nodes"] for r in rows),
+        "gpus_created": sum(r["gpus"] for r in rows),
+        "scale_sets_created": rows,
+    }
 
 
 def _secrets(action: str, head: str, paths: str = "[]") -> list[str]:
@@ -133,7 +150,8 @@ def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
     ]
     # The API servers' VMs change only their sizing tag: their customData is untouched.
     assert [c.paths for c in case.diff.changes[:3]] == [("tags.agk-cluster-nodes",)] * 3
-    assert case.radius.as_json() == NO_RADIUS
+    # The PR comment counts what the pool brings, not only what goes (issue 20, item 7).
+    assert case.radius.as_json() == {**NO_RADIUS, **created(("h200-00", "h200", H200_SIZE, "create", 4, 32))}
     assert case.verdicts()[0] == set()
 
 
@@ -146,7 +164,7 @@ def test_grow_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
     ]
     grown = next(c for c in case.diff.changes if c.name == "h100-00")
     assert grown.paths == ("sku.capacity",)
-    assert case.radius.as_json() == NO_RADIUS
+    assert case.radius.as_json() == {**NO_RADIUS, **created(("h100-00", "h100", H100_SIZE, "scale-out", 2, 16))}
     assert case.verdicts()[0] == set()
 
 
@@ -204,8 +222,10 @@ def test_rename_a_pool_is_delete_and_create(tmp_path: Path, base: dict[str, Any]
                 "action": "delete",
                 "nodes": 4,
                 "gpus": 32,
+                "running": 4,
             }
         ],
+        **created(("h100x-00", "h100x", H100_SIZE, "create", 4, 32)),
     }
     verdicts, violations = case.verdicts()
     assert verdicts == {
@@ -219,7 +239,10 @@ def test_rename_a_pool_is_delete_and_create(tmp_path: Path, base: dict[str, Any]
         " allow: [{name: dev-gpu-h100, action: delete, reason: <why, e.g. the change ticket>}]"
     )
     shrink = next(v for v in violations if v.policy == "pool-shrink-below-running")
-    assert shrink.message == "pool h100 shrinks from 4 to 0 nodes: 4 running nodes and their pods go; drain them first"
+    assert shrink.message == (
+        "pool h100 shrinks from 4 to 0 nodes: 4 running nodes and their pods go"
+        " (h100-00 4 -> 0 (deleted); a set loses its newest VMs); drain them first"
+    )
 
 
 def test_a_declared_allowance_lets_the_rename_pass(tmp_path: Path, base: dict[str, Any]) -> None:
@@ -332,6 +355,7 @@ def test_change_a_subnets_size(tmp_path: Path, base: dict[str, Any]) -> None:
                 "machines": 3,
             }
         ],
+        **created(("system-00", "system", "Standard_D8ds_v5", "scale-out", 9, 0)),
     }
     verdicts, violations = case.verdicts()
     assert verdicts == {("no-subnet-move", "mandatory", "dev-system")}
