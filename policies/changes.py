@@ -49,8 +49,9 @@ CHANGE_POLICIES: list[ChangePolicy] = [
     ),
     ChangePolicy(
         name="no-change-azure-refuses",
-        description="A change does not update an input Azure refuses to change in place (e.g. a VM's "
-        "customData): the provider does not replace the resource and `pulumi up` fails half-way.",
+        description="A change does not update an input Azure refuses to change in place (a VM's OS profile "
+        "or zones, a shrinking disk, ...; policies/rules/replacements.py, a source per row): the provider does not "
+        "replace the resource and `pulumi up` fails half-way. No allowance lets it through.",
         validate=change.no_change_azure_refuses,
         severity=Severity.HIGH,
     ),

@@ -9,6 +9,7 @@ from typing import Any
 from agk.plan import wire
 from agk.plan.blast import BlastRadius, SubnetMove
 from agk.plan.diff import ACTIONS, Change, StackDiff
+from policies.rules.replacements import refusals
 
 SHOWN_CHANGES = 40
 """Text and markdown list this many changes (replacements and deletions first); JSON lists all."""
@@ -79,6 +80,19 @@ def radius_lines(radius: BlastRadius) -> list[str]:
     return lines
 
 
+def refused_lines(diff: StackDiff) -> list[str]:
+    """Each change Azure refuses in place, once per row of the table, with the resources and the fix."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for change in diff.changes:
+        for rule in refusals(change.type, change.refused):
+            groups.setdefault((_short_type(change.type), rule.path, rule.fix), []).append(change.name)
+    return [
+        f"Azure refuses {path} of {_plural(len(names), kind)} in place ({', '.join(names)}): `pulumi up` would fail"
+        f" there. Fix: {fix}"
+        for (kind, path, fix), names in groups.items()
+    ]
+
+
 def _describe(change: Change) -> str:
     detail = ""
     if change.action == "replace":
@@ -97,6 +111,7 @@ def text(diff: StackDiff, radius: BlastRadius) -> list[str]:
     lines = [f"Changes against {where}: {counts_line(diff)}"]
     lines += [f"  Blast radius: {line}" for line in radius_lines(radius)[:1]]
     lines += [f"                {line}" for line in radius_lines(radius)[1:]]
+    lines += [f"  REFUSED: {line}" for line in refused_lines(diff)]
     for change in diff.changes[:SHOWN_CHANGES]:
         detail = _describe(change)
         lines.append(
@@ -112,6 +127,9 @@ def markdown(diff: StackDiff, radius: BlastRadius) -> list[str]:
     where = "a new stack (the base has no state for it)" if diff.new_stack else f"`{diff.base}`"
     out = ["#### Blast radius", ""]
     out += [f"- {line}" for line in radius_lines(radius)]
+    refused = refused_lines(diff)
+    if refused:
+        out += ["", "#### Refused by Azure (`pulumi up` would fail)", "", *(f"- {line}" for line in refused)]
     out += ["", f"#### Changes against {where}: {counts_line(diff)}", ""]
     if diff.changes:
         out += ["| action | type | resource | keys |", "|---|---|---|---|"]

@@ -16,8 +16,8 @@ from typing import Any
 
 from agk.plan import wire
 from agk.plan.cloud import arm_path
-from agk.plan.replacements import ARM_PATH, Effect, covers, rules_for
 from modules.errors import AgkError
+from policies.rules.replacements import ARM_PATH, Effect, covers, refusals, rules_for
 
 ACTIONS = ("create", "update", "replace", "delete")
 _SKIPPED = ("pulumi:pulumi:Stack",)
@@ -37,7 +37,10 @@ class Change:
     paths: tuple[str, ...] = ()
     """Every changed input path (``[]`` for list elements)."""
     refused: tuple[str, ...] = ()
-    """Changed inputs Azure refuses to change in place (``pulumi up`` would fail on them)."""
+    """Changed inputs Azure refuses to change in place (``pulumi up`` would fail on them): rows of
+    :data:`policies.rules.replacements.RULES`, each with its fix."""
+    restarts: tuple[str, ...] = ()
+    """Changed inputs Azure applies by restarting the VM (a resize)."""
     before: State | None = None
     after: State | None = None
     renamed_from: str | None = None
@@ -56,6 +59,12 @@ class Change:
             "paths": list(self.paths),
             "refused": list(self.refused),
         }
+        if self.refused:
+            out["refusals"] = [
+                {"path": r.path, "fix": r.fix, "source": r.source} for r in refusals(self.type, self.refused)
+            ]
+        if self.restarts:
+            out["restarts"] = list(self.restarts)
         if self.renamed_from:
             out["renamed_from"] = self.renamed_from
         return out
@@ -257,6 +266,7 @@ def classify(res_type: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> C
         return None
     replace: set[str] = set()
     refused: set[str] = set()
+    restarts: set[str] = set()
     for rule in rules_for(res_type):
         if rule.path == ARM_PATH:
             replace |= paths & (_arm_keys(res_type, old) | _arm_keys(res_type, new))
@@ -265,6 +275,8 @@ def classify(res_type: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> C
             continue
         if rule.effect is Effect.REPLACE:
             replace.add(rule.path)
+        elif rule.effect is Effect.RESTART:
+            restarts.add(rule.path)
         elif rule.effect is Effect.REFUSED:
             refused.add(rule.path)
         elif rule.effect is Effect.GROW_ONLY:
@@ -277,8 +289,11 @@ def classify(res_type: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> C
             refused.add(rule.path)
     top = sorted({p.split(".", 1)[0].split("[", 1)[0] for p in paths})
     if replace:
-        return Change("", res_type, "replace", tuple(sorted(replace)), tuple(sorted(paths)), tuple(sorted(refused)))
-    return Change("", res_type, "update", tuple(top), tuple(sorted(paths)), tuple(sorted(refused)))
+        # A replacement creates a new resource: nothing is changed in place, so nothing is refused or restarted.
+        return Change("", res_type, "replace", tuple(sorted(replace)), tuple(sorted(paths)))
+    return Change(
+        "", res_type, "update", tuple(top), tuple(sorted(paths)), tuple(sorted(refused)), tuple(sorted(restarts))
+    )
 
 
 def _aliases(res: State) -> list[str]:
@@ -330,6 +345,7 @@ def diff_states(
                 found.keys,
                 found.paths,
                 found.refused,
+                found.restarts,
                 before=old,
                 after=res,
                 renamed_from=renamed,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policies.rules import fields
+from policies.rules.replacements import refusals
 
 ETCD_ROLES = frozenset({"etcd", "events-etcd"})
 CHANGES_KEY = "azure-gpu-k8s:changes"
@@ -143,14 +144,15 @@ def no_subnet_move(args: ChangeArgs, report_violation: Report) -> None:
 
 
 def no_change_azure_refuses(args: ChangeArgs, report_violation: Report) -> None:
+    """Mandatory whatever the stack allows: an allowance changes what the review says, not what Azure accepts."""
     for change in args.changes:
-        if not change.refused or args.allowed(change.urn, change.name, "replace"):
+        if not change.refused:
             continue
+        fixes = "; ".join(dict.fromkeys(f"{r.path}: {r.fix}" for r in refusals(change.type, change.refused)))
         report_violation(
             f"Azure refuses to change {', '.join(change.refused)} of {change.type.split(':', 1)[1]} {change.name}"
-            " in place (PropertyChangeNotAllowed), and the provider does not replace it: `pulumi up` would fail."
-            f" Keep the value, or replace it deliberately (pulumi up --replace '{change.urn}');"
-            f" {args.how_to_allow(change.name, 'replace')}",
+            " in place (PropertyChangeNotAllowed), and the provider does not replace it: `pulumi up` would fail"
+            f" there, half-way. Keep the value, or: {fixes} ({change.urn}). No allowance lets it through",
             change.urn,
         )
 
@@ -173,9 +175,18 @@ def pool_shrink_below_running(args: ChangeArgs, report_violation: Report) -> Non
 
 def change_allowance_unused(args: ChangeArgs, report_violation: Report) -> None:
     candidates = [(c.urn, c.name, c.action) for c in args.changes]
-    candidates += [(c.urn, c.name, "replace") for c in args.changes if c.refused]
     candidates += [(s.urn, s.name, "move") for s in args.subnets if s.after]
     for allowance in args.allowances:
+        refused = next((c for c in args.changes if c.refused and allowance.matches(c.urn, c.name, "replace")), None)
+        if refused is not None and not any(allowance.matches(*c) for c in candidates):
+            report_violation(
+                f"{CHANGES_KEY} allowance {allowance.describe()} ({allowance.reason}) names {refused.name}, whose"
+                f" change Azure refuses in place ({', '.join(refused.refused)}): an allowance cannot make Azure accept"
+                " it, so `pulumi up` would still fail; replace the resource as no-change-azure-refuses says and"
+                f" remove the allowance from stacks/Pulumi.{args.stack}.yaml",
+                None,
+            )
+            continue
         if not any(allowance.matches(*c) for c in candidates):
             report_violation(
                 f"{CHANGES_KEY} allowance {allowance.describe()} ({allowance.reason}) matches no change:"
