@@ -318,7 +318,7 @@ def _control_plane(s: _Spoke, boot: Mapping[str, pulumi.Input[str]]) -> ControlP
     """API servers behind their load balancer, the etcd clusters."""
     prep, cluster = s.prep, s.cluster
     addresses, sizes = prep.addresses, prep.sizes
-    nodes = prep.pools.peak_nodes
+    nodes = prep.pools.sizing_nodes
     groups = [("etcd", cluster.etcd, addresses.etcd)]
     if cluster.events_etcd is not None:
         groups.append(("events-etcd", cluster.events_etcd, addresses.events_etcd))
@@ -530,6 +530,9 @@ def _cluster_outputs(
             "remediation_client_id": controllers.remediation_client_id,
         },
         "sizing": {role: choice.to_dict() for role, choice in prep.sizes.items()},
+        # What the sizes follow: the peak node count and the step it is rounded up to (agk plan --base says
+        # when a change crosses one).
+        "sized_for": {"peak_nodes": prep.pools.peak_nodes, "nodes": prep.pools.sizing_nodes},
         "address_plan": prep.plan.vnet.to_dict(),
         "hub": hub_stack_name(cluster),
         "addons_spec": prep.addons.to_json(),

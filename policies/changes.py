@@ -56,6 +56,22 @@ CHANGE_POLICIES: list[ChangePolicy] = [
         severity=Severity.HIGH,
     ),
     ChangePolicy(
+        name="control-plane-one-at-a-time",
+        description="A change does not resize (Azure restarts the VM) or replace more etcd members than quorum "
+        "spares (one), or more API servers than leave a majority serving, at once, unless they are ordered one "
+        "after another.",
+        validate=change.control_plane_one_at_a_time,
+        severity=Severity.HIGH,
+    ),
+    ChangePolicy(
+        name="allowance-takes-quorum",
+        description="Allowances do not let more etcd members be replaced or deleted in one update than quorum "
+        "survives.",
+        validate=change.allowance_takes_quorum,
+        enforcement_level=EnforcementLevel.ADVISORY,
+        severity=Severity.HIGH,
+    ),
+    ChangePolicy(
         name="pool-shrink-below-running",
         description="A pool that shrinks below its running nodes takes nodes and their pods away: drain first.",
         validate=change.pool_shrink_below_running,

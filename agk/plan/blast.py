@@ -14,6 +14,7 @@ from typing import Any
 
 from agk.plan import wire
 from agk.plan.diff import Change, StackDiff, State
+from agk.plan.restarts import HostRestart, host_restarts
 from modules import tags as tagnames
 from modules.vm_sizing.skus import SKUS
 from policies.rules import fields as props_wire
@@ -131,6 +132,8 @@ class BlastRadius:
     """Scale sets updated in place whose running nodes need a reimage to get the change."""
     created: list[ScaleSetGrowth] = field(default_factory=list)
     """Scale sets created or grown: the VMs the change adds."""
+    restarts: list[HostRestart] = field(default_factory=list)
+    """Hosts whose processes the change restarts (their bundle's restart map, or their VM)."""
 
     @property
     def nodes(self) -> int:
@@ -185,6 +188,7 @@ class BlastRadius:
             ],
             "nodes_created": self.nodes_created,
             "gpus_created": self.gpus_created,
+            "restarts": [r.as_json() for r in self.restarts],
             "scale_sets_created": [
                 {
                     "name": s.name,
@@ -274,6 +278,7 @@ def blast_radius(diff: StackDiff) -> BlastRadius:
                 pool = props_wire.tag(props, tagnames.POOL) or ""
                 radius.to_roll.append(ScaleSetRoll(change.name, pool, _capacity(change.before), paths))
     radius.etcd_members = _etcd_members(diff.base_resources, gone)
+    radius.restarts = host_restarts(diff)
     _subnets(diff, radius)
     radius.api_endpoint = _api_endpoint(diff)
     return radius

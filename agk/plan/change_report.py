@@ -37,6 +37,22 @@ def _subnets(moves: Sequence[SubnetMove]) -> str:
     )
 
 
+def restarts_line(radius: BlastRadius) -> str:
+    if not radius.restarts:
+        return "Processes restarted: none"
+    by_sync = [r for r in radius.restarts if r.how == "sync"]
+    by_vm = [r for r in radius.restarts if r.how == "vm"]
+    parts = []
+    if by_vm:
+        parts.append("by `pulumi up`: " + "; ".join(f"{r.host} ({', '.join(r.actions)})" for r in by_vm))
+    if by_sync:
+        parts.append(
+            "by each host's hourly sync (an etcd member or an API server only while the others are healthy): "
+            + "; ".join(f"{r.host} ({', '.join(r.actions)})" for r in by_sync)
+        )
+    return f"Processes restarted on {_plural(len(radius.restarts), 'host')}: " + "; ".join(parts)
+
+
 def radius_lines(radius: BlastRadius) -> list[str]:
     """The blast radius in a few plain lines (the same words in text and markdown)."""
     sets = len(radius.scale_sets)
@@ -69,6 +85,7 @@ def radius_lines(radius: BlastRadius) -> list[str]:
             f"{_plural(len(radius.subnets_removed), 'subnet')} in use removed: {_subnets(radius.subnets_removed)}"
         )
     lines.append("API endpoint: " + ("; ".join(radius.api_endpoint) if radius.api_endpoint else "unaffected"))
+    lines.append(restarts_line(radius))
     if radius.to_roll:
         nodes = sum(r.nodes for r in radius.to_roll)
         lines.append(
@@ -78,6 +95,40 @@ def radius_lines(radius: BlastRadius) -> list[str]:
             " (README: rolling a scale set)"
         )
     return lines
+
+
+def sizing(diff: StackDiff) -> dict[str, list[int | None]] | None:
+    """The peak node count and the sizing step before and after (``None`` when a side has no cluster)."""
+
+    def read(outputs: Any) -> tuple[int | None, int | None]:
+        value = outputs.get("sized_for") if isinstance(outputs, dict) else None
+        if not isinstance(value, dict):
+            return None, None
+        return value.get("peak_nodes"), value.get("nodes")
+
+    (peak_before, step_before), (peak_after, step_after) = read(diff.base_outputs), read(diff.head_outputs)
+    if step_before is None and step_after is None:
+        return None
+    return {"peak_nodes": [peak_before, peak_after], "sized_for": [step_before, step_after]}
+
+
+def sizing_line(diff: StackDiff) -> str | None:
+    found = sizing(diff)
+    if found is None or None in found["sized_for"] or None in found["peak_nodes"]:
+        return None
+    (peak_before, peak_after), (before, after) = found["peak_nodes"], found["sized_for"]
+    if before != after:
+        return (
+            f"Sizing step crossed: sized for {before:,} -> {after:,} nodes (peak {peak_before:,} -> {peak_after:,}):"
+            " control-plane and Prometheus VM sizes, etcd IOPS, the Prometheus disk and the API server and client"
+            " limits follow it"
+        )
+    if peak_before != peak_after:
+        return (
+            f"Sized for {after:,} nodes (peak {peak_before:,} -> {peak_after:,}, inside the step): no control-plane"
+            " size or limit changes"
+        )
+    return None
 
 
 def refused_lines(diff: StackDiff) -> list[str]:
@@ -111,6 +162,8 @@ def text(diff: StackDiff, radius: BlastRadius) -> list[str]:
     lines = [f"Changes against {where}: {counts_line(diff)}"]
     lines += [f"  Blast radius: {line}" for line in radius_lines(radius)[:1]]
     lines += [f"                {line}" for line in radius_lines(radius)[1:]]
+    step = sizing_line(diff)
+    lines += [f"                {step}"] if step else []
     lines += [f"  REFUSED: {line}" for line in refused_lines(diff)]
     for change in diff.changes[:SHOWN_CHANGES]:
         detail = _describe(change)
@@ -127,6 +180,8 @@ def markdown(diff: StackDiff, radius: BlastRadius) -> list[str]:
     where = "a new stack (the base has no state for it)" if diff.new_stack else f"`{diff.base}`"
     out = ["#### Blast radius", ""]
     out += [f"- {line}" for line in radius_lines(radius)]
+    step = sizing_line(diff)
+    out += [f"- {step}"] if step else []
     refused = refused_lines(diff)
     if refused:
         out += ["", "#### Refused by Azure (`pulumi up` would fail)", "", *(f"- {line}" for line in refused)]
@@ -152,6 +207,7 @@ def as_json(diff: StackDiff, radius: BlastRadius) -> dict[str, Any]:
         "change_counts": diff.counts(),
         "blast_radius": radius.as_json(),
         "change_warnings": diff.warnings,
+        "sizing": sizing(diff),
     }
 
 

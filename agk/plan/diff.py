@@ -17,7 +17,7 @@ from typing import Any
 from agk.plan import wire
 from agk.plan.cloud import arm_path
 from modules.errors import AgkError
-from policies.rules.replacements import ARM_PATH, Effect, covers, refusals, rules_for
+from policies.rules.replacements import ARM_PATH, FIXED_NAME, Effect, covers, refusals, rules_for
 
 ACTIONS = ("create", "update", "replace", "delete")
 _SKIPPED = ("pulumi:pulumi:Stack",)
@@ -45,6 +45,9 @@ class Change:
     after: State | None = None
     renamed_from: str | None = None
     """The base URN when an alias matched the resource."""
+    delete_first: bool = False
+    """A replacement that deletes the old resource before it creates the new one (``deleteBeforeReplace``):
+    whatever runs on it is down meanwhile."""
 
     @property
     def name(self) -> str:
@@ -67,6 +70,8 @@ class Change:
             out["restarts"] = list(self.restarts)
         if self.renamed_from:
             out["renamed_from"] = self.renamed_from
+        if self.action == "replace":
+            out["delete_first"] = self.delete_first
         return out
 
 
@@ -83,6 +88,9 @@ class StackDiff:
     head_resources: list[State] = field(default_factory=list)
     root: str = ""
     """The stack resource's URN (stack-wide findings point at it)."""
+    base_outputs: Mapping[str, Any] = field(default_factory=dict)
+    head_outputs: Mapping[str, Any] = field(default_factory=dict)
+    """The stack's outputs before and after (plain values)."""
 
     def counts(self) -> dict[str, int]:
         return {action: sum(c.action == action for c in self.changes) for action in ACTIONS}
@@ -225,6 +233,21 @@ def _value_at(props: Any, path: str) -> Any:
     return value
 
 
+def _values_at(props: Any, path: str) -> list[Any]:
+    """Every value at ``path``, ``[]`` standing for each element of a list (in order)."""
+    head, sep, rest = path.partition("[].")
+    if not sep:
+        return [_value_at(props, path)]
+    items = _value_at(props, head)
+    return [v for item in items for v in _values_at(item, rest)] if isinstance(items, list) else []
+
+
+def _shrinks(old: Any, new: Any, path: str) -> bool:
+    """Whether a number at ``path`` (list elements compared by position) is smaller after than before."""
+    pairs = zip(_values_at(old, path), _values_at(new, path), strict=False)
+    return any(isinstance(a, int | float) and isinstance(b, int | float) and b < a for a, b in pairs)
+
+
 def _open(value: Any) -> Any:
     """Values as the program meant them (:func:`wire.plain`), encrypted secrets kept as they are."""
     if _is_ciphertext(value):
@@ -257,6 +280,13 @@ def _arm_keys(type_: str, inputs: Mapping[str, Any]) -> set[str]:
     return keys
 
 
+def _same_name(type_: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a replacement keeps the resource's ARM name: every name input of its path is given (not
+    auto-named) and unchanged, so a create-first replacement would collide with the resource it replaces."""
+    names = _arm_keys(type_, new) - {"resourceGroupName", "recordType"}
+    return bool(names) and all(new.get(k) is not None and old.get(k) == new.get(k) for k in names)
+
+
 def classify(res_type: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> Change | None:
     """The action for one matched resource (``None``: the same), with keys, paths and refusals."""
     paths = changed_paths(old, new)
@@ -280,8 +310,7 @@ def classify(res_type: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> C
         elif rule.effect is Effect.REFUSED:
             refused.add(rule.path)
         elif rule.effect is Effect.GROW_ONLY:
-            before, after = _value_at(old, rule.path), _value_at(new, rule.path)
-            if isinstance(before, int | float) and isinstance(after, int | float) and after < before:
+            if _shrinks(old, new, rule.path):
                 refused.add(rule.path)
         elif rule.effect is Effect.ONE_WAY and not (
             _value_at(old, rule.path) is True and _value_at(new, rule.path) is False
@@ -337,6 +366,10 @@ def diff_states(
         if found is None and renamed is None:
             continue
         found = found or Change("", type_, "update", ())
+        delete_first = bool(res.get("deleteBeforeReplace"))
+        refused = found.refused
+        if found.action == "replace" and not delete_first and _same_name(type_, _plain_inputs(old), _plain_inputs(res)):
+            refused = (FIXED_NAME,)
         changes.append(
             Change(
                 urn,
@@ -344,11 +377,12 @@ def diff_states(
                 found.action,
                 found.keys,
                 found.paths,
-                found.refused,
+                refused,
                 found.restarts,
                 before=old,
                 after=res,
                 renamed_from=renamed,
+                delete_first=delete_first and found.action == "replace",
             )
         )
     for urn, old in olds.items():
@@ -362,7 +396,25 @@ def diff_states(
         )
     order = {action: i for i, action in enumerate(("replace", "delete", "update", "create"))}
     changes.sort(key=lambda c: (order[c.action], c.type, c.urn))
-    return StackDiff(stack, base_source, changes, new_stack, warnings, base_list, head_list, root)
+    return StackDiff(
+        stack,
+        base_source,
+        changes,
+        new_stack,
+        warnings,
+        base_list,
+        head_list,
+        root,
+        _stack_outputs(base_all),
+        _stack_outputs(head_all),
+    )
+
+
+def _stack_outputs(resources: Iterable[State]) -> dict[str, Any]:
+    for res in resources:
+        if res.get("type") == _SKIPPED[0] and isinstance(res.get("outputs"), dict):
+            return {k: wire.plain(v) for k, v in res["outputs"].items()}
+    return {}
 
 
 def diff_against(stack: str, head_state: Mapping[str, Any], base: Base, all_stacks: bool) -> StackDiff:

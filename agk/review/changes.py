@@ -14,7 +14,7 @@ from modules import tags as tagnames
 from modules.vm_sizing.scale_sets import scale_in_order
 from policies.changes import ChangePolicy
 from policies.rules import fields
-from policies.rules.change import Allowance, ChangeArgs, ChangedResource, PoolChange, SubnetChange
+from policies.rules.change import Allowance, ChangeArgs, ChangedResource, GroupRoll, PoolChange, SubnetChange
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 
@@ -66,7 +66,44 @@ def change_args(diff: StackDiff, allowances: Sequence[Allowance]) -> ChangeArgs:
         )
         for name, sets in sorted(running.items())
     ]
-    return ChangeArgs(diff.stack, changes, subnets, pools, list(allowances))
+    return ChangeArgs(diff.stack, changes, subnets, pools, list(allowances), rolls=rolls(diff))
+
+
+ROLLED_ROLES = ("etcd", "events-etcd", "apiserver")
+
+
+def rolls(diff: StackDiff) -> list[GroupRoll]:
+    """Per control-plane group, the VMs `pulumi up` restarts (a resize) or replaces, and whether the plan orders
+    them one after another (each VM's dependencies reach the one before)."""
+    members: dict[str, list[str]] = {}
+    for res in diff.base_resources:
+        if res.get("type") == fields.VM and (role := fields.role(props_of(res))) in ROLLED_ROLES:
+            members.setdefault(role, []).append(str(res["urn"]))
+    deps = {str(r["urn"]): set(r.get("dependencies") or ()) for r in diff.head_resources}
+    out = []
+    for role, urns in sorted(members.items()):
+        hit = sorted(
+            c.urn
+            for c in diff.changes
+            if c.urn in urns and (c.action == "replace" or (c.action == "update" and c.restarts))
+        )
+        if not hit:
+            continue
+        chained = all(_reaches(deps, later, earlier) for earlier, later in zip(hit, hit[1:], strict=False))
+        out.append(GroupRoll(role, len(urns), tuple(u.rsplit("::", 1)[-1] for u in hit), chained))
+    return out
+
+
+def _reaches(deps: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, todo = set(), [start]
+    while todo:
+        urn = todo.pop()
+        if urn == goal:
+            return True
+        if urn not in seen:
+            seen.add(urn)
+            todo.extend(deps.get(urn, ()))
+    return False
 
 
 def evaluate_changes(

@@ -22,6 +22,7 @@ from modules.netplan.limits import Limits
 from modules.netplan.subnet_sizes import parse_surge
 from modules.stackplan.config import PROJECT, ClusterConfig, GpuPoolConfig, PoolConfig
 from modules.vm_sizing.scale_sets import ScaleSetPlan, split_pool
+from modules.vm_sizing.recommend import sizing_step
 from modules.vm_sizing.skus import sku
 
 SYSTEM = "system"
@@ -132,8 +133,14 @@ class ClusterPools:
     @property
     def peak_nodes(self) -> int:
         """The most nodes the cluster can hold at once (every pool at its maximum plus surge): what the
-        control plane, Prometheus and the subnets are sized for."""
+        subnets are planned for."""
         return sum(p.peak_nodes for p in self.pools.values())
+
+    @property
+    def sizing_nodes(self) -> int:
+        """What the control plane and Prometheus are sized for: ``peak_nodes`` rounded up to its sizing step
+        (:func:`modules.vm_sizing.recommend.sizing_step`), so a small pool change resizes nothing."""
+        return sizing_step(self.peak_nodes)
 
     def with_agents(
         self, host_network: Mapping[str, tuple[str, ...]], ip_daemons: Mapping[str, tuple[str, ...]]

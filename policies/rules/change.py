@@ -62,6 +62,30 @@ class PoolChange:
 
 
 @dataclass(frozen=True)
+class GroupRoll:
+    """The VMs of one control-plane group (etcd, events-etcd, API servers) that a change restarts by `pulumi up`
+    (Azure restarts a resized VM; a replaced one is down until the new one boots)."""
+
+    role: str
+    members: int
+    """VMs in the group today."""
+    hosts: tuple[str, ...]
+    """Those the change restarts or replaces."""
+    chained: bool
+    """Each of them waits for the one before (its VM depends on it), so they go one at a time."""
+
+
+ROLL_LIMIT = {"etcd": "quorum", "events-etcd": "quorum", "apiserver": "capacity"}
+
+
+def at_once(role: str, members: int) -> int:
+    """The most VMs of a group that may be down together: one etcd member (a second would leave a 3-member
+    cluster without quorum; etcd's runtime-reconfiguration guide changes one member at a time), and as many API
+    servers as leave a majority serving behind the load balancer."""
+    return 1 if ROLL_LIMIT.get(role) == "quorum" else max(1, (members - 1) // 2)
+
+
+@dataclass(frozen=True)
 class Allowance:
     action: str
     """replace | delete | move"""
@@ -84,6 +108,8 @@ class ChangeArgs:
     pools: Sequence[PoolChange] = ()
     allowances: Sequence[Allowance] = ()
     config: Mapping[str, Any] = field(default_factory=dict)
+    rolls: Sequence[GroupRoll] = ()
+    """Per control-plane group, the VMs this change restarts or replaces."""
 
     def allowed(self, urn: str, name: str, action: str) -> bool:
         return any(a.matches(urn, name, action) for a in self.allowances)
@@ -155,6 +181,44 @@ def no_change_azure_refuses(args: ChangeArgs, report_violation: Report) -> None:
             f" there, half-way. Keep the value, or: {fixes} ({change.urn}). No allowance lets it through",
             change.urn,
         )
+
+
+def control_plane_one_at_a_time(args: ChangeArgs, report_violation: Report) -> None:
+    """Mandatory: resizing or replacing more control-plane VMs at once than the group can spare stops it."""
+    for roll in args.rolls:
+        limit = at_once(roll.role, roll.members)
+        if len(roll.hosts) <= limit or roll.chained:
+            continue
+        what = "etcd loses quorum" if ROLL_LIMIT.get(roll.role) == "quorum" else "the API goes down"
+        report_violation(
+            f"{len(roll.hosts)} of {roll.members} {roll.role} VMs ({', '.join(roll.hosts)}) would be restarted or"
+            f" replaced by `pulumi up` at once, and {what} with more than {limit} down: order them (each VM"
+            " depends on the one before, as modules/azure/control_plane.py does) or change one per update"
+            " (`pulumi up --target <urn>` one VM at a time, waiting for it to be healthy again in between)",
+            None,
+        )
+
+
+def allowance_takes_quorum(args: ChangeArgs, report_violation: Report) -> None:
+    """Advisory: allowances that together let more etcd members go at once than quorum survives."""
+    for roll in args.rolls:
+        if ROLL_LIMIT.get(roll.role) != "quorum":
+            continue
+        allowed = [
+            c.name
+            for c in args.changes
+            if c.role == roll.role
+            and c.type == fields.VM
+            and c.action in ("replace", "delete")
+            and args.allowed(c.urn, c.name, c.action)
+        ]
+        if len(allowed) > (roll.members - 1) // 2:
+            report_violation(
+                f"{CHANGES_KEY} allows {len(allowed)} of {roll.members} {roll.role} members to be replaced or deleted"
+                f" in one update ({', '.join(allowed)}): more than {(roll.members - 1) // 2} down at once takes"
+                " etcd's quorum; replace one member per update (README: etcd member replacement)",
+                None,
+            )
 
 
 def pool_shrink_below_running(args: ChangeArgs, report_violation: Report) -> None:

@@ -34,6 +34,8 @@ class Effect(Enum):
 
 ARM_PATH = "[arm-path]"
 """Stands for the inputs that form the resource's ARM id: its resource group and name(s)."""
+FIXED_NAME = "[fixed-name]"
+"""Stands for a replacement that keeps the resource's name and would create the new one first."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,16 @@ RULES: tuple[Rule, ...] = (
         Effect.REPLACE,
         "ARM guideline RPC-Put-V1-14 (a tracked resource's location is x-ms-mutability read, create);"
         " pulumi-azure-native gen/properties.go: create-only is ForceNew; diff.go ignores case and spaces",
+    ),
+    Rule(
+        "*",
+        FIXED_NAME,
+        Effect.REFUSED,
+        "pulumi.com docs, resource option deleteBeforeReplace ('By default ... Pulumi creates new instances of"
+        " resources before deleting old ones'); pulumi-azure-native's Create first reads the resource and fails"
+        " with 'cannot create already existing resource' (provider/pkg/provider/provider.go), and an ARM name"
+        " is unique in its resource group",
+        "give the resource deleteBeforeReplace (the program does for its fixed-name hosts and disks), or a new name",
     ),
     Rule("azure-native:network:PrivateEndpoint", "subnet", Effect.REPLACE, f"{_REPLACEMENT_GO}, issue #3883"),
     Rule("azure-native:network:PublicIPAddress", "publicIPAddressVersion", Effect.REPLACE, _REPLACEMENT_GO),
@@ -196,6 +208,15 @@ RULES: tuple[Rule, ...] = (
         "azure-rest-api-specs compute DiskProperties.diskSizeGB: resizes 'can only increase the disk's size'",
         "a disk never shrinks: keep its size (set it in the stack, e.g. bootstrap.prometheus.data_disk_gib or"
         " cluster.etcd.disk_gib, to the size deployed), or replace the disk and restore its data",
+    ),
+    Rule(
+        "azure-native:compute:VirtualMachine",
+        "storageProfile.dataDisks[].diskSizeGB",
+        Effect.GROW_ONLY,
+        "azure-rest-api-specs compute DiskProperties.diskSizeGB: resizes 'can only increase the disk's size' (a VM's"
+        " data disk created Empty is such a managed disk)",
+        "a disk never shrinks: keep the size deployed (set bootstrap.prometheus.data_disk_gib to it), or replace the"
+        " VM and restore its data",
     ),
     Rule(
         "azure-native:compute:Disk",

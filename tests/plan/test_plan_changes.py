@@ -35,6 +35,7 @@ NO_RADIUS = {
     "nodes_created": 0,
     "gpus_created": 0,
     "scale_sets_created": [],
+    "restarts": [],
 }
 
 
@@ -75,10 +76,9 @@ def _pool_secrets(action: str, pool: str) -> list[str]:
     return [*_secrets(action, f"dev-keys-pool-{pool}"), f"{action} Secret dev-keys-pool-{pool}-bootstrap-token []"]
 
 
-# The API servers' flags follow the cluster's node count. They live in each server's Key Vault bundle,
-# which its timer re-reads (a new version of both secrets); the VMs change only their sizing tag, an
-# update Azure accepts. Their customData stays as it was: nothing refused.
-APISERVERS_TAGGED = [f"update VirtualMachine dev-apiserver-{i} [tags]" for i in range(3)]
+# The API servers' bundles name the pools' token secrets (their issuer's configuration): adding or renaming a
+# pool gives each a new version. Their flags follow the sizing step (50 nodes in dev), not the node count, so
+# growing a pool inside the step touches no API server (issue 20).
 APISERVER_BUNDLES = [
     line for i in range(3) for line in _secrets("update", f"dev-keys-dev-apiserver-{i}", "[properties]")
 ]
@@ -114,6 +114,8 @@ CHANGE_POLICY_NAMES = {
     "no-change-azure-refuses",
     "pool-shrink-below-running",
     "change-allowance-unused",
+    "control-plane-one-at-a-time",
+    "allowance-takes-quorum",
 }
 
 
@@ -133,7 +135,6 @@ def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
     h200 = {"vm_size": "Standard_ND96isr_H200_v5", "nodes": 4, "pod_ips": 30, "surge": 1, "infiniband": True}
     case = changed(tmp_path, base, both(pinned(base), lambda c: cluster(c)["gpu_pools"].__setitem__("h200", h200)))
     assert case.lines == [
-        *APISERVERS_TAGGED,
         *APISERVER_BUNDLES,
         "create NodePool h200 []",
         "create RoleAssignment dev-controllers-replacer-h200-00 []",
@@ -148,8 +149,8 @@ def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
         "create PublicIPPrefix dev-egress-h200-ips []",
         "create Subnet dev-gpu-h200 []",
     ]
-    # The API servers' VMs change only their sizing tag: their customData is untouched.
-    assert [c.paths for c in case.diff.changes[:3]] == [("tags.agk-cluster-nodes",)] * 3
+    # The API servers' VMs are untouched (their sizing tag carries the step, 50 nodes, before and after).
+    assert not [c for c in case.diff.changes if c.type.endswith(":VirtualMachine")]
     # The PR comment counts what the pool brings, not only what goes (issue 20, item 7).
     assert case.radius.as_json() == {**NO_RADIUS, **created(("h200-00", "h200", H200_SIZE, "create", 4, 32))}
     assert case.verdicts()[0] == set()
@@ -157,11 +158,7 @@ def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
 
 def test_grow_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
     case = changed(tmp_path, base, lambda c: cluster(c)["gpu_pools"]["h100"].__setitem__("nodes", 6))
-    assert case.lines == [
-        *APISERVERS_TAGGED,
-        "update VirtualMachineScaleSet h100-00 [sku]",
-        *APISERVER_BUNDLES,
-    ]
+    assert case.lines == ["update VirtualMachineScaleSet h100-00 [sku]"]
     grown = next(c for c in case.diff.changes if c.name == "h100-00")
     assert grown.paths == ("sku.capacity",)
     assert case.radius.as_json() == {**NO_RADIUS, **created(("h100-00", "h100", H100_SIZE, "scale-out", 2, 16))}
@@ -311,6 +308,16 @@ def test_move_etcd_to_local_nvme_loses_every_member(tmp_path: Path, base: dict[s
         **NO_RADIUS,
         "etcd_members": 3,
         "etcd_member_names": ["dev-etcd-0", "dev-etcd-1", "dev-etcd-2"],
+        # An Lsv3 size: Azure restarts each VM to resize it, one member after the other.
+        "restarts": [
+            {
+                "host": f"dev-etcd-{i}",
+                "role": "etcd",
+                "actions": ["VM restarted by Azure (hardwareProfile.vmSize)"],
+                "how": "vm",
+            }
+            for i in range(3)
+        ],
     }
     verdicts, violations = case.verdicts()
     assert verdicts == {
@@ -337,9 +344,7 @@ def test_change_a_subnets_size(tmp_path: Path, base: dict[str, Any]) -> None:
         tmp_path, base, both(pinned(base, "system"), lambda c: cluster(c)["system_pool"].__setitem__("nodes", 12))
     )
     assert case.lines == [
-        *APISERVERS_TAGGED,
         "update VirtualMachineScaleSet system-00 [sku]",
-        *APISERVER_BUNDLES,
         "update Subnet dev-system [addressPrefix]",
     ]
     assert case.radius.as_json() == {

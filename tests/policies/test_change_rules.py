@@ -136,6 +136,8 @@ def test_policies_have_unique_names_and_levels() -> None:
         "no-stateful-replacement": "mandatory",
         "no-subnet-move": "mandatory",
         "no-change-azure-refuses": "mandatory",
+        "control-plane-one-at-a-time": "mandatory",
+        "allowance-takes-quorum": "advisory",
         "pool-shrink-below-running": "advisory",
         "change-allowance-unused": "advisory",
     }
