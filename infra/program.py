@@ -262,7 +262,7 @@ class _Spoke:
         return self.network.ready
 
 
-def _hub_ref(cluster: ClusterConfig) -> HubRef:
+def _hub_ref(cluster: ClusterConfig, hub_space: Sequence[str] = ()) -> HubRef:
     ref = pulumi.StackReference(f"{PROJECT}-hub", stack_name=cluster.hub_stack)
 
     def out(name: str) -> pulumi.Output[str]:
@@ -276,6 +276,7 @@ def _hub_ref(cluster: ClusterConfig) -> HubRef:
         private_dns_zone_name=out("private_dns_zone_name"),
         blob_dns_zone_id=out("blob_dns_zone_id"),
         vault_dns_zone_id=out("vault_dns_zone_id"),
+        address_space=tuple(hub_space),
     )
 
 
@@ -283,7 +284,8 @@ def _spoke(prep: ClusterPrep, ctx: DeployContext, client: Any) -> _Spoke:
     """The network, the PKI and the vault: what the machines need before they exist."""
     cluster, config, stack = prep.config.cluster, prep.config, prep.stack
     assert cluster is not None
-    hub = _hub_ref(cluster)
+    peers = prep.plan.vnet.peers
+    hub = _hub_ref(cluster, [str(p) for p in prep.plan.network.vnets[peers[0]].address_space] if peers else ())
     network = SpokeNetwork(
         cluster.name,
         SpokeNetworkArgs(

@@ -148,6 +148,8 @@ def _describe(change: Change) -> str:
     detail = ""
     if change.action == "replace":
         detail = f"forced by {', '.join(change.keys)}"
+        if change.delete_first:
+            detail += "; deleted first: down until the new one is up"
     elif change.action == "update" and change.keys:
         detail = ", ".join(change.keys)
     if change.refused:

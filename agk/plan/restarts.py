@@ -65,9 +65,7 @@ def bundles(resources: Iterable[State]) -> dict[str, dict[str, Any]]:
 
 
 def _files(doc: Mapping[str, Any]) -> dict[str, tuple[str, str, str]]:
-    return {
-        f["path"]: (f["content"], f["mode"], f["owner"]) for f in doc.get("files") or [] if not f.get("boot_only")
-    }
+    return {f["path"]: (f["content"], f["mode"], f["owner"]) for f in doc.get("files") or [] if not f.get("boot_only")}
 
 
 def sync_actions(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, ...]:

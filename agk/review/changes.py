@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 
 from pulumi_policy import EnforcementLevel
@@ -89,7 +90,7 @@ def rolls(diff: StackDiff) -> list[GroupRoll]:
         )
         if not hit:
             continue
-        chained = all(_reaches(deps, later, earlier) for earlier, later in zip(hit, hit[1:], strict=False))
+        chained = all(_reaches(deps, later, earlier) for earlier, later in itertools.pairwise(hit))
         out.append(GroupRoll(role, len(urns), tuple(u.rsplit("::", 1)[-1] for u in hit), chained))
     return out
 

@@ -183,9 +183,7 @@ class NodePool(pulumi.ComponentResource):
                 ),
                 tags=tags,
                 # A fixed name: a replacement (a create-time property changed) deletes the old set first.
-                opts=pulumi.ResourceOptions(
-                    parent=self, depends_on=list(args.depends_on), delete_before_replace=True
-                ),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on), delete_before_replace=True),
             )
         self.id = pulumi.Output.from_input(name)
         self.name = pulumi.Output.from_input(name)

@@ -205,9 +205,7 @@ def linux_vm(
         # The VM's name is fixed (its host name, its certificates' names): a replacement that created first
         # would collide with it (`pulumi up --replace`, the documented way to re-image a host), so the old VM
         # goes first and the host is down until the new one boots.
-        opts=pulumi.ResourceOptions(
-            parent=parent, depends_on=[*depends_on, *after], delete_before_replace=True
-        ),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[*depends_on, *after], delete_before_replace=True),
     )
     return HostVm(nic, vm, identity)
 

@@ -21,8 +21,8 @@ from modules.errors import ConfigError
 from modules.netplan.limits import Limits
 from modules.netplan.subnet_sizes import parse_surge
 from modules.stackplan.config import PROJECT, ClusterConfig, GpuPoolConfig, PoolConfig
-from modules.vm_sizing.scale_sets import ScaleSetPlan, split_pool
 from modules.vm_sizing.recommend import sizing_step
+from modules.vm_sizing.scale_sets import ScaleSetPlan, split_pool
 from modules.vm_sizing.skus import sku
 
 SYSTEM = "system"

@@ -11,6 +11,7 @@ processes a change restarts.
 from __future__ import annotations
 
 import copy
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,7 @@ def test_crossing_a_step_resizes_etcd_one_member_after_another(tmp_path: Path, b
     ]
     # Each member's VM waits for the one before: `pulumi up` resizes them one at a time.
     vms = {r["urn"].rsplit("::", 1)[-1]: r for r in resources_of(head) if r["type"].endswith(":VirtualMachine")}
-    for earlier, later in zip(ETCD, ETCD[1:], strict=False):
+    for earlier, later in itertools.pairwise(ETCD):
         assert vms[earlier]["urn"] in vms[later]["dependencies"]
     assert not [v for v in _verdicts(found, head) if v.policy == "control-plane-one-at-a-time"]
 
@@ -113,7 +114,7 @@ def test_a_configuration_change_names_the_processes_it_restarts(tmp_path: Path, 
     def scrape(config: dict[str, Any]) -> None:
         config.setdefault("azure-gpu-k8s:bootstrap", {}).setdefault("prometheus", {})["scrape_interval"] = "15s"
 
-    found, radius = diff(base, _head(tmp_path, scrape))
+    _found, radius = diff(base, _head(tmp_path, scrape))
     assert [(r.host, r.how, r.actions) for r in radius.restarts] == [
         ("dev-prometheus-0", "sync", ("reload prometheus.service",))
     ]
