@@ -391,6 +391,7 @@ def _node_pools(s: _Spoke, controllers: ClusterIdentities) -> dict[str, NodePool
     """Every pool's scale sets; the remediation identity may replace the GPU pools' VMs."""
     prep, cluster = s.prep, s.cluster
     node_pools: dict[str, NodePool] = {}
+    ordered: list[pulumi.Resource] = []
     for pool in prep.pools.pools.values():
         component = f"{cluster.name}-system" if pool.name == SYSTEM else pool.name
         node_pools[pool.name] = NodePool(
@@ -413,8 +414,11 @@ def _node_pools(s: _Spoke, controllers: ClusterIdentities) -> dict[str, NodePool
                 extra_identities=(
                     [controllers.cloud_provider_id, controllers.remediation_id] if pool.name == SYSTEM else []
                 ),
+                earlier_sets=tuple(ordered),
+                in_flight=cluster.scale_sets_in_flight,
             ),
         )
+        ordered += node_pools[pool.name].scale_set_resources
         if pool.role == "gpu-node":
             for set_name, set_id in node_pools[pool.name].scale_set_refs.items():
                 controllers.grant_replacer(set_name, set_id)

@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from agk.plan import wire
-from agk.plan.blast import BlastRadius, SubnetMove
+from agk.plan.blast import VM, VMSS, BlastRadius, SubnetMove, props_of
 from agk.plan.diff import ACTIONS, Change, StackDiff
+from modules.vm_sizing.skus import SKUS
+from policies.rules import fields
 from policies.rules.replacements import refusals
 
 SHOWN_CHANGES = 40
@@ -97,6 +99,37 @@ def radius_lines(radius: BlastRadius) -> list[str]:
     return lines
 
 
+def _vcpus_by_family(res: Any) -> dict[str, int]:
+    """Regional vCPUs a VM or scale set takes (capacity x the size's vCPUs), by quota family."""
+    if res is None or res.get("type") not in (VMSS, VM):
+        return {}
+    props = props_of(res)
+    if res.get("type") == VMSS:
+        size, count = str(fields.get(props, "sku.name", "")), fields.number(fields.get(props, "sku.capacity")) or 0
+    else:
+        size, count = str(fields.get(props, "hardwareProfile.vmSize", "")), 1
+    found = SKUS.get(size)
+    return {found.family: found.vcpus * count} if found and count else {}
+
+
+def quota_delta(diff: StackDiff) -> dict[str, int]:
+    """vCPUs the change adds (or frees) per quota family, counted from what runs today to what it plans."""
+    out: dict[str, int] = {}
+    for change in diff.changes:
+        before = _vcpus_by_family(change.before) if change.action != "create" else {}
+        after = _vcpus_by_family(change.after) if change.action != "delete" else {}
+        for family in before.keys() | after.keys():
+            out[family] = out.get(family, 0) + after.get(family, 0) - before.get(family, 0)
+    return {family: delta for family, delta in sorted(out.items()) if delta}
+
+
+def quota_line(diff: StackDiff) -> str:
+    delta = quota_delta(diff)
+    if not delta:
+        return "vCPU quota delta: none"
+    return "vCPU quota delta (regional, per VM family): " + "; ".join(f"{f} {d:+,}" for f, d in delta.items())
+
+
 def sizing(diff: StackDiff) -> dict[str, list[int | None]] | None:
     """The peak node count and the sizing step before and after (``None`` when a side has no cluster)."""
 
@@ -166,6 +199,7 @@ def text(diff: StackDiff, radius: BlastRadius) -> list[str]:
     lines += [f"                {line}" for line in radius_lines(radius)[1:]]
     step = sizing_line(diff)
     lines += [f"                {step}"] if step else []
+    lines += [f"                {quota_line(diff)}"]
     lines += [f"  REFUSED: {line}" for line in refused_lines(diff)]
     for change in diff.changes[:SHOWN_CHANGES]:
         detail = _describe(change)
@@ -184,6 +218,7 @@ def markdown(diff: StackDiff, radius: BlastRadius) -> list[str]:
     out += [f"- {line}" for line in radius_lines(radius)]
     step = sizing_line(diff)
     out += [f"- {step}"] if step else []
+    out += [f"- {quota_line(diff)}"]
     refused = refused_lines(diff)
     if refused:
         out += ["", "#### Refused by Azure (`pulumi up` would fail)", "", *(f"- {line}" for line in refused)]
@@ -210,6 +245,7 @@ def as_json(diff: StackDiff, radius: BlastRadius) -> dict[str, Any]:
         "blast_radius": radius.as_json(),
         "change_warnings": diff.warnings,
         "sizing": sizing(diff),
+        "quota_delta": quota_delta(diff),
     }
 
 

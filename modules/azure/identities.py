@@ -20,17 +20,13 @@ from pulumi_azure_native import authorization, managedidentity
 
 from modules.azure.context import DeployContext
 from modules.azure.rbac import grant
+from modules.cluster.scripts.azure import ARM_CALLS
 
 READER = ("Reader", "acdd72a7-3385-48ef-bd42-f606fba81ae7")
 """Built-in role: view everything, change nothing (role-based-access-control/built-in-roles)."""
-REPLACER_ACTIONS = (
-    "Microsoft.Compute/virtualMachineScaleSets/read",
-    "Microsoft.Compute/virtualMachineScaleSets/write",
-    "Microsoft.Compute/virtualMachineScaleSets/delete/action",
-    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
-)
-"""Delete instances (POST .../delete) and set the capacity back (PATCH sku.capacity): resource-provider
-operations for Microsoft.Compute."""
+REPLACER_ACTIONS = tuple(dict.fromkeys(call.action for call in ARM_CALLS))
+"""What the remediation job's calls need (modules/cluster/scripts/azure.py ARM_CALLS: read the set and its
+instances, delete instances, set the capacity back), nothing more: derived from the calls, not typed twice."""
 
 
 def replacer_role_guid(resource_group_id: str) -> str:

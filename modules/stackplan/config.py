@@ -411,6 +411,14 @@ class ClusterConfig(_Model):
     allow_forwarded_traffic: bool = Field(
         default=False, description="Let the hub forward traffic into this spoke (off: no transit)."
     )
+    scale_sets_in_flight: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="Scale sets `pulumi up` creates (or changes) at once: each waits for the one this many places "
+        "before it, so a 76-set cluster is allocated in waves and a capacity or quota failure stops a wave, not "
+        "the whole fleet.",
+    )
 
     @field_validator("name")
     @classmethod

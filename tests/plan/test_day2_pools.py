@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from agk.plan.change_report import radius_lines
+from agk.plan.change_report import quota_delta, radius_lines
+from agk.plan.diff import resources_of
 from agk.review import ChangeSet, review
 from agk.review.export import parse
 
@@ -63,7 +64,23 @@ def test_growing_a_pool_fills_its_newest_set_and_adds_one(tmp_path: Path, base: 
         ("h100-a-18", "scale-out", 6),
         ("h100-a-19", "create", 19),
     ]
+    # The PR comment's quota line: what the 25 new H100 VMs take from the region's vCPU quota (96 each).
+    assert quota_delta(found) == {"standardNDSH100v5Family": 25 * 96}
     assert not [v for v in _verdicts(found, head) if v[1] == "mandatory"]
+
+
+def test_scale_sets_are_created_in_waves(base: dict[str, Any]) -> None:
+    """Issue 20, item 5: all 76 InfiniBand scale sets were submitted at once. Each now waits for the set
+    cluster.scale_sets_in_flight (10) places before it, across pools."""
+    sets = [r for r in resources_of(base) if r["type"].endswith(":VirtualMachineScaleSet")]
+    assert len(sets) == 77
+    urns = {r["urn"] for r in sets}
+    waits = {r["urn"]: [d for d in r.get("dependencies", []) if d in urns] for r in sets}
+    # Ten sets start at once; every other waits for exactly one, and no set is waited for twice: ten chains.
+    assert sum(not w for w in waits.values()) == 10
+    assert all(len(w) <= 1 for w in waits.values())
+    waited = [w[0] for w in waits.values() if w]
+    assert len(waited) == len(set(waited)) == 67
 
 
 def test_shrinking_a_pool_names_the_vms_it_removes(tmp_path: Path, base: dict[str, Any]) -> None:
@@ -88,6 +105,7 @@ def test_shrinking_a_pool_names_the_vms_it_removes(tmp_path: Path, base: dict[st
         "VMs removed: h100-a-18: all 93 VMs, the set is deleted; h100-a-17: the newest 7 of its 99 VMs;"
         " drain them first (README: Day 2 changes)",
     ]
+    assert quota_delta(found) == {"standardNDSH100v5Family": -100 * 96}
     assert ("pool-shrink-below-running", "advisory") in {v[:2] for v in _verdicts(found, head)}
     shrink = next(v[2] for v in _verdicts(found, head) if v[0] == "pool-shrink-below-running")
     assert shrink == (
