@@ -561,7 +561,7 @@ def test_every_arm_call_is_one_the_remediation_role_grants_on_the_scale_set(
     from modules.azure.identities import REPLACER_ACTIONS
     from modules.cluster.scripts.azure import ARM_CALLS
 
-    fake, api, rule = wired_rule(serve, dev_spec, [fenced_node("bad", 60)] + [node(f"n{i}") for i in range(8)])
+    _, api, rule = wired_rule(serve, dev_spec, [fenced_node("bad", 60)] + [node(f"n{i}") for i in range(8)])
     cloud = FakeAzure({"h100-0": 4}, {"h100-0": {"0", "3"}}, polls=2)
     assert remediate_xid.replace(api, azure(cloud), rule, NOW).replaced == ["bad"]
     scale_set = (
