@@ -64,6 +64,13 @@ CHANGE_POLICIES: list[ChangePolicy] = [
         severity=Severity.HIGH,
     ),
     ChangePolicy(
+        name="etcd-membership-change",
+        description="A change does not add etcd members that would boot a new cluster instead of joining, nor "
+        "delete a member that has not left the cluster (etcdctl member add / member remove first).",
+        validate=change.etcd_membership_change,
+        severity=Severity.CRITICAL,
+    ),
+    ChangePolicy(
         name="allowance-takes-quorum",
         description="Allowances do not let more etcd members be replaced or deleted in one update than quorum "
         "survives.",

@@ -67,7 +67,11 @@ def change_args(diff: StackDiff, allowances: Sequence[Allowance]) -> ChangeArgs:
         )
         for name, sets in sorted(running.items())
     ]
-    return ChangeArgs(diff.stack, changes, subnets, pools, list(allowances), rolls=rolls(diff))
+    groups: dict[str, int] = {}
+    for res in diff.base_resources:
+        if res.get("type") == fields.VM and (role := fields.role(props_of(res))) in ("etcd", "events-etcd"):
+            groups[role] = groups.get(role, 0) + 1
+    return ChangeArgs(diff.stack, changes, subnets, pools, list(allowances), rolls=rolls(diff), etcd_groups=groups)
 
 
 ROLLED_ROLES = ("etcd", "events-etcd", "apiserver")

@@ -492,7 +492,9 @@ class ChangeAllowance(_Model):
 
     urn: str | None = Field(default=None, min_length=1, description="The resource's URN, as agk plan --base lists it.")
     name: str | None = Field(default=None, min_length=1, description="Or its logical name (the URN's last part).")
-    action: Literal["replace", "delete", "move"] = Field(description="replace | delete | move (a subnet's new prefix).")
+    action: Literal["replace", "delete", "move", "add"] = Field(
+        description="replace | delete | move (a subnet's new prefix) | add (an etcd member added by hand first)."
+    )
     reason: str = Field(min_length=1, description="Why it is intended, e.g. the change ticket.")
 
     @field_validator("reason", "urn", "name")

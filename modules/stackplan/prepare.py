@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from modules.bootstrap import versions
 from modules.bootstrap.context import PORTS, BootstrapContext
 from modules.bootstrap.roles import POOL_STATIC_PODS
 from modules.cluster.manifests import render_manifests
@@ -125,6 +126,9 @@ def prepare_cluster(
     plan.refuse_hard_limit_breaks()
     addresses = cluster_addresses(plan)
     try:
+        # The Kubernetes minor against every pinned component: the images' containerd here, the gang scheduler's
+        # skew in addons_spec, the component images in the versions table (bootstrap_context).
+        versions.check_containerd(cluster.kubernetes_version, {kind: image.version for kind, image in config.images})
         pools = plan_pools(cluster, limits_for(config), scale_sets)
         addons = addons_for(stack, config, addresses, pools)
         pools = with_node_agents(pools, addons)

@@ -88,7 +88,7 @@ def at_once(role: str, members: int) -> int:
 @dataclass(frozen=True)
 class Allowance:
     action: str
-    """replace | delete | move"""
+    """replace | delete | move | add (an etcd member added by hand first)"""
     reason: str
     urn: str | None = None
     name: str | None = None
@@ -110,6 +110,8 @@ class ChangeArgs:
     config: Mapping[str, Any] = field(default_factory=dict)
     rolls: Sequence[GroupRoll] = ()
     """Per control-plane group, the VMs this change restarts or replaces."""
+    etcd_groups: Mapping[str, int] = field(default_factory=dict)
+    """etcd role (etcd, events-etcd) to its member VMs today."""
 
     def allowed(self, urn: str, name: str, action: str) -> bool:
         return any(a.matches(urn, name, action) for a in self.allowances)
@@ -199,6 +201,33 @@ def control_plane_one_at_a_time(args: ChangeArgs, report_violation: Report) -> N
         )
 
 
+def etcd_membership_change(args: ChangeArgs, report_violation: Report) -> None:
+    """Mandatory: a running etcd cluster gains or loses members only through etcd's own membership API."""
+    for role, members in sorted(args.etcd_groups.items()):
+        vms = [c for c in args.changes if c.type == fields.VM and c.role == role]
+        added = [c for c in vms if c.action == "create"]
+        removed = [c for c in vms if c.action == "delete"]
+        if added and not all(args.allowed(c.urn, c.name, "add") for c in added):
+            names = ", ".join(c.name for c in added)
+            report_violation(
+                f"{role} grows from {members} to {members + len(added) - len(removed)} members ({names} created):"
+                " the program renders a member for a new cluster (initial-cluster-state: new), so it never joins the"
+                " running one. Add one member per update: `etcdctl member add <name> --peer-urls=https://<ip>:2380`"
+                " on a healthy member, then deploy that member and start it with initial-cluster-state: existing"
+                " (README: etcd membership changes); " + args.how_to_allow(added[0].name, "add"),
+                added[0].urn,
+            )
+        for change in removed:
+            if args.allowed(change.urn, change.name, "delete"):
+                continue
+            report_violation(
+                f"{role} member {change.name} would be deleted without leaving the cluster: the others keep"
+                f" counting it in their quorum. First `etcdctl member remove <its member id>` (etcdctl member list),"
+                " one member per update, then delete its VM; " + args.how_to_allow(change.name, "delete"),
+                change.urn,
+            )
+
+
 def allowance_takes_quorum(args: ChangeArgs, report_violation: Report) -> None:
     """Advisory: allowances that together let more etcd members go at once than quorum survives."""
     for roll in args.rolls:
@@ -239,6 +268,7 @@ def pool_shrink_below_running(args: ChangeArgs, report_violation: Report) -> Non
 
 def change_allowance_unused(args: ChangeArgs, report_violation: Report) -> None:
     candidates = [(c.urn, c.name, c.action) for c in args.changes]
+    candidates += [(c.urn, c.name, "add") for c in args.changes if c.action == "create"]
     candidates += [(s.urn, s.name, "move") for s in args.subnets if s.after]
     for allowance in args.allowances:
         refused = next((c for c in args.changes if c.refused and allowance.matches(c.urn, c.name, "replace")), None)

@@ -116,6 +116,7 @@ CHANGE_POLICY_NAMES = {
     "change-allowance-unused",
     "control-plane-one-at-a-time",
     "allowance-takes-quorum",
+    "etcd-membership-change",
 }
 
 

@@ -140,4 +140,5 @@ def test_policies_have_unique_names_and_levels() -> None:
         "allowance-takes-quorum": "advisory",
         "pool-shrink-below-running": "advisory",
         "change-allowance-unused": "advisory",
+        "etcd-membership-change": "mandatory",
     }

@@ -220,7 +220,7 @@ def test_bad_allowance_is_one_line_exit_2(base: Path, tmp_path: Path) -> None:
     code, out, err = agk("review", "--stack", "dev", "--base", str(base), "--stacks-dir", str(stacks))
     assert (code, out) == (2, "")
     assert err == (
-        "error: dev: azure-gpu-k8s:changes.allow[0].action: 'nuke' is not allowed: use 'replace', 'delete' or 'move'\n"
+        "error: dev: azure-gpu-k8s:changes.allow[0].action: 'nuke' is not allowed: use 'replace', 'delete', 'move' or 'add'\n"
     )
 
 
