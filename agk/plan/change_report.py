@@ -14,7 +14,29 @@ from policies.rules import fields
 from policies.rules.replacements import refusals
 
 SHOWN_CHANGES = 40
-"""Text and markdown list this many changes (replacements and deletions first); JSON lists all."""
+"""Text and markdown list this many changes besides the scale sets (every one of those is listed); JSON lists all."""
+_RANK = {
+    "azure-native:compute:VirtualMachineScaleSet": 0,
+    "azure-native:compute:VirtualMachine": 1,
+    "azure-native:compute:Disk": 2,
+    "azure-native:network:LoadBalancer": 3,
+    "azure-native:network:VirtualNetwork": 4,
+    "azure-native:network:Subnet": 4,
+    "azure-native:network:VirtualNetworkPeering": 4,
+    "azure-native:authorization:RoleDefinition": 8,
+    "azure-native:authorization:RoleAssignment": 8,
+    "azure-native:keyvault:Secret": 9,
+}
+_ORDER = {action: i for i, action in enumerate(("replace", "delete", "update", "create"))}
+
+
+def shown(diff: StackDiff) -> tuple[list[Change], int]:
+    """What a reviewer reads first: machines (every scale set, whatever the count), their disks and network,
+    and the Key Vault secrets and role assignments last; and how many rows are left out."""
+    ordered = sorted(diff.changes, key=lambda c: (_RANK.get(c.type, 5), _ORDER[c.action], c.type, c.urn))
+    sets = sum(c.type == "azure-native:compute:VirtualMachineScaleSet" for c in ordered)
+    limit = sets + SHOWN_CHANGES
+    return ordered[:limit], max(0, len(ordered) - limit)
 
 
 def _plural(count: int, noun: str) -> str:
@@ -123,11 +145,32 @@ def quota_delta(diff: StackDiff) -> dict[str, int]:
     return {family: delta for family, delta in sorted(out.items()) if delta}
 
 
+def quota_peak(diff: StackDiff) -> dict[str, int]:
+    """vCPUs the update takes at its height: Pulumi creates and grows first and deletes last, so what goes is
+    still there while what comes is added (a delete-first replacement frees its vCPUs before)."""
+    out: dict[str, int] = {}
+    for change in diff.changes:
+        if change.action == "delete" or (change.action == "replace" and change.delete_first):
+            continue
+        before = _vcpus_by_family(change.before) if change.action == "update" else {}
+        after = _vcpus_by_family(change.after)
+        for family in before.keys() | after.keys():
+            grows = after.get(family, 0) - before.get(family, 0)
+            if grows > 0:
+                out[family] = out.get(family, 0) + grows
+    return dict(sorted(out.items()))
+
+
 def quota_line(diff: StackDiff) -> str:
-    delta = quota_delta(diff)
+    delta, peak = quota_delta(diff), quota_peak(diff)
+    during = ""
+    if peak != {f: d for f, d in delta.items() if d > 0}:
+        during = (
+            " (during the update, before its deletes run: " + "; ".join(f"{f} +{d:,}" for f, d in peak.items()) + ")"
+        )
     if not delta:
-        return "vCPU quota delta: none"
-    return "vCPU quota delta (regional, per VM family): " + "; ".join(f"{f} {d:+,}" for f, d in delta.items())
+        return "vCPU quota delta: none" + during
+    return "vCPU quota delta (regional, per VM family): " + "; ".join(f"{f} {d:+,}" for f, d in delta.items()) + during
 
 
 def sizing(diff: StackDiff) -> dict[str, list[int | None]] | None:
@@ -201,13 +244,14 @@ def text(diff: StackDiff, radius: BlastRadius) -> list[str]:
     lines += [f"                {step}"] if step else []
     lines += [f"                {quota_line(diff)}"]
     lines += [f"  REFUSED: {line}" for line in refused_lines(diff)]
-    for change in diff.changes[:SHOWN_CHANGES]:
+    rows, more = shown(diff)
+    for change in rows:
         detail = _describe(change)
         lines.append(
             f"  {change.action:<8} {_short_type(change.type):<26} {change.name}" + (f"  ({detail})" if detail else "")
         )
-    if len(diff.changes) > SHOWN_CHANGES:
-        lines.append(f"  ... and {len(diff.changes) - SHOWN_CHANGES:,} more (--format json lists every change)")
+    if more:
+        lines.append(f"  ... and {more:,} more (--format json lists every change)")
     lines += [f"  warning: {w}" for w in diff.warnings]
     return lines
 
@@ -225,12 +269,13 @@ def markdown(diff: StackDiff, radius: BlastRadius) -> list[str]:
     out += ["", f"#### Changes against {where}: {counts_line(diff)}", ""]
     if diff.changes:
         out += ["| action | type | resource | keys |", "|---|---|---|---|"]
-        for change in diff.changes[:SHOWN_CHANGES]:
+        rows, more = shown(diff)
+        for change in rows:
             out.append(
                 f"| {change.action} | `{_short_type(change.type)}` | `{change.name}` | {_describe(change).replace('|', '/')} |"
             )
-        if len(diff.changes) > SHOWN_CHANGES:
-            out.append(f"| … | | {len(diff.changes) - SHOWN_CHANGES:,} more | `agk plan --format json` lists all |")
+        if more:
+            out.append(f"| … | | {more:,} more | `agk plan --format json` lists all |")
         out.append("")
     out += [f"> warning: {w}" for w in diff.warnings]
     return out
@@ -246,6 +291,7 @@ def as_json(diff: StackDiff, radius: BlastRadius) -> dict[str, Any]:
         "change_warnings": diff.warnings,
         "sizing": sizing(diff),
         "quota_delta": quota_delta(diff),
+        "quota_peak": quota_peak(diff),
     }
 
 

@@ -97,7 +97,10 @@ def test_sarif_carries_every_required_field() -> None:
         assert result["level"] == ("warning" if result["ruleId"] == "apiserver-memory-sizing" else "error")
         assert result["message"]["text"]
         (location,) = result["locations"]
-        assert location["physicalLocation"]["artifactLocation"]["uri"] == str(BROKEN)
+        # The export is of stack dev: results point into its stack file (where a pull request changes keys),
+        # and name the export they were found in.
+        assert location["physicalLocation"]["artifactLocation"]["uri"] == "stacks/Pulumi.dev.yaml"
+        assert result["properties"]["export"] == str(BROKEN)
         assert location["physicalLocation"]["region"]["startLine"] >= 1
         assert location["logicalLocations"][0]["fullyQualifiedName"].startswith("urn:pulumi:dev::")
         assert len(result["partialFingerprints"]["agkViolation/v1"]) == 64
