@@ -78,11 +78,11 @@ def review(deployments: list[Deployment], policy_config: Path | None, changes: S
     for dep in deployments:
         for res in dep.resources:
             props[res.urn] = {**res.inputs, **res.outputs}
-    for c in changes:
-        from agk.plan.blast import props_of
+    from agk.plan.blast import props_of
 
-        for res in [*c.diff.base_resources, *c.diff.head_resources]:
-            props.setdefault(str(res["urn"]), props_of(res))
+    for c in changes:
+        for state in [*c.diff.base_resources, *c.diff.head_resources]:
+            props.setdefault(str(state["urn"]), props_of(state))
     for r in reports:
         r.violations[:] = [replace(v, key=config_key(v, props.get(v.urn))) for v in r.violations]
     per_pack = reports[0].policies_run if deployments else 0
