@@ -39,8 +39,10 @@ def text(report: Report) -> str:
         f"agk review: {', '.join(report.stacks) or '(no stack)'}: {report.policies_run} policies, "
         f"{mandatory} mandatory and {advisory} advisory violation(s)"
     ]
+    several = len({v.source for v in report.violations}) > 1
     for v in _ordered(report):
-        lines.append(f"  {v.enforcement.upper():<9} {v.policy}  [{v.stack}] {v.type} {_resource_name(v.urn)}")
+        where = f"  ({v.source})" if several else ""
+        lines.append(f"  {v.enforcement.upper():<9} {v.policy}  [{v.stack}] {v.type} {_resource_name(v.urn)}{where}")
         lines.append(f"            {v.message}")
     lines.append(
         f"verdict: FAIL ({mandatory} mandatory violation(s))" if mandatory else "verdict: PASS (no mandatory violation)"
@@ -58,6 +60,8 @@ def as_json(report: Report) -> str:
                 "urn": v.urn,
                 "type": v.type,
                 "message": v.message,
+                "source": v.source,
+                "key": v.key,
             }
             for v in _ordered(report)
         ],
