@@ -25,6 +25,7 @@ from modules.azure.identities import ClusterIdentities, ClusterIdentitiesArgs
 from modules.azure.keyvault import ClusterVault, ClusterVaultArgs, vault_name
 from modules.azure.node_pool import NodePool, NodePoolArgs
 from modules.azure.nsg import Rule
+from modules.azure.segmentation import spoke_rules
 from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import ClusterStorage, ClusterStorageArgs, Grant, account_name, blob_url
 from modules.azure.vm import IdentityBound
@@ -172,6 +173,16 @@ def nat_host_rules(prep: ClusterPrep) -> dict[str, tuple[Rule, ...]]:
     return {"nat": rules}
 
 
+def _subnet_rules(prep: ClusterPrep) -> dict[str, tuple[Rule, ...]]:
+    """Every subnet's own NSG rules: the NAT host's service ingress and the spoke's segmentation."""
+    hub = prep.plan.network.vnets[prep.plan.vnet.peers[0]] if prep.plan.vnet.peers else None
+    rules: dict[str, tuple[Rule, ...]] = dict(nat_host_rules(prep))
+    segments = spoke_rules(dict(prep.addresses.subnets), hub.address_space if hub else ())
+    for name, extra in segments.items():
+        rules[name] = (*rules.get(name, ()), *extra)
+    return rules
+
+
 def _grants(prep: ClusterPrep, pools: Mapping[str, NodePool]) -> dict[str, list[Grant]]:
     cluster = prep.config.cluster
     assert cluster is not None
@@ -295,7 +306,7 @@ def _spoke(prep: ClusterPrep, ctx: DeployContext, client: Any) -> _Spoke:
             hub=hub,
             allow_forwarded_traffic=cluster.allow_forwarded_traffic,
             egress=[Egress(e.name, e.subnets, e.public_ips, e.zone) for e in prep.egress],
-            extra_rules=nat_host_rules(prep),
+            extra_rules=_subnet_rules(prep),
         ),
     )
     pki = ClusterPki(f"{cluster.name}-pki", ClusterPkiArgs(spec=pki_spec(prep.bootstrap)))
