@@ -3,7 +3,7 @@
 Resources are matched the way the Pulumi engine matches them: by URN, or by one of the new
 resource's aliases. A URN that changes without an alias (a renamed pool, a new parent, a new type)
 is a delete and a create. A matched resource is the same, an update (the changed input keys), or
-a replacement, when :mod:`agk.plan.replacements` says a changed input forces one; changes Azure
+a replacement, when :mod:`policies.rules.replacements` says a changed input forces one; changes Azure
 refuses in place are marked ``refused``. Pure: state dicts in, :class:`StackDiff` out.
 """
 

@@ -1,4 +1,4 @@
-"""The diff's rules as a table: each row of agk/plan/replacements.py decides what a change does."""
+"""The diff's rules as a table: each row of policies/rules/replacements.py decides what a change does."""
 
 from __future__ import annotations
 
