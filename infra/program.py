@@ -25,6 +25,7 @@ from modules.azure.identities import ClusterIdentities, ClusterIdentitiesArgs
 from modules.azure.keyvault import ClusterVault, ClusterVaultArgs, vault_name
 from modules.azure.node_pool import NodePool, NodePoolArgs
 from modules.azure.nsg import Rule
+from modules.azure.segmentation import spoke_rules
 from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import ClusterStorage, ClusterStorageArgs, Grant, account_name, blob_url
 from modules.azure.vm import IdentityBound
@@ -48,7 +49,7 @@ from modules.stackplan.config import (
     resource_group_name,
 )
 from modules.stackplan.egress import public_ips_for
-from modules.stackplan.pools import SYSTEM
+from modules.stackplan.pools import SYSTEM, deployed_scale_sets
 from modules.stackplan.prepare import ClusterPrep, prepare_cluster
 from modules.stackplan.prerequisites import hub_prerequisites
 from modules.vm_sizing.recommend import etcd_iops
@@ -74,19 +75,22 @@ def load() -> tuple[str, StackConfig]:
     return stack, parse_config(runtime_config())
 
 
-def deployed(stack: str) -> dict[str, str]:
-    """Where this stack's subnets are now: its own last outputs, read through Pulumi's StackReference sync
-    path (the builtin `pulumi:pulumi:readStackOutputs` invoke on its own fully qualified name), before any
-    resource exists. Before the first deploy there are none; a backend that cannot answer gets a warning
-    and only the pins the stack file declares."""
+def last_outputs(stack: str) -> dict[str, Any]:
+    """This stack's own last outputs (where its subnets are, how its pools are split into scale sets), read
+    through Pulumi's StackReference sync path (the builtin `pulumi:pulumi:readStackOutputs` invoke on its own
+    fully qualified name), before any resource exists. Before the first deploy there are none; a backend
+    that cannot answer gets a warning and only the pins the stack file declares."""
     name = f"{pulumi.get_organization()}/{pulumi.get_project()}/{stack}"
     try:
         result = pulumi.runtime.invoke("pulumi:pulumi:readStackOutputs", {"name": name})
     except Exception as err:  # the SDK raises a bare Exception for an invoke's failures
-        pulumi.log.warn(f"{stack}: cannot read its last outputs ({err}): only network.pinned holds subnets in place")
+        pulumi.log.warn(
+            f"{stack}: cannot read its last outputs ({err}): only network.pinned holds subnets in place, and pools"
+            " are split as if new"
+        )
         return {}
     outputs = result.value.get("outputs") if isinstance(result.value, dict) else None
-    return deployed_subnets(outputs) if isinstance(outputs, dict) else {}
+    return outputs if isinstance(outputs, dict) else {}
 
 
 def context(stack: str, config: StackConfig) -> tuple[resources.ResourceGroup, DeployContext]:
@@ -168,6 +172,16 @@ def nat_host_rules(prep: ClusterPrep) -> dict[str, tuple[Rule, ...]]:
         for i, net in enumerate(sources)
     )
     return {"nat": rules}
+
+
+def _subnet_rules(prep: ClusterPrep) -> dict[str, tuple[Rule, ...]]:
+    """Every subnet's own NSG rules: the NAT host's service ingress and the spoke's segmentation."""
+    hub = prep.plan.network.vnets[prep.plan.vnet.peers[0]] if prep.plan.vnet.peers else None
+    rules: dict[str, tuple[Rule, ...]] = dict(nat_host_rules(prep))
+    segments = spoke_rules(dict(prep.addresses.subnets), hub.address_space if hub else ())
+    for name, extra in segments.items():
+        rules[name] = (*rules.get(name, ()), *extra)
+    return rules
 
 
 def _grants(prep: ClusterPrep, pools: Mapping[str, NodePool]) -> dict[str, list[Grant]]:
@@ -269,7 +283,7 @@ class _Spoke:
         return self.network.ready
 
 
-def _hub_ref(cluster: ClusterConfig) -> HubRef:
+def _hub_ref(cluster: ClusterConfig, hub_space: Sequence[str] = ()) -> HubRef:
     ref = pulumi.StackReference(f"{PROJECT}-hub", stack_name=cluster.hub_stack)
 
     def out(name: str) -> pulumi.Output[str]:
@@ -283,6 +297,7 @@ def _hub_ref(cluster: ClusterConfig) -> HubRef:
         private_dns_zone_name=out("private_dns_zone_name"),
         blob_dns_zone_id=out("blob_dns_zone_id"),
         vault_dns_zone_id=out("vault_dns_zone_id"),
+        address_space=tuple(hub_space),
     )
 
 
@@ -290,7 +305,8 @@ def _spoke(prep: ClusterPrep, ctx: DeployContext, client: Any) -> _Spoke:
     """The network, the PKI and the vault: what the machines need before they exist."""
     cluster, config, stack = prep.config.cluster, prep.config, prep.stack
     assert cluster is not None
-    hub = _hub_ref(cluster)
+    peers = prep.plan.vnet.peers
+    hub = _hub_ref(cluster, [str(p) for p in prep.plan.network.vnets[peers[0]].address_space] if peers else ())
     network = SpokeNetwork(
         cluster.name,
         SpokeNetworkArgs(
@@ -300,7 +316,7 @@ def _spoke(prep: ClusterPrep, ctx: DeployContext, client: Any) -> _Spoke:
             hub=hub,
             allow_forwarded_traffic=cluster.allow_forwarded_traffic,
             egress=[Egress(e.name, e.subnets, e.public_ips, e.zone) for e in prep.egress],
-            extra_rules=nat_host_rules(prep),
+            extra_rules=_subnet_rules(prep),
         ),
     )
     pki = ClusterPki(f"{cluster.name}-pki", ClusterPkiArgs(spec=pki_spec(prep.bootstrap)))
@@ -325,7 +341,7 @@ def _control_plane(s: _Spoke, boot: Mapping[str, pulumi.Input[str]]) -> ControlP
     """API servers behind their load balancer, the etcd clusters."""
     prep, cluster = s.prep, s.cluster
     addresses, sizes = prep.addresses, prep.sizes
-    nodes = prep.pools.peak_nodes
+    nodes = prep.pools.sizing_nodes
     groups = [("etcd", cluster.etcd, addresses.etcd)]
     if cluster.events_etcd is not None:
         groups.append(("events-etcd", cluster.events_etcd, addresses.events_etcd))
@@ -396,6 +412,7 @@ def _node_pools(s: _Spoke, controllers: ClusterIdentities) -> dict[str, NodePool
     """Every pool's scale sets; the remediation identity may replace the GPU pools' VMs."""
     prep, cluster = s.prep, s.cluster
     node_pools: dict[str, NodePool] = {}
+    ordered: list[pulumi.Resource] = []
     for pool in prep.pools.pools.values():
         component = f"{cluster.name}-system" if pool.name == SYSTEM else pool.name
         node_pools[pool.name] = NodePool(
@@ -418,8 +435,11 @@ def _node_pools(s: _Spoke, controllers: ClusterIdentities) -> dict[str, NodePool
                 extra_identities=(
                     [controllers.cloud_provider_id, controllers.remediation_id] if pool.name == SYSTEM else []
                 ),
+                earlier_sets=tuple(ordered),
+                in_flight=cluster.scale_sets_in_flight,
             ),
         )
+        ordered += node_pools[pool.name].scale_set_resources
         if pool.role == "gpu-node":
             for set_name, set_id in node_pools[pool.name].scale_set_refs.items():
                 controllers.grant_replacer(set_name, set_id)
@@ -537,6 +557,9 @@ def _cluster_outputs(
             "remediation_client_id": controllers.remediation_client_id,
         },
         "sizing": {role: choice.to_dict() for role, choice in prep.sizes.items()},
+        # What the sizes follow: the peak node count and the step it is rounded up to (agk plan --base says
+        # when a change crosses one).
+        "sized_for": {"peak_nodes": prep.pools.peak_nodes, "nodes": prep.pools.sizing_nodes},
         "address_plan": prep.plan.vnet.to_dict(),
         "hub": hub_stack_name(cluster),
         "addons_spec": prep.addons.to_json(),
@@ -557,8 +580,11 @@ def build(stack: str, config: StackConfig) -> dict[str, Any]:
 
         return build_addons(config)
     if config.kind == "hub":
-        return build_hub(stack, config, plan_stack(stacks_dir(), stack, config, deployed(stack)))
-    return build_cluster(prepare_cluster(stack, config, stacks_dir(), deployed(stack)))
+        return build_hub(stack, config, plan_stack(stacks_dir(), stack, config, deployed_subnets(last_outputs(stack))))
+    last = last_outputs(stack)
+    return build_cluster(
+        prepare_cluster(stack, config, stacks_dir(), deployed_subnets(last), deployed_scale_sets(last))
+    )
 
 
 def export(outputs: dict[str, Any]) -> None:

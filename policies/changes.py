@@ -49,9 +49,33 @@ CHANGE_POLICIES: list[ChangePolicy] = [
     ),
     ChangePolicy(
         name="no-change-azure-refuses",
-        description="A change does not update an input Azure refuses to change in place (e.g. a VM's "
-        "customData): the provider does not replace the resource and `pulumi up` fails half-way.",
+        description="A change does not update an input Azure refuses to change in place (a VM's OS profile "
+        "or zones, a shrinking disk, ...; policies/rules/replacements.py, a source per row): the provider does not "
+        "replace the resource and `pulumi up` fails half-way. No allowance lets it through.",
         validate=change.no_change_azure_refuses,
+        severity=Severity.HIGH,
+    ),
+    ChangePolicy(
+        name="control-plane-one-at-a-time",
+        description="A change does not resize (Azure restarts the VM) or replace more etcd members than quorum "
+        "spares (one), or more API servers than leave a majority serving, at once, unless they are ordered one "
+        "after another.",
+        validate=change.control_plane_one_at_a_time,
+        severity=Severity.HIGH,
+    ),
+    ChangePolicy(
+        name="etcd-membership-change",
+        description="A change does not add etcd members that would boot a new cluster instead of joining, nor "
+        "delete a member that has not left the cluster (etcdctl member add / member remove first).",
+        validate=change.etcd_membership_change,
+        severity=Severity.CRITICAL,
+    ),
+    ChangePolicy(
+        name="allowance-takes-quorum",
+        description="Allowances do not let more etcd members be replaced or deleted in one update than quorum "
+        "survives.",
+        validate=change.allowance_takes_quorum,
+        enforcement_level=EnforcementLevel.ADVISORY,
         severity=Severity.HIGH,
     ),
     ChangePolicy(

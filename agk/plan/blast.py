@@ -14,6 +14,7 @@ from typing import Any
 
 from agk.plan import wire
 from agk.plan.diff import Change, StackDiff, State
+from agk.plan.restarts import HostRestart, host_restarts
 from modules import tags as tagnames
 from modules.vm_sizing.skus import SKUS
 from policies.rules import fields as props_wire
@@ -57,6 +58,31 @@ class ScaleSetHit:
     pool: str
     vm_size: str
     action: str
+    """replace | delete | scale-in (a lowered capacity: Azure deletes that many running instances)."""
+    nodes: int
+    """Running VMs that go: every instance of a replaced or deleted set, the removed ones of a scale-in."""
+    gpus: int
+    running: int = 0
+    """Instances the set runs today."""
+
+    def removed(self) -> str:
+        """Which of the set's VMs go, in words."""
+        if self.action == "scale-in":
+            return f"{self.name}: the newest {self.nodes:,} of its {self.running:,} VMs"
+        return (
+            f"{self.name}: all {self.nodes:,} VMs, the set is {'replaced' if self.action == 'replace' else 'deleted'}"
+        )
+
+
+@dataclass(frozen=True)
+class ScaleSetGrowth:
+    """A scale set created, or one whose capacity rises: VMs `pulumi up` adds (and quota it takes)."""
+
+    name: str
+    pool: str
+    vm_size: str
+    action: str
+    """create | scale-out"""
     nodes: int
     gpus: int
 
@@ -104,6 +130,10 @@ class BlastRadius:
     """Why the API endpoint is affected (load balancer, its frontend address, API server VMs)."""
     to_roll: list[ScaleSetRoll] = field(default_factory=list)
     """Scale sets updated in place whose running nodes need a reimage to get the change."""
+    created: list[ScaleSetGrowth] = field(default_factory=list)
+    """Scale sets created or grown: the VMs the change adds."""
+    restarts: list[HostRestart] = field(default_factory=list)
+    """Hosts whose processes the change restarts (their bundle's restart map, or their VM)."""
 
     @property
     def nodes(self) -> int:
@@ -112,6 +142,14 @@ class BlastRadius:
     @property
     def gpus(self) -> int:
         return sum(s.gpus for s in self.scale_sets)
+
+    @property
+    def nodes_created(self) -> int:
+        return sum(s.nodes for s in self.created)
+
+    @property
+    def gpus_created(self) -> int:
+        return sum(s.gpus for s in self.created)
 
     @property
     def empty(self) -> bool:
@@ -144,8 +182,23 @@ class BlastRadius:
                     "action": s.action,
                     "nodes": s.nodes,
                     "gpus": s.gpus,
+                    "running": s.running,
                 }
                 for s in self.scale_sets
+            ],
+            "nodes_created": self.nodes_created,
+            "gpus_created": self.gpus_created,
+            "restarts": [r.as_json() for r in self.restarts],
+            "scale_sets_created": [
+                {
+                    "name": s.name,
+                    "pool": s.pool,
+                    "vm_size": s.vm_size,
+                    "action": s.action,
+                    "nodes": s.nodes,
+                    "gpus": s.gpus,
+                }
+                for s in self.created
             ],
             "etcd_member_names": self.etcd_members,
             "scale_sets_to_roll": [
@@ -182,25 +235,42 @@ def _nodes_by_subnet(resources: Iterable[State]) -> dict[str, int]:
     return out
 
 
+def _gpus(size: str, nodes: int) -> int:
+    sku = SKUS.get(size)
+    return nodes * (sku.gpus if sku else 0)
+
+
+def _scale_sets(change: Change, radius: BlastRadius) -> None:
+    """What a scale set's change removes (replace, delete, a lowered capacity) or adds (create, a raised one)."""
+    before = _capacity(change.before) if change.before is not None else 0
+    after = _capacity(change.after) if change.after is not None and change.action != "delete" else 0
+    props = props_of(change.before if change.before is not None else change.after or {})
+    size = str(props_wire.get(props, "sku.name", ""))
+    pool = props_wire.tag(props, tagnames.POOL) or ""
+    if change.action in GONE:
+        radius.scale_sets.append(
+            ScaleSetHit(change.name, pool, size, change.action, before, _gpus(size, before), before)
+        )
+        if change.action == "replace" and after:
+            new_size = str(props_wire.get(props_of(change.after or {}), "sku.name", "")) or size
+            radius.created.append(ScaleSetGrowth(change.name, pool, new_size, "create", after, _gpus(new_size, after)))
+    elif change.action == "create" and after:
+        radius.created.append(ScaleSetGrowth(change.name, pool, size, "create", after, _gpus(size, after)))
+    elif change.action == "update" and after < before:
+        gone = before - after
+        radius.scale_sets.append(ScaleSetHit(change.name, pool, size, "scale-in", gone, _gpus(size, gone), before))
+    elif change.action == "update" and after > before:
+        radius.created.append(
+            ScaleSetGrowth(change.name, pool, size, "scale-out", after - before, _gpus(size, after - before))
+        )
+
+
 def blast_radius(diff: StackDiff) -> BlastRadius:
     radius = BlastRadius()
     gone = {c.urn: c for c in diff.changes if c.action in GONE}
     for change in diff.changes:
-        if change.type == VMSS and change.action in GONE and change.before is not None:
-            props = props_of(change.before)
-            size = str(props_wire.get(props, "sku.name", ""))
-            nodes = _capacity(change.before)
-            sku = SKUS.get(size)
-            radius.scale_sets.append(
-                ScaleSetHit(
-                    change.name,
-                    props_wire.tag(props, tagnames.POOL) or "",
-                    size,
-                    change.action,
-                    nodes,
-                    nodes * (sku.gpus if sku else 0),
-                )
-            )
+        if change.type == VMSS:
+            _scale_sets(change, radius)
         if change.type == VMSS and change.action == "update" and change.before is not None:
             paths = tuple(p for p in change.paths if any(p == r or p.startswith(f"{r}.") for r in ROLLED))
             if paths:
@@ -208,6 +278,7 @@ def blast_radius(diff: StackDiff) -> BlastRadius:
                 pool = props_wire.tag(props, tagnames.POOL) or ""
                 radius.to_roll.append(ScaleSetRoll(change.name, pool, _capacity(change.before), paths))
     radius.etcd_members = _etcd_members(diff.base_resources, gone)
+    radius.restarts = host_restarts(diff)
     _subnets(diff, radius)
     radius.api_endpoint = _api_endpoint(diff)
     return radius

@@ -7,11 +7,36 @@ from collections.abc import Sequence
 from typing import Any
 
 from agk.plan import wire
-from agk.plan.blast import BlastRadius, SubnetMove
+from agk.plan.blast import VM, VMSS, BlastRadius, SubnetMove, props_of
 from agk.plan.diff import ACTIONS, Change, StackDiff
+from modules.vm_sizing.skus import SKUS
+from policies.rules import fields
+from policies.rules.replacements import refusals
 
 SHOWN_CHANGES = 40
-"""Text and markdown list this many changes (replacements and deletions first); JSON lists all."""
+"""Text and markdown list this many changes besides the scale sets (every one of those is listed); JSON lists all."""
+_RANK = {
+    "azure-native:compute:VirtualMachineScaleSet": 0,
+    "azure-native:compute:VirtualMachine": 1,
+    "azure-native:compute:Disk": 2,
+    "azure-native:network:LoadBalancer": 3,
+    "azure-native:network:VirtualNetwork": 4,
+    "azure-native:network:Subnet": 4,
+    "azure-native:network:VirtualNetworkPeering": 4,
+    "azure-native:authorization:RoleDefinition": 8,
+    "azure-native:authorization:RoleAssignment": 8,
+    "azure-native:keyvault:Secret": 9,
+}
+_ORDER = {action: i for i, action in enumerate(("replace", "delete", "update", "create"))}
+
+
+def shown(diff: StackDiff) -> tuple[list[Change], int]:
+    """What a reviewer reads first: machines (every scale set, whatever the count), their disks and network,
+    and the Key Vault secrets and role assignments last; and how many rows are left out."""
+    ordered = sorted(diff.changes, key=lambda c: (_RANK.get(c.type, 5), _ORDER[c.action], c.type, c.urn))
+    sets = sum(c.type == "azure-native:compute:VirtualMachineScaleSet" for c in ordered)
+    limit = sets + SHOWN_CHANGES
+    return ordered[:limit], max(0, len(ordered) - limit)
 
 
 def _plural(count: int, noun: str) -> str:
@@ -36,12 +61,44 @@ def _subnets(moves: Sequence[SubnetMove]) -> str:
     )
 
 
+def restarts_line(radius: BlastRadius) -> str:
+    if not radius.restarts:
+        return "Processes restarted: none"
+    by_sync = [r for r in radius.restarts if r.how == "sync"]
+    by_vm = [r for r in radius.restarts if r.how == "vm"]
+    parts = []
+    if by_vm:
+        parts.append("by `pulumi up`: " + "; ".join(f"{r.host} ({', '.join(r.actions)})" for r in by_vm))
+    if by_sync:
+        parts.append(
+            "by each host's hourly sync (an etcd member or an API server only while the others are healthy): "
+            + "; ".join(f"{r.host} ({', '.join(r.actions)})" for r in by_sync)
+        )
+    return f"Processes restarted on {_plural(len(radius.restarts), 'host')}: " + "; ".join(parts)
+
+
 def radius_lines(radius: BlastRadius) -> list[str]:
     """The blast radius in a few plain lines (the same words in text and markdown)."""
     sets = len(radius.scale_sets)
+    scaled_in = any(s.action == "scale-in" for s in radius.scale_sets)
     lines = [
         f"{_plural(radius.nodes, 'node')} ({_plural(radius.gpus, 'GPU')}) in {_plural(sets, 'scale set')}"
-        " replaced or deleted",
+        + (" replaced, deleted or scaled in" if scaled_in else " replaced or deleted"),
+    ]
+    if radius.scale_sets:
+        # Which VMs go is known before `pulumi up`: a scaled-in set removes its newest instances (NewestVM) and
+        # a pool shrinks from its newest sets (split_pool), so these are the VMs to drain first.
+        lines.append(
+            "VMs removed: "
+            + "; ".join(s.removed() for s in radius.scale_sets)
+            + "; drain them first (README: Day 2 changes)"
+        )
+    if radius.created:
+        lines.append(
+            f"{_plural(radius.nodes_created, 'node')} ({_plural(radius.gpus_created, 'GPU')}) created in"
+            f" {_plural(len(radius.created), 'scale set')}"
+        )
+    lines += [
         f"{_plural(len(radius.etcd_members), 'etcd member')} lost"
         + (f" ({', '.join(radius.etcd_members)})" if radius.etcd_members else ""),
         f"{_plural(len(radius.subnets_moved), 'subnet')} in use moved"
@@ -52,6 +109,7 @@ def radius_lines(radius: BlastRadius) -> list[str]:
             f"{_plural(len(radius.subnets_removed), 'subnet')} in use removed: {_subnets(radius.subnets_removed)}"
         )
     lines.append("API endpoint: " + ("; ".join(radius.api_endpoint) if radius.api_endpoint else "unaffected"))
+    lines.append(restarts_line(radius))
     if radius.to_roll:
         nodes = sum(r.nodes for r in radius.to_roll)
         lines.append(
@@ -63,10 +121,111 @@ def radius_lines(radius: BlastRadius) -> list[str]:
     return lines
 
 
+def _vcpus_by_family(res: Any) -> dict[str, int]:
+    """Regional vCPUs a VM or scale set takes (capacity x the size's vCPUs), by quota family."""
+    if res is None or res.get("type") not in (VMSS, VM):
+        return {}
+    props = props_of(res)
+    if res.get("type") == VMSS:
+        size, count = str(fields.get(props, "sku.name", "")), fields.number(fields.get(props, "sku.capacity")) or 0
+    else:
+        size, count = str(fields.get(props, "hardwareProfile.vmSize", "")), 1
+    found = SKUS.get(size)
+    return {found.family: found.vcpus * count} if found and count else {}
+
+
+def quota_delta(diff: StackDiff) -> dict[str, int]:
+    """vCPUs the change adds (or frees) per quota family, counted from what runs today to what it plans."""
+    out: dict[str, int] = {}
+    for change in diff.changes:
+        before = _vcpus_by_family(change.before) if change.action != "create" else {}
+        after = _vcpus_by_family(change.after) if change.action != "delete" else {}
+        for family in before.keys() | after.keys():
+            out[family] = out.get(family, 0) + after.get(family, 0) - before.get(family, 0)
+    return {family: delta for family, delta in sorted(out.items()) if delta}
+
+
+def quota_peak(diff: StackDiff) -> dict[str, int]:
+    """vCPUs the update takes at its height: Pulumi creates and grows first and deletes last, so what goes is
+    still there while what comes is added (a delete-first replacement frees its vCPUs before)."""
+    out: dict[str, int] = {}
+    for change in diff.changes:
+        if change.action == "delete" or (change.action == "replace" and change.delete_first):
+            continue
+        before = _vcpus_by_family(change.before) if change.action == "update" else {}
+        after = _vcpus_by_family(change.after)
+        for family in before.keys() | after.keys():
+            grows = after.get(family, 0) - before.get(family, 0)
+            if grows > 0:
+                out[family] = out.get(family, 0) + grows
+    return dict(sorted(out.items()))
+
+
+def quota_line(diff: StackDiff) -> str:
+    delta, peak = quota_delta(diff), quota_peak(diff)
+    during = ""
+    if peak != {f: d for f, d in delta.items() if d > 0}:
+        during = (
+            " (during the update, before its deletes run: " + "; ".join(f"{f} +{d:,}" for f, d in peak.items()) + ")"
+        )
+    if not delta:
+        return "vCPU quota delta: none" + during
+    return "vCPU quota delta (regional, per VM family): " + "; ".join(f"{f} {d:+,}" for f, d in delta.items()) + during
+
+
+def sizing(diff: StackDiff) -> dict[str, list[int | None]] | None:
+    """The peak node count and the sizing step before and after (``None`` when a side has no cluster)."""
+
+    def read(outputs: Any) -> tuple[int | None, int | None]:
+        value = outputs.get("sized_for") if isinstance(outputs, dict) else None
+        if not isinstance(value, dict):
+            return None, None
+        return value.get("peak_nodes"), value.get("nodes")
+
+    (peak_before, step_before), (peak_after, step_after) = read(diff.base_outputs), read(diff.head_outputs)
+    if step_before is None and step_after is None:
+        return None
+    return {"peak_nodes": [peak_before, peak_after], "sized_for": [step_before, step_after]}
+
+
+def sizing_line(diff: StackDiff) -> str | None:
+    found = sizing(diff)
+    if found is None or None in found["sized_for"] or None in found["peak_nodes"]:
+        return None
+    (peak_before, peak_after), (before, after) = found["peak_nodes"], found["sized_for"]
+    if before != after:
+        return (
+            f"Sizing step crossed: sized for {before:,} -> {after:,} nodes (peak {peak_before:,} -> {peak_after:,}):"
+            " control-plane and Prometheus VM sizes, etcd IOPS, the Prometheus disk and the API server and client"
+            " limits follow it"
+        )
+    if peak_before != peak_after:
+        return (
+            f"Sized for {after:,} nodes (peak {peak_before:,} -> {peak_after:,}, inside the step): no control-plane"
+            " size or limit changes"
+        )
+    return None
+
+
+def refused_lines(diff: StackDiff) -> list[str]:
+    """Each change Azure refuses in place, once per row of the table, with the resources and the fix."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for change in diff.changes:
+        for rule in refusals(change.type, change.refused):
+            groups.setdefault((_short_type(change.type), rule.path, rule.fix), []).append(change.name)
+    return [
+        f"Azure refuses {path} of {_plural(len(names), kind)} in place ({', '.join(names)}): `pulumi up` would fail"
+        f" there. Fix: {fix}"
+        for (kind, path, fix), names in groups.items()
+    ]
+
+
 def _describe(change: Change) -> str:
     detail = ""
     if change.action == "replace":
         detail = f"forced by {', '.join(change.keys)}"
+        if change.delete_first:
+            detail += "; deleted first: down until the new one is up"
     elif change.action == "update" and change.keys:
         detail = ", ".join(change.keys)
     if change.refused:
@@ -81,13 +240,18 @@ def text(diff: StackDiff, radius: BlastRadius) -> list[str]:
     lines = [f"Changes against {where}: {counts_line(diff)}"]
     lines += [f"  Blast radius: {line}" for line in radius_lines(radius)[:1]]
     lines += [f"                {line}" for line in radius_lines(radius)[1:]]
-    for change in diff.changes[:SHOWN_CHANGES]:
+    step = sizing_line(diff)
+    lines += [f"                {step}"] if step else []
+    lines += [f"                {quota_line(diff)}"]
+    lines += [f"  REFUSED: {line}" for line in refused_lines(diff)]
+    rows, more = shown(diff)
+    for change in rows:
         detail = _describe(change)
         lines.append(
             f"  {change.action:<8} {_short_type(change.type):<26} {change.name}" + (f"  ({detail})" if detail else "")
         )
-    if len(diff.changes) > SHOWN_CHANGES:
-        lines.append(f"  ... and {len(diff.changes) - SHOWN_CHANGES:,} more (--format json lists every change)")
+    if more:
+        lines.append(f"  ... and {more:,} more (--format json lists every change)")
     lines += [f"  warning: {w}" for w in diff.warnings]
     return lines
 
@@ -96,15 +260,22 @@ def markdown(diff: StackDiff, radius: BlastRadius) -> list[str]:
     where = "a new stack (the base has no state for it)" if diff.new_stack else f"`{diff.base}`"
     out = ["#### Blast radius", ""]
     out += [f"- {line}" for line in radius_lines(radius)]
+    step = sizing_line(diff)
+    out += [f"- {step}"] if step else []
+    out += [f"- {quota_line(diff)}"]
+    refused = refused_lines(diff)
+    if refused:
+        out += ["", "#### Refused by Azure (`pulumi up` would fail)", "", *(f"- {line}" for line in refused)]
     out += ["", f"#### Changes against {where}: {counts_line(diff)}", ""]
     if diff.changes:
         out += ["| action | type | resource | keys |", "|---|---|---|---|"]
-        for change in diff.changes[:SHOWN_CHANGES]:
+        rows, more = shown(diff)
+        for change in rows:
             out.append(
                 f"| {change.action} | `{_short_type(change.type)}` | `{change.name}` | {_describe(change).replace('|', '/')} |"
             )
-        if len(diff.changes) > SHOWN_CHANGES:
-            out.append(f"| … | | {len(diff.changes) - SHOWN_CHANGES:,} more | `agk plan --format json` lists all |")
+        if more:
+            out.append(f"| … | | {more:,} more | `agk plan --format json` lists all |")
         out.append("")
     out += [f"> warning: {w}" for w in diff.warnings]
     return out
@@ -118,6 +289,9 @@ def as_json(diff: StackDiff, radius: BlastRadius) -> dict[str, Any]:
         "change_counts": diff.counts(),
         "blast_radius": radius.as_json(),
         "change_warnings": diff.warnings,
+        "sizing": sizing(diff),
+        "quota_delta": quota_delta(diff),
+        "quota_peak": quota_peak(diff),
     }
 
 

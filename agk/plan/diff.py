@@ -3,7 +3,7 @@
 Resources are matched the way the Pulumi engine matches them: by URN, or by one of the new
 resource's aliases. A URN that changes without an alias (a renamed pool, a new parent, a new type)
 is a delete and a create. A matched resource is the same, an update (the changed input keys), or
-a replacement, when :mod:`agk.plan.replacements` says a changed input forces one; changes Azure
+a replacement, when :mod:`policies.rules.replacements` says a changed input forces one; changes Azure
 refuses in place are marked ``refused``. Pure: state dicts in, :class:`StackDiff` out.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 from agk.plan import wire
 from agk.plan.cloud import arm_path
-from agk.plan.replacements import ARM_PATH, Effect, covers, rules_for
 from modules.errors import AgkError
+from policies.rules.replacements import ARM_PATH, FIXED_NAME, Effect, covers, refusals, rules_for
 
 ACTIONS = ("create", "update", "replace", "delete")
 _SKIPPED = ("pulumi:pulumi:Stack",)
@@ -37,11 +37,17 @@ class Change:
     paths: tuple[str, ...] = ()
     """Every changed input path (``[]`` for list elements)."""
     refused: tuple[str, ...] = ()
-    """Changed inputs Azure refuses to change in place (``pulumi up`` would fail on them)."""
+    """Changed inputs Azure refuses to change in place (``pulumi up`` would fail on them): rows of
+    :data:`policies.rules.replacements.RULES`, each with its fix."""
+    restarts: tuple[str, ...] = ()
+    """Changed inputs Azure applies by restarting the VM (a resize)."""
     before: State | None = None
     after: State | None = None
     renamed_from: str | None = None
     """The base URN when an alias matched the resource."""
+    delete_first: bool = False
+    """A replacement that deletes the old resource before it creates the new one (``deleteBeforeReplace``):
+    whatever runs on it is down meanwhile."""
 
     @property
     def name(self) -> str:
@@ -56,8 +62,16 @@ class Change:
             "paths": list(self.paths),
             "refused": list(self.refused),
         }
+        if self.refused:
+            out["refusals"] = [
+                {"path": r.path, "fix": r.fix, "source": r.source} for r in refusals(self.type, self.refused)
+            ]
+        if self.restarts:
+            out["restarts"] = list(self.restarts)
         if self.renamed_from:
             out["renamed_from"] = self.renamed_from
+        if self.action == "replace":
+            out["delete_first"] = self.delete_first
         return out
 
 
@@ -74,6 +88,9 @@ class StackDiff:
     head_resources: list[State] = field(default_factory=list)
     root: str = ""
     """The stack resource's URN (stack-wide findings point at it)."""
+    base_outputs: Mapping[str, Any] = field(default_factory=dict)
+    head_outputs: Mapping[str, Any] = field(default_factory=dict)
+    """The stack's outputs before and after (plain values)."""
 
     def counts(self) -> dict[str, int]:
         return {action: sum(c.action == action for c in self.changes) for action in ACTIONS}
@@ -216,6 +233,21 @@ def _value_at(props: Any, path: str) -> Any:
     return value
 
 
+def _values_at(props: Any, path: str) -> list[Any]:
+    """Every value at ``path``, ``[]`` standing for each element of a list (in order)."""
+    head, sep, rest = path.partition("[].")
+    if not sep:
+        return [_value_at(props, path)]
+    items = _value_at(props, head)
+    return [v for item in items for v in _values_at(item, rest)] if isinstance(items, list) else []
+
+
+def _shrinks(old: Any, new: Any, path: str) -> bool:
+    """Whether a number at ``path`` (list elements compared by position) is smaller after than before."""
+    pairs = zip(_values_at(old, path), _values_at(new, path), strict=False)
+    return any(isinstance(a, int | float) and isinstance(b, int | float) and b < a for a, b in pairs)
+
+
 def _open(value: Any) -> Any:
     """Values as the program meant them (:func:`wire.plain`), encrypted secrets kept as they are."""
     if _is_ciphertext(value):
@@ -248,6 +280,13 @@ def _arm_keys(type_: str, inputs: Mapping[str, Any]) -> set[str]:
     return keys
 
 
+def _same_name(type_: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a replacement keeps the resource's ARM name: every name input of its path is given (not
+    auto-named) and unchanged, so a create-first replacement would collide with the resource it replaces."""
+    names = _arm_keys(type_, new) - {"resourceGroupName", "recordType"}
+    return bool(names) and all(new.get(k) is not None and old.get(k) == new.get(k) for k in names)
+
+
 def classify(res_type: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> Change | None:
     """The action for one matched resource (``None``: the same), with keys, paths and refusals."""
     paths = changed_paths(old, new)
@@ -257,6 +296,7 @@ def classify(res_type: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> C
         return None
     replace: set[str] = set()
     refused: set[str] = set()
+    restarts: set[str] = set()
     for rule in rules_for(res_type):
         if rule.path == ARM_PATH:
             replace |= paths & (_arm_keys(res_type, old) | _arm_keys(res_type, new))
@@ -265,11 +305,12 @@ def classify(res_type: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> C
             continue
         if rule.effect is Effect.REPLACE:
             replace.add(rule.path)
+        elif rule.effect is Effect.RESTART:
+            restarts.add(rule.path)
         elif rule.effect is Effect.REFUSED:
             refused.add(rule.path)
         elif rule.effect is Effect.GROW_ONLY:
-            before, after = _value_at(old, rule.path), _value_at(new, rule.path)
-            if isinstance(before, int | float) and isinstance(after, int | float) and after < before:
+            if _shrinks(old, new, rule.path):
                 refused.add(rule.path)
         elif rule.effect is Effect.ONE_WAY and not (
             _value_at(old, rule.path) is True and _value_at(new, rule.path) is False
@@ -277,8 +318,11 @@ def classify(res_type: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> C
             refused.add(rule.path)
     top = sorted({p.split(".", 1)[0].split("[", 1)[0] for p in paths})
     if replace:
-        return Change("", res_type, "replace", tuple(sorted(replace)), tuple(sorted(paths)), tuple(sorted(refused)))
-    return Change("", res_type, "update", tuple(top), tuple(sorted(paths)), tuple(sorted(refused)))
+        # A replacement creates a new resource: nothing is changed in place, so nothing is refused or restarted.
+        return Change("", res_type, "replace", tuple(sorted(replace)), tuple(sorted(paths)))
+    return Change(
+        "", res_type, "update", tuple(top), tuple(sorted(paths)), tuple(sorted(refused)), tuple(sorted(restarts))
+    )
 
 
 def _aliases(res: State) -> list[str]:
@@ -322,6 +366,10 @@ def diff_states(
         if found is None and renamed is None:
             continue
         found = found or Change("", type_, "update", ())
+        delete_first = bool(res.get("deleteBeforeReplace"))
+        refused = found.refused
+        if found.action == "replace" and not delete_first and _same_name(type_, _plain_inputs(old), _plain_inputs(res)):
+            refused = (FIXED_NAME,)
         changes.append(
             Change(
                 urn,
@@ -329,10 +377,12 @@ def diff_states(
                 found.action,
                 found.keys,
                 found.paths,
-                found.refused,
+                refused,
+                found.restarts,
                 before=old,
                 after=res,
                 renamed_from=renamed,
+                delete_first=delete_first and found.action == "replace",
             )
         )
     for urn, old in olds.items():
@@ -346,7 +396,25 @@ def diff_states(
         )
     order = {action: i for i, action in enumerate(("replace", "delete", "update", "create"))}
     changes.sort(key=lambda c: (order[c.action], c.type, c.urn))
-    return StackDiff(stack, base_source, changes, new_stack, warnings, base_list, head_list, root)
+    return StackDiff(
+        stack,
+        base_source,
+        changes,
+        new_stack,
+        warnings,
+        base_list,
+        head_list,
+        root,
+        _stack_outputs(base_all),
+        _stack_outputs(head_all),
+    )
+
+
+def _stack_outputs(resources: Iterable[State]) -> dict[str, Any]:
+    for res in resources:
+        if res.get("type") == _SKIPPED[0] and isinstance(res.get("outputs"), dict):
+            return {k: wire.plain(v) for k, v in res["outputs"].items()}
+    return {}
 
 
 def diff_against(stack: str, head_state: Mapping[str, Any], base: Base, all_stacks: bool) -> StackDiff:

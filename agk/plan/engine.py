@@ -411,6 +411,10 @@ def _state_resource(res: Captured) -> dict[str, Any]:
         out["parent"] = res.parent
     if res.protect:
         out["protect"] = True
+    if res.delete_before_replace:
+        # Not a field of `pulumi stack export` (the engine keeps it per registration): the plan records it so
+        # a diff can tell a delete-first replacement (the host is down meanwhile) from one that creates first.
+        out["deleteBeforeReplace"] = True
     if res.external:
         out["external"] = True
     if res.dependencies:

@@ -43,6 +43,8 @@ class Captured:
     outputs: dict[str, Any] = field(default_factory=dict)
     external: bool = False
     protect: bool = False
+    delete_before_replace: bool = False
+    """The registration's ``deleteBeforeReplace``: a replacement deletes the old resource first."""
     order: int = 0
     aliases: list[str] = field(default_factory=list)
     """URNs this resource was known by (the program's ``aliases``), as the engine matches them."""
@@ -176,6 +178,7 @@ class CaptureMonitor(MockMonitor):
             property_dependencies={k: list(v.urns) for k, v in sorted(request.propertyDependencies.items())},
             inputs=inputs,
             protect=bool(request.protect),
+            delete_before_replace=bool(request.deleteBeforeReplace),
             aliases=alias_urns(request, self.stack, self.project),
         )
         if not request.custom:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ from agk.review import config as policy_config_file
 from agk.review import formats
 from agk.review.evaluate import Report, evaluate
 from agk.review.export import Deployment, load_file, parse
+from agk.review.locate import config_key
 from modules.errors import AgkError
 from modules.stackplan.config import stack_file
 from modules.stackplan.config import stack_names as config_stack_names
@@ -73,6 +74,17 @@ def review(deployments: list[Deployment], policy_config: Path | None, changes: S
         evaluate_changes(CHANGE_POLICIES, settings, change_args(c.diff, c.allowances), c.diff, c.source)
         for c in changes
     ]
+    props: dict[str, Any] = {}
+    for dep in deployments:
+        for res in dep.resources:
+            props[res.urn] = {**res.inputs, **res.outputs}
+    from agk.plan.blast import props_of
+
+    for c in changes:
+        for state in [*c.diff.base_resources, *c.diff.head_resources]:
+            props.setdefault(str(state["urn"]), props_of(state))
+    for r in reports:
+        r.violations[:] = [replace(v, key=config_key(v, props.get(v.urn))) for v in r.violations]
     per_pack = reports[0].policies_run if deployments else 0
     per_changes = reports[-1].policies_run if changes else 0
     stacks = list(dict.fromkeys(s for r in reports for s in r.stacks))
@@ -81,11 +93,11 @@ def review(deployments: list[Deployment], policy_config: Path | None, changes: S
     )
 
 
-def format_report(report: Report, fmt: str, with_changes: bool = False) -> str:
+def format_report(report: Report, fmt: str, with_changes: bool = False, stacks_dir: Path | None = None) -> str:
     if fmt == "json":
         return formats.as_json(report)
     if fmt == "sarif":
-        return formats.sarif(report, ALL_POLICIES if with_changes else POLICIES, VERSION)
+        return formats.sarif(report, ALL_POLICIES if with_changes else POLICIES, VERSION, stacks_dir)
     if fmt == "markdown":
         return formats.markdown(report)
     return formats.text(report)
@@ -170,7 +182,9 @@ def run(
                 allowances.read(stacks_dir, name)
             if stack is not None:
                 base_state.state(stack)
-        planner = Planner(stacks_dir)
+        # As `agk plan --base` and `pulumi up` plan it: the program reads its own last outputs (the base's), so
+        # deployed subnets and scale-set splits stay where they are.
+        planner = Planner(stacks_dir, last_outputs=base_state.outputs if base_state is not None else None)
         progress = Progress.for_stderr()
         for name in names:
             started = time.perf_counter()
@@ -181,5 +195,5 @@ def run(
                 changes.append(change_set(name, state, base_state, all_stacks, stacks_dir))
             progress.line(f"planned {name} in {planned_s:.1f} s ({len(state['deployment']['resources'])} resources)")
     report = review(deployments, policy_config, changes)
-    sys.stdout.write(format_report(report, fmt, with_changes=base_state is not None))
+    sys.stdout.write(format_report(report, fmt, with_changes=base_state is not None, stacks_dir=stacks_dir))
     return 1 if report.mandatory else 0

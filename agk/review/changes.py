@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 
 from pulumi_policy import EnforcementLevel
@@ -11,21 +12,24 @@ from agk.plan.diff import StackDiff, State
 from agk.review.config import Settings
 from agk.review.evaluate import Report, Violation
 from modules import tags as tagnames
+from modules.vm_sizing.scale_sets import scale_in_order
 from policies.changes import ChangePolicy
 from policies.rules import fields
-from policies.rules.change import Allowance, ChangeArgs, ChangedResource, PoolChange, SubnetChange
+from policies.rules.change import Allowance, ChangeArgs, ChangedResource, GroupRoll, PoolChange, SubnetChange
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 
 
-def _pools(resources: Iterable[State]) -> dict[str, int]:
-    out: dict[str, int] = {}
+def _scale_sets(resources: Iterable[State]) -> dict[str, dict[str, int]]:
+    """Pool to its scale sets' capacities."""
+    out: dict[str, dict[str, int]] = {}
     for res in resources:
         if res.get("type") != VMSS:
             continue
         props = props_of(res)
-        pool = fields.tag(props, tagnames.POOL) or str(res["urn"]).rsplit("::", 1)[-1]
-        out[pool] = out.get(pool, 0) + (fields.number(fields.get(props, "sku.capacity")) or 0)
+        name = str(res["urn"]).rsplit("::", 1)[-1]
+        pool = fields.tag(props, tagnames.POOL) or name
+        out.setdefault(pool, {})[name] = fields.number(fields.get(props, "sku.capacity")) or 0
     return out
 
 
@@ -53,9 +57,58 @@ def change_args(diff: StackDiff, allowances: Sequence[Allowance]) -> ChangeArgs:
         )
         for s in subnet_changes(diff)
     ]
-    running, planned = _pools(diff.base_resources), _pools(diff.head_resources)
-    pools = [PoolChange(name, count, planned.get(name, 0)) for name, count in sorted(running.items())]
-    return ChangeArgs(diff.stack, changes, subnets, pools, list(allowances))
+    running, planned = _scale_sets(diff.base_resources), _scale_sets(diff.head_resources)
+    pools = [
+        PoolChange(
+            name,
+            sum(sets.values()),
+            sum(planned.get(name, {}).values()),
+            tuple(scale_in_order(sets, planned.get(name, {}))),
+        )
+        for name, sets in sorted(running.items())
+    ]
+    groups: dict[str, int] = {}
+    for res in diff.base_resources:
+        if res.get("type") == fields.VM and (role := fields.role(props_of(res))) in ("etcd", "events-etcd"):
+            groups[role] = groups.get(role, 0) + 1
+    return ChangeArgs(diff.stack, changes, subnets, pools, list(allowances), rolls=rolls(diff), etcd_groups=groups)
+
+
+ROLLED_ROLES = ("etcd", "events-etcd", "apiserver")
+
+
+def rolls(diff: StackDiff) -> list[GroupRoll]:
+    """Per control-plane group, the VMs `pulumi up` restarts (a resize) or replaces, and whether the plan orders
+    them one after another (each VM's dependencies reach the one before)."""
+    members: dict[str, list[str]] = {}
+    for res in diff.base_resources:
+        if res.get("type") == fields.VM and (role := fields.role(props_of(res))) in ROLLED_ROLES:
+            members.setdefault(role, []).append(str(res["urn"]))
+    deps = {str(r["urn"]): set(r.get("dependencies") or ()) for r in diff.head_resources}
+    out = []
+    for role, urns in sorted(members.items()):
+        hit = sorted(
+            c.urn
+            for c in diff.changes
+            if c.urn in urns and (c.action == "replace" or (c.action == "update" and c.restarts))
+        )
+        if not hit:
+            continue
+        chained = all(_reaches(deps, later, earlier) for earlier, later in itertools.pairwise(hit))
+        out.append(GroupRoll(role, len(urns), tuple(u.rsplit("::", 1)[-1] for u in hit), chained))
+    return out
+
+
+def _reaches(deps: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, todo = set(), [start]
+    while todo:
+        urn = todo.pop()
+        if urn == goal:
+            return True
+        if urn not in seen:
+            seen.add(urn)
+            todo.extend(deps.get(urn, ()))
+    return False
 
 
 def evaluate_changes(

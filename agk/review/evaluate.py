@@ -43,6 +43,8 @@ class Violation:
     message: str
     stack: str
     source: str
+    key: str = ""
+    """The stack-file key whose value made the resource (agk.review.locate), for locating the finding."""
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ class Exported:
     dependencies: list[str]
     property_dependencies: dict[str, list[str]]
     protect: bool = False
+    token: str = ""
+    """The type token as the export spells it, when that is a versioned one (``type`` is then unversioned)."""
 
     @property
     def name(self) -> str:
@@ -140,7 +142,61 @@ def load_file(path: Path) -> Deployment:
         raise AgkError(
             f"{where}: no resources (a stack never deployed?): nothing to review; {FILE_HINT} of a deployed stack"
         )
+    custom = sorted({r.type for r in deployment.resources if r.custom and not r.type.startswith("pulumi:")})
+    if custom and not any(t.startswith(CHECKED_PREFIXES) for t in custom):
+        shown = ", ".join(custom[:3]) + (f" and {len(custom) - 3} more" if len(custom) > 3 else "")
+        raise AgkError(
+            f"{where}: no Azure (azure-native) or Kubernetes resource ({shown}): the policy pack checks those only,"
+            " so nothing in it could be checked; give the export of an Azure stack"
+        )
     return deployment
+
+
+_VERSIONED = re.compile(r"^(azure-native:[^:/]+)/v[0-9a-z]+:([^:]+)$")
+"""An explicit API version's type token (``azure-native:containerservice/v20240901:ManagedCluster``): the same
+resource as the unversioned token, so the same policies apply (pulumi-azure-native publishes every API version
+as its own module, and a real export keeps the one the program imported)."""
+
+CHECKED_PREFIXES = ("azure-native:", "kubernetes:")
+"""Type tokens the policy pack has rules for: an export without any is not one this review can check."""
+
+SHAPES: dict[str, dict[str, type]] = {
+    "*": {"tags": dict, "location": str},
+    "azure-native:compute:VirtualMachine": {
+        "hardwareProfile": dict,
+        "osProfile": dict,
+        "storageProfile": dict,
+        "networkProfile": dict,
+        "securityProfile": dict,
+        "zones": list,
+    },
+    "azure-native:compute:VirtualMachineScaleSet": {"sku": dict, "virtualMachineProfile": dict, "zones": list},
+    "azure-native:compute:Disk": {"sku": dict, "creationData": dict, "zones": list},
+    "azure-native:network:VirtualNetwork": {"addressSpace": dict, "subnets": list},
+    "azure-native:network:Subnet": {"addressPrefix": str, "addressPrefixes": list, "networkSecurityGroup": dict},
+    "azure-native:network:NetworkSecurityGroup": {"securityRules": list},
+    "azure-native:network:NetworkInterface": {"ipConfigurations": list},
+    "azure-native:network:LoadBalancer": {"frontendIPConfigurations": list},
+    "azure-native:storage:StorageAccount": {"sku": dict, "networkRuleSet": dict},
+}
+"""Input kinds the policies read (the SDK's argument types): a value of another kind is not checkable, and a
+policy reading it would pass it silently, so the export is refused instead."""
+
+
+def checked_type(token: str) -> str:
+    """The type the policies know ``token`` as (a versioned azure-native token as its unversioned one)."""
+    found = _VERSIONED.match(token)
+    return f"{found.group(1)}:{found.group(2)}" if found else token
+
+
+def _shape(kind: str, inputs: Mapping[str, Any], where: str) -> None:
+    for key, expected in (*SHAPES["*"].items(), *SHAPES.get(kind, {}).items()):
+        value = inputs.get(key)
+        if value is not None and not isinstance(value, expected):
+            raise AgkError(
+                f"{where}: inputs.{key} of {kind} is {_kind(value)}, not {_kind(expected())}: the policies cannot check"
+                " it (they would pass it silently): give an unmodified stack export"
+            )
 
 
 def _kind(value: Any) -> str:
@@ -265,9 +321,12 @@ def _resource(item: Any, where: str) -> Exported:
         for name, urns in (item.get("propertyDependencies") or {}).items()
     }
     _urns(item.get("aliases"), where, "aliases")
+    checked = checked_type(kind)
+    _shape(checked, item.get("inputs") or {}, where)
     return Exported(
         urn=urn,
-        type=kind,
+        type=checked,
+        token=kind if checked != kind else "",
         custom=bool(item.get("custom", False)),
         inputs=item.get("inputs") or {},
         outputs=item.get("outputs") or {},

@@ -7,10 +7,12 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 from pulumi_policy import Policy, Severity
 
 from agk.review.evaluate import Report, Violation
+from agk.review.locate import key_line, stack_file_for
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/azure-gpu-k8s/azure-gpu-k8s#pull-request-review"
@@ -37,8 +39,10 @@ def text(report: Report) -> str:
         f"agk review: {', '.join(report.stacks) or '(no stack)'}: {report.policies_run} policies, "
         f"{mandatory} mandatory and {advisory} advisory violation(s)"
     ]
+    several = len({v.source for v in report.violations}) > 1
     for v in _ordered(report):
-        lines.append(f"  {v.enforcement.upper():<9} {v.policy}  [{v.stack}] {v.type} {_resource_name(v.urn)}")
+        where = f"  ({v.source})" if several else ""
+        lines.append(f"  {v.enforcement.upper():<9} {v.policy}  [{v.stack}] {v.type} {_resource_name(v.urn)}{where}")
         lines.append(f"            {v.message}")
     lines.append(
         f"verdict: FAIL ({mandatory} mandatory violation(s))" if mandatory else "verdict: PASS (no mandatory violation)"
@@ -56,6 +60,8 @@ def as_json(report: Report) -> str:
                 "urn": v.urn,
                 "type": v.type,
                 "message": v.message,
+                "source": v.source,
+                "key": v.key,
             }
             for v in _ordered(report)
         ],
@@ -68,7 +74,9 @@ def _level(v: Violation) -> str:
     return "error" if v.enforcement == "mandatory" else "warning"
 
 
-def sarif(report: Report, policies: Sequence[Policy], version: str) -> str:
+def sarif(report: Report, policies: Sequence[Policy], version: str, stacks_dir: Path | None = None) -> str:
+    """SARIF 2.1.0: each result at the stack-file line of the key that made its resource (so code scanning
+    shows it inline on the pull request), with a fingerprint that stays when only the message's figures do."""
     index = {p.name: i for i, p in enumerate(policies)}
     rules = [
         {
@@ -88,8 +96,16 @@ def sarif(report: Report, policies: Sequence[Policy], version: str) -> str:
         for p in policies
     ]
     results = []
+    seen: dict[str, int] = {}
     for v in _ordered(report):
-        fingerprint = hashlib.sha256(f"{v.policy}\0{v.urn}\0{v.message}".encode()).hexdigest()
+        # One finding per policy, resource and key; the message's figures (counts, sizes) may change between
+        # runs without it becoming another finding. A repeat on the same triple gets its occurrence.
+        triple = f"{v.policy}\0{v.urn}\0{v.key}"
+        seen[triple] = seen.get(triple, 0) + 1
+        fingerprint = hashlib.sha256(f"{triple}\0{seen[triple]}".encode()).hexdigest()
+        stack_file = stack_file_for(v, stacks_dir)
+        uri = str(stack_file) if stack_file is not None else v.source
+        line = key_line(stack_file, v.key) if stack_file is not None and v.key else 1
         results.append(
             {
                 "ruleId": v.policy,
@@ -99,8 +115,8 @@ def sarif(report: Report, policies: Sequence[Policy], version: str) -> str:
                 "locations": [
                     {
                         "physicalLocation": {
-                            "artifactLocation": {"uri": v.source},
-                            "region": {"startLine": 1},
+                            "artifactLocation": {"uri": uri},
+                            "region": {"startLine": line},
                         },
                         "logicalLocations": [
                             {"fullyQualifiedName": v.urn or v.stack, "name": _resource_name(v.urn), "kind": "resource"}
@@ -108,7 +124,13 @@ def sarif(report: Report, policies: Sequence[Policy], version: str) -> str:
                     }
                 ],
                 "partialFingerprints": {"agkViolation/v1": fingerprint},
-                "properties": {"enforcement": v.enforcement, "severity": v.severity, "resourceType": v.type},
+                "properties": {
+                    "enforcement": v.enforcement,
+                    "severity": v.severity,
+                    "resourceType": v.type,
+                    "configKey": v.key,
+                    "export": v.source,
+                },
             }
         )
     log = {

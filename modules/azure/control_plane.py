@@ -125,6 +125,9 @@ class ControlPlane(pulumi.ComponentResource):
         zones = list(args.zones)
         self.identities: dict[str, pulumi.Output[str]] = {}
         """Host name to its principal id, for grants inside this program."""
+        # Each API server and each etcd member waits for the one before it: a change that resizes (Azure
+        # restarts the VM) or replaces them all goes one VM at a time, never the whole group at once.
+        previous: list[pulumi.Resource] = []
         for i, (host, address) in enumerate(args.apiservers.items()):
             made = linux_vm(
                 VmSpec(
@@ -141,10 +144,13 @@ class ControlPlane(pulumi.ComponentResource):
                 ctx,
                 self,
                 depends_on=[lb, *args.depends_on],
+                after=previous,
             )
+            previous = [made.vm]
             self.identities[host] = made.identity.principal_id
         members: dict[str, str] = {}
         for group in args.etcd:
+            previous = []
             for i, (host, address) in enumerate(group.members.items()):
                 zone = zones[i % len(zones)] if zones else None
                 disks: tuple[pulumi.Input[str], ...] = ()
@@ -162,7 +168,8 @@ class ControlPlane(pulumi.ComponentResource):
                         disk_m_bps_read_write=max(125, group.disk_iops // 40),
                         creation_data=compute.CreationDataArgs(create_option="Empty"),
                         tags=ctx.tags_for(group.role),
-                        opts=pulumi.ResourceOptions(parent=self),
+                        # A fixed name too: a replacement deletes the old disk first (its data is the member's).
+                        opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
                     )
                     disks = (disk.id,)
                 made = linux_vm(
@@ -179,7 +186,9 @@ class ControlPlane(pulumi.ComponentResource):
                     ctx,
                     self,
                     depends_on=args.depends_on,
+                    after=previous,
                 )
+                previous = [made.vm]
                 self.identities[host] = made.identity.principal_id
                 members[host] = address
 

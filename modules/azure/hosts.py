@@ -44,6 +44,8 @@ class PrometheusHosts(pulumi.ComponentResource):
         zones = list(args.zones)
         self.identities: dict[str, pulumi.Output[str]] = {}
         """Host name to its principal id, for grants inside this program."""
+        # One replica at a time: a resize or replacement of the pair never stops both.
+        previous: list[pulumi.Resource] = []
         for i, (host, address) in enumerate(args.hosts.items()):
             made = linux_vm(
                 VmSpec(
@@ -59,7 +61,9 @@ class PrometheusHosts(pulumi.ComponentResource):
                 args.ctx,
                 self,
                 depends_on=args.depends_on,
+                after=previous,
             )
+            previous = [made.vm]
             self.identities[host] = made.identity.principal_id
         self.id = pulumi.Output.from_input(name)
         self.name = pulumi.Output.from_input(name)

@@ -20,17 +20,18 @@ from pulumi_azure_native import authorization, managedidentity
 
 from modules.azure.context import DeployContext
 from modules.azure.rbac import grant
+from modules.cluster.scripts.azure import ARM_CALLS
 
 READER = ("Reader", "acdd72a7-3385-48ef-bd42-f606fba81ae7")
 """Built-in role: view everything, change nothing (role-based-access-control/built-in-roles)."""
-REPLACER_ACTIONS = (
-    "Microsoft.Compute/virtualMachineScaleSets/read",
-    "Microsoft.Compute/virtualMachineScaleSets/write",
-    "Microsoft.Compute/virtualMachineScaleSets/delete/action",
-    "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
-)
-"""Delete instances (POST .../delete) and set the capacity back (PATCH sku.capacity): resource-provider
-operations for Microsoft.Compute."""
+REPLACER_ACTIONS = tuple(dict.fromkeys(call.action for call in ARM_CALLS))
+"""What the remediation job's calls need (modules/cluster/scripts/azure.py ARM_CALLS: read the set and its
+instances, delete instances, set the capacity back), nothing more: derived from the calls, not typed twice."""
+
+
+def replacer_role_guid(resource_group_id: str) -> str:
+    """The remediation role's GUID for the resource group ``/subscriptions/<sub>/resourceGroups/agk-<stack>``."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"agk{resource_group_id.lower()}/vmss-instance-replacer"))
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,19 @@ class ClusterIdentities(pulumi.ComponentResource):
             resource_group_id=ctx.resource_group_id,
             parent=self,
         )
-        # A custom role's id is a GUID the template chooses: derived from the cluster, so stable.
-        role_guid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"agk/{args.cluster}/vmss-instance-replacer"))
+        # A custom role's id (a GUID the template chooses) and its name are unique in the tenant (Azure Landing
+        # Zones library, role definitions: "must be unique within the tenant"): both derive from the resource
+        # group's id, which names the subscription and the stack, so the same stack in a second subscription of
+        # the tenant, or a second stack of one cluster name, gets its own role.
+        role_guid = pulumi.Output.from_input(ctx.resource_group_id).apply(replacer_role_guid)
         self.replacer_role = authorization.RoleDefinition(
             f"{name}-replacer-role",
             role_definition_id=role_guid,
-            role_name=f"agk {args.cluster} scale-set instance replacer",
+            role_name=pulumi.Output.from_input(ctx.resource_group_id).apply(
+                lambda rg: (
+                    f"agk {args.cluster} scale-set instance replacer ({rg.split('/')[2]}/{rg.rsplit('/', 1)[-1]})"
+                )
+            ),
             description="Delete a failed VM of a GPU scale set and restore the set's capacity (XID remediation).",
             scope=ctx.resource_group_id,
             assignable_scopes=[ctx.resource_group_id],

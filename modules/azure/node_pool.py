@@ -52,6 +52,10 @@ class NodePoolArgs:
     extra_identities: Sequence[pulumi.Input[str]] = ()
     """Further user-assigned identities the scale sets carry (the system pool: the cluster's controllers').
     With more than one, every IMDS token request must name its identity's client id."""
+    earlier_sets: Sequence[pulumi.Resource] = ()
+    """The cluster's scale sets created before this pool's, in order (the waves run across pools)."""
+    in_flight: int = 0
+    """Scale sets in flight at once: each set waits for the one this many places before it (0: no waves)."""
 
 
 # Application Health extension, rich health states (virtual-machine-scale-sets-health-extension): the
@@ -123,7 +127,10 @@ class NodePool(pulumi.ComponentResource):
         custom_data = boot_data(args.custom_data, identity)
         created: dict[str, compute.VirtualMachineScaleSet] = {}
         subnet_id = pulumi.Output.from_input(args.subnet_id)
+        ordered: list[pulumi.Resource] = list(args.earlier_sets)
         for plan in args.scale_sets:
+            # Waves: this set waits for the one ``in_flight`` places before it (Azure allocates a wave at a time).
+            wave = [ordered[-args.in_flight]] if args.in_flight and len(ordered) >= args.in_flight else []
             created[plan.name] = compute.VirtualMachineScaleSet(
                 plan.name,
                 vm_scale_set_name=plan.name,
@@ -136,6 +143,10 @@ class NodePool(pulumi.ComponentResource):
                 single_placement_group=plan.single_placement_group,
                 platform_fault_domain_count=1,
                 upgrade_policy=compute.UpgradePolicyArgs(mode=compute.UpgradeMode.MANUAL),
+                # A lowered capacity removes the newest instances of this set, so `agk plan --base` can say
+                # which VMs go (Uniform's Default balances across fault domains first;
+                # virtual-machine-scale-sets-scale-in-policy). A pool shrinks from its newest sets (split_pool).
+                scale_in_policy=compute.ScaleInPolicyArgs(rules=[compute.VirtualMachineScaleSetScaleInRules.NEWEST_VM]),
                 identity=compute.VirtualMachineScaleSetIdentityArgs(
                     type=compute.ResourceIdentityType.USER_ASSIGNED,
                     user_assigned_identities=[identity.id, *args.extra_identities],
@@ -178,10 +189,16 @@ class NodePool(pulumi.ComponentResource):
                     ),
                 ),
                 tags=tags,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+                # A fixed name: a replacement (a create-time property changed) deletes the old set first.
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[*args.depends_on, *wave], delete_before_replace=True
+                ),
             )
+            ordered.append(created[plan.name])
         self.id = pulumi.Output.from_input(name)
         self.name = pulumi.Output.from_input(name)
+        self.scale_set_resources: list[pulumi.Resource] = list(created.values())
+        """This pool's scale sets, in order (the next pool's waves follow them)."""
         self.scale_set_refs: dict[str, pulumi.Output[str]] = {k: v.id for k, v in created.items()}
         """Scale set name to its id, for grants inside this program."""
         self.scale_sets = pulumi.Output.all(**self.scale_set_refs).apply(dict)

@@ -9,10 +9,12 @@ import pulumi
 from pulumi_azure_native import authorization
 
 
-def role_definition_id(resource_group_id: pulumi.Input[str], role_guid: str) -> pulumi.Output[str]:
+def role_definition_id(resource_group_id: pulumi.Input[str], role_guid: pulumi.Input[str]) -> pulumi.Output[str]:
     """``/subscriptions/<sub>/providers/Microsoft.Authorization/roleDefinitions/<guid>`` from the RG's id."""
-    return pulumi.Output.from_input(resource_group_id).apply(
-        lambda rg: rg.split("/resourceGroups/")[0] + f"/providers/Microsoft.Authorization/roleDefinitions/{role_guid}"
+    return pulumi.Output.all(resource_group_id, role_guid).apply(
+        lambda ids: (
+            str(ids[0]).split("/resourceGroups/")[0] + f"/providers/Microsoft.Authorization/roleDefinitions/{ids[1]}"
+        )
     )
 
 
@@ -28,7 +30,7 @@ def grant(
     scope: pulumi.Input[str],
     principal_id: pulumi.Input[str],
     principal_type: str,
-    role: tuple[str, str],
+    role: tuple[str, pulumi.Input[str]],
     resource_group_id: pulumi.Input[str],
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource] = (),
@@ -42,8 +44,8 @@ def grant(
     display, guid = role
     return authorization.RoleAssignment(
         name,
-        role_assignment_name=pulumi.Output.all(scope, principal_id).apply(
-            lambda ids: assignment_name(str(ids[0]), str(ids[1]), guid)
+        role_assignment_name=pulumi.Output.all(scope, principal_id, guid).apply(
+            lambda ids: assignment_name(str(ids[0]), str(ids[1]), str(ids[2]))
         ),
         principal_id=principal_id,
         principal_type=principal_type,

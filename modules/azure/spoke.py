@@ -53,6 +53,9 @@ class HubRef:
     """The hub's privatelink.blob.core.windows.net zone, where storage endpoints register."""
     vault_dns_zone_id: pulumi.Input[str]
     """The hub's privatelink.vaultcore.azure.net zone, where the cluster's Key Vault endpoint registers."""
+    address_space: Sequence[str] = ()
+    """The hub VNet's address prefixes (from the address plan): the spoke's peering carries them, so a change
+    of the hub's space updates (and syncs) it."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,13 @@ class SpokeNetwork(pulumi.ComponentResource):
         created, nsgs = subnets(name, args.plan, vnet, ctx, self, rules_for=rules, nat_gateway_ids=nat_of_subnet)
         ready = last(created)
         hub = args.hub
+        # A peering keeps the address space the remote VNet had when it was made: once a VNet's space changes,
+        # the peering on the other side must be synced (learn.microsoft.com Sync-AzVirtualNetworkPeering:
+        # "to sync the latest address space on the peering link, this ... needs to be called on the (peered)
+        # remote virtual network"). Each peering carries the remote's current prefixes, so a new prefix changes
+        # its inputs, and syncRemoteAddressSpace makes that update the sync.
+        own_space = network.AddressSpaceArgs(address_prefixes=[str(p) for p in args.plan.address_space])
+        hub_space = network.AddressSpaceArgs(address_prefixes=list(hub.address_space)) if hub.address_space else None
         peerings = {
             "to-hub": network.VirtualNetworkPeering(
                 f"{name}-to-hub",
@@ -108,6 +118,8 @@ class SpokeNetwork(pulumi.ComponentResource):
                 allow_forwarded_traffic=args.allow_forwarded_traffic,
                 allow_gateway_transit=False,
                 use_remote_gateways=False,
+                remote_virtual_network_address_space=hub_space,
+                sync_remote_address_space="true" if hub_space else None,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
             ),
             "from-hub": network.VirtualNetworkPeering(
@@ -122,6 +134,8 @@ class SpokeNetwork(pulumi.ComponentResource):
                 allow_forwarded_traffic=True,
                 allow_gateway_transit=False,
                 use_remote_gateways=False,
+                remote_virtual_network_address_space=own_space,
+                sync_remote_address_space="true",
                 opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
             ),
         }

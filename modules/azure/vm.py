@@ -107,9 +107,16 @@ class HostVm:
 
 
 def linux_vm(
-    spec: VmSpec, ctx: DeployContext, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()
+    spec: VmSpec,
+    ctx: DeployContext,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource] = (),
+    after: Sequence[pulumi.Resource] = (),
 ) -> HostVm:
-    """The VM, its NIC and identity; ``depends_on`` (the VNet's last subnet, a load balancer) gates the NIC."""
+    """The VM, its NIC and identity; ``depends_on`` (the VNet's last subnet, a load balancer) gates the NIC.
+
+    ``after``: the VMs of its group that go first. `pulumi up` creates, updates (a resize: Azure restarts the
+    VM) and replaces a VM only once those are done, so a group such as etcd changes one member at a time."""
     tags = ctx.tags_for(spec.role)
     identity = managedidentity.UserAssignedIdentity(
         f"{spec.name}-identity",
@@ -195,7 +202,10 @@ def linux_vm(
             network_interfaces=[compute.NetworkInterfaceReferenceArgs(id=nic.id, primary=True)]
         ),
         tags={**tags, **spec.vm_tags},
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+        # The VM's name is fixed (its host name, its certificates' names): a replacement that created first
+        # would collide with it (`pulumi up --replace`, the documented way to re-image a host), so the old VM
+        # goes first and the host is down until the new one boots.
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[*depends_on, *after], delete_before_replace=True),
     )
     return HostVm(nic, vm, identity)
 

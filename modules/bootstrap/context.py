@@ -207,6 +207,8 @@ class BootstrapContext:
     control_plane: ControlPlaneHosts
     pools: tuple[PoolBoot, ...]
     total_nodes: int
+    """The node count the control plane is sized for: the peak rounded up to its sizing step (it changes only
+    when a step is crossed, so a small pool change rewrites no control-plane file)."""
     node: NodeSettings
     prometheus: PrometheusSettings
     nat: Host

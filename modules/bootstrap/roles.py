@@ -512,7 +512,6 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         "paths": PATHS,
         "ports": PORTS,
         "cp": ctx.control_plane,
-        "total_nodes": ctx.total_nodes,
         "service_cidr": ctx.service_cidr,
         "files_hash": files_hash_slot(ctx),
     }
@@ -547,13 +546,12 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
             render(
                 "scheduler-config.yaml.j2",
                 cp=ctx.control_plane,
-                total_nodes=ctx.total_nodes,
                 paths=PATHS,
                 score_percent=score,
                 scored_nodes=SCORED_NODES,
             ),
         ),
-        NodeFile(PATHS.audit_policy, "audit-policy.yaml", render("audit-policy.yaml.j2", total_nodes=ctx.total_nodes)),
+        NodeFile(PATHS.audit_policy, "audit-policy.yaml", render("audit-policy.yaml.j2")),
         _kubeconfig(
             ctx,
             PATHS.controller_manager_kubeconfig,

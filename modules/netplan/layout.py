@@ -106,6 +106,15 @@ def allocate(
         slot = next((i for i, (_, fprefix) in enumerate(free) if fprefix <= block.prefix), None)
         if slot is None:
             need = sum(_size(b.prefix) for b in blocks)
+            if reserved and _fits_without(spaces, blocks, pins):
+                going = ", ".join(f"{n} {net}" for n, net in sorted(reserved.items()))
+                raise AddressError(
+                    f"{key_prefix}network.address_space: {block.name} /{block.prefix} does not fit while the subnets"
+                    f" this update deletes still hold their ranges ({going}): Pulumi creates the new subnet before it"
+                    " deletes the old one (deletes run last), so both must fit at once. Make the change in two"
+                    " updates: first one that only removes what goes (the old pool), then one that adds the new"
+                    " one; or add an address prefix"
+                ) from None
             raise AddressError(
                 f"{key_prefix}network.address_space: {', '.join(map(str, spaces))} ({capacity:,} addresses) cannot hold the subnets "
                 f"({need:,} addresses in aligned blocks; {block.name} /{block.prefix} does not fit): "
@@ -115,6 +124,15 @@ def allocate(
         free[slot : slot + 1] = _split(start, fprefix, start, block.prefix)
         placed[block.name] = IPv4Network((start, block.prefix))
     return placed
+
+
+def _fits_without(spaces: Sequence[IPv4Network], blocks: Sequence[Block], pins: Mapping[str, IPv4Network]) -> bool:
+    """Whether the blocks fit once the going subnets are gone (the second of two updates)."""
+    try:
+        allocate(spaces, blocks, pins)
+    except AddressError:
+        return False
+    return True
 
 
 def naive_in_order(start: IPv4Network, prefixes: Sequence[int]) -> list[IPv4Network]:

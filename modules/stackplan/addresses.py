@@ -280,6 +280,31 @@ def deployed_subnets(outputs: Mapping[str, object]) -> dict[str, str]:
     return {str(s["name"]): str(s["cidr"]) for s in subnets if isinstance(s, Mapping) and "name" in s and "cidr" in s}
 
 
+DNS_SERVICE_OFFSET = 10
+"""The cluster DNS Service takes the service range's tenth address (kubeadm's convention, CoreDNS's clusterIP)."""
+SERVICE_RANGE_MIN_PREFIX = 12
+"""kube-apiserver refuses a larger IPv4 service range: "for 32-bit addresses, the mask must be >= 12" (kubernetes
+pkg/controlplane/apiserver/options/validation.go, --service-cluster-ip-range)."""
+
+
+def check_service_range(service: IPv4Network) -> None:
+    """ConfigError for a service range the API server refuses or that cannot hold the DNS Service's address."""
+    key = f"{PROJECT}:cluster.service_cidr"
+    if service.prefixlen < SERVICE_RANGE_MIN_PREFIX:
+        raise ConfigError(
+            f"{key}: {service} is larger than kube-apiserver accepts (/{SERVICE_RANGE_MIN_PREFIX} at most): use a"
+            f" /{SERVICE_RANGE_MIN_PREFIX} to /16, e.g. {service.supernet(new_prefix=service.prefixlen).network_address}/16"
+        )
+    # The DNS address must be a usable host of the range (not its broadcast), and the API server's own Service
+    # takes the first: a /28 is the smallest that holds both.
+    if service.num_addresses < DNS_SERVICE_OFFSET + 2:
+        raise ConfigError(
+            f"{key}: {service} has {service.num_addresses} addresses, so the cluster DNS address"
+            f" {service.network_address + DNS_SERVICE_OFFSET} is outside it: use a /28 or larger (a /16 leaves room"
+            " for services)"
+        )
+
+
 def cluster_addresses(plan: StackAddresses) -> ClusterAddresses:
     """Every fixed host address of a cluster stack, from its laid-out subnets."""
     cluster = plan.config.cluster
@@ -287,6 +312,7 @@ def cluster_addresses(plan: StackAddresses) -> ClusterAddresses:
         raise ConfigError(f"{plan.stack}: a {plan.config.kind} stack has no cluster addresses")
     subnets = {name: s.cidr for name, s in plan.vnet.subnets.items()}
     service = parse_cidr(cluster.service_cidr, f"{PROJECT}:cluster.service_cidr")
+    check_service_range(service)
     cp, mon = subnets["control-plane"], subnets["monitoring"]
     name = cluster.name
     hub = plan.network.vnets[plan.vnet.peers[0]] if plan.vnet.peers else None
@@ -297,7 +323,7 @@ def cluster_addresses(plan: StackAddresses) -> ClusterAddresses:
         internal_cidrs=tuple(internal),
         subnets=subnets,
         service_cidr=service,
-        dns_service_ip=service.network_address + 10,
+        dns_service_ip=service.network_address + DNS_SERVICE_OFFSET,
         apiserver_service_ip=service.network_address + 1,
         apiserver_vip=host(cp, 0),
         apiservers={f"{name}-apiserver-{i}": host(cp, 1 + i) for i in range(cluster.api_servers.count)},

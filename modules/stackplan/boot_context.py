@@ -55,7 +55,7 @@ def _etcd(role: EtcdRole, cluster: str, etcd: EtcdConfig, hosts: tuple[Host, ...
 
 
 def _control_plane(nodes: int, hosts: tuple[Host, ...], cfg: BootstrapConfig) -> ControlPlaneHosts:
-    """API server and client limits for ``nodes``, the most nodes the cluster can hold at once."""
+    """API server and client limits for ``nodes``, the cluster's sizing step."""
     tuning = cfg.control_plane
     # About one read seat per node each server fronts (kubelet watches and leases dominate), never
     # below the upstream default of 400/200.
@@ -138,9 +138,9 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: C
         internal_cidrs=tuple(addresses.internal_cidrs),
         etcd=_etcd("etcd", cluster.name, cluster.etcd, _hosts(addresses.etcd), cfg),
         events_etcd=events,
-        control_plane=_control_plane(pools.peak_nodes, _hosts(addresses.apiservers), cfg),
+        control_plane=_control_plane(pools.sizing_nodes, _hosts(addresses.apiservers), cfg),
         pools=tuple(_pool(p, addresses) for p in pools.pools.values()),
-        total_nodes=pools.peak_nodes,
+        total_nodes=pools.sizing_nodes,
         node=NodeSettings(
             image_gc_high_percent=cfg.nodes.image_gc_high_percent,
             image_gc_low_percent=cfg.nodes.image_gc_low_percent,
@@ -162,7 +162,7 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: C
             alertmanager_version=tuning.alertmanager_version,
             grafana_version=tuning.grafana_version,
             data_disk_gib=tuning.data_disk_gib
-            or prometheus_disk_gib(pools.peak_nodes, cluster.prometheus.retention_days),
+            or prometheus_disk_gib(pools.sizing_nodes, cluster.prometheus.retention_days),
         ),
         nat=Host(f"{cluster.name}-nat-0", addresses.nat),
         preflight_timeout=cfg.preflight_timeout,

@@ -58,6 +58,29 @@ def _name(kind: str, value: str) -> str:
     return value
 
 
+# Azure's tag limits (learn.microsoft.com azure-resource-manager/management/tag-resources, "Limitations": at most
+# 50 tag name-value pairs per resource; names up to 512 characters, 128 on storage accounts; values up to 256;
+# names without < > % & \\ ? /). Every tag goes on the storage account too, so names keep to its 128.
+TAGS_PER_RESOURCE = 50
+TAG_NAME_MAX = 128
+TAG_VALUE_MAX = 256
+_TAG_NAME_FORBIDDEN = set("<>%&\\?/")
+TOOLKIT_TAGS = 8
+"""Tags the program adds to a resource besides the stack's (owner, cost-center, cluster and up to five agk-*)."""
+
+
+def _tag(name: str, value: str) -> None:
+    if not name or len(name) > TAG_NAME_MAX:
+        raise ValueError(f"tag name {name[:40]!r} has {len(name)} characters: use 1 to {TAG_NAME_MAX} (Azure's limit)")
+    bad = sorted(set(name) & _TAG_NAME_FORBIDDEN)
+    if bad:
+        raise ValueError(f"tag name {name!r} contains {' '.join(bad)}, which Azure refuses in tag names: rename it")
+    if len(value) > TAG_VALUE_MAX:
+        raise ValueError(
+            f"tag {name!r}: its value has {len(value)} characters: use at most {TAG_VALUE_MAX} (Azure's limit)"
+        )
+
+
 class TagsConfig(_Model):
     """Tags put on every taggable Azure resource (the ``cluster`` tag is added per stack)."""
 
@@ -65,11 +88,54 @@ class TagsConfig(_Model):
     cost_center: str = Field(min_length=1, description="Cost center billed for the resources.")
     extra: dict[str, str] = Field(default_factory=dict, description="Further tags, name to value.")
 
+    @model_validator(mode="after")
+    def _limits(self) -> TagsConfig:
+        _tag("owner", self.owner)
+        _tag("cost-center", self.cost_center)
+        for name, value in self.extra.items():
+            _tag(name, value)
+        room = TAGS_PER_RESOURCE - TOOLKIT_TAGS
+        if len(self.extra) > room:
+            raise ValueError(
+                f"extra: {len(self.extra)} tags, but Azure takes at most {TAGS_PER_RESOURCE} per resource and the"
+                f" toolkit sets up to {TOOLKIT_TAGS}: use at most {room} (or one tag with a JSON value)"
+            )
+        return self
+
+
+RESERVED_ADMIN_NAMES = frozenset(
+    {
+        "administrator", "admin", "user", "user1", "test", "user2", "test1", "user3", "admin1", "1", "123", "a",
+        "actuser", "adm", "admin2", "aspnet", "backup", "console", "david", "guest", "john", "owner", "root",
+        "server", "sql", "support", "support_388945a0", "sys", "test2", "test3", "user4", "user5",
+    }
+)  # fmt: skip
+"""User names Azure refuses for a VM's admin account: azure-rest-api-specs compute.json OSProfile.adminUsername
+("Disallowed values: ..."; Linux: 1 to 64 characters). Azure answers only at `pulumi up`, per VM."""
+ADMIN_NAME_MAX = 64
+_ADMIN_NAME = re.compile(r"^[a-z_][a-z0-9_-]*$")
+
 
 class AdminConfig(_Model):
     """Login for the VMs: SSH keys only, password authentication is always disabled."""
 
     username: str = Field(default="azureuser", description="Admin user name on every VM.")
+
+    @field_validator("username")
+    @classmethod
+    def _username(cls, name: str) -> str:
+        if name.lower() in RESERVED_ADMIN_NAMES:
+            raise ValueError(
+                f"{name!r} is a user name Azure refuses for a VM's admin account (compute API, OSProfile.adminUsername):"
+                " use another, e.g. azureuser"
+            )
+        if not 1 <= len(name) <= ADMIN_NAME_MAX or not _ADMIN_NAME.match(name):
+            raise ValueError(
+                f"{name!r} is not a Linux user name Azure takes: use 1 to {ADMIN_NAME_MAX} lowercase letters, digits,"
+                " '_' or '-', starting with a letter or '_'"
+            )
+        return name
+
     ssh_public_keys: list[str] = Field(description="OpenSSH public keys allowed to log in (not secret). At least one.")
 
     @field_validator("ssh_public_keys")
@@ -166,6 +232,20 @@ class HubConfig(_Model):
     )
 
 
+AZURE_ZONES = ("1", "2", "3")
+"""Logical availability zones a region with zones offers (learn.microsoft.com reliability/availability-zones-overview:
+"a minimum of three"; the compute API's zones take "1", "2" and "3")."""
+
+
+def _zones(zones: list[str]) -> list[str]:
+    for zone in zones:
+        if zone not in AZURE_ZONES:
+            raise ValueError(f"zone {zone!r} does not exist: use {', '.join(AZURE_ZONES)}")
+    if len(set(zones)) != len(zones):
+        raise ValueError(f"zones {zones} name a zone twice: list each once")
+    return zones
+
+
 def _surge(value: int | str) -> int | str:
     if isinstance(value, int):
         if value < 0:
@@ -226,6 +306,11 @@ class GpuPoolConfig(PoolConfig):
     team: str | None = Field(default=None, description="Team the pool belongs to (node taint).")
     zone: str | None = Field(default=None, description="Availability zone for the pool's scale sets.")
 
+    @field_validator("zone")
+    @classmethod
+    def _zone(cls, zone: str | None) -> str | None:
+        return None if zone is None else _zones([zone])[0]
+
 
 class ApiServersConfig(_Model):
     """kube-apiserver VMs behind an internal Standard load balancer."""
@@ -233,6 +318,8 @@ class ApiServersConfig(_Model):
     count: int = Field(default=3, description="1, 3 or 5 API server VMs.")
     vm_size: str | None = Field(default=None, description="Override the size the sizing rules recommend.")
     zones: list[str] = Field(default_factory=lambda: ["1", "2", "3"], description="Zones to spread over.")
+
+    _check_zones = field_validator("zones")(classmethod(lambda cls, v: _zones(v)))
 
     @field_validator("count")
     @classmethod
@@ -412,6 +499,14 @@ class ClusterConfig(_Model):
     allow_forwarded_traffic: bool = Field(
         default=False, description="Let the hub forward traffic into this spoke (off: no transit)."
     )
+    scale_sets_in_flight: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="Scale sets `pulumi up` creates (or changes) at once: each waits for the one this many places "
+        "before it, so a 76-set cluster is allocated in waves and a capacity or quota failure stops a wave, not "
+        "the whole fleet.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -485,7 +580,9 @@ class ChangeAllowance(_Model):
 
     urn: str | None = Field(default=None, min_length=1, description="The resource's URN, as agk plan --base lists it.")
     name: str | None = Field(default=None, min_length=1, description="Or its logical name (the URN's last part).")
-    action: Literal["replace", "delete", "move"] = Field(description="replace | delete | move (a subnet's new prefix).")
+    action: Literal["replace", "delete", "move", "add"] = Field(
+        description="replace | delete | move (a subnet's new prefix) | add (an etcd member added by hand first)."
+    )
     reason: str = Field(min_length=1, description="Why it is intended, e.g. the change ticket.")
 
     @field_validator("reason", "urn", "name")
@@ -722,10 +819,65 @@ def _mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = Fals
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 
+MAX_STACK_FILE_BYTES = 1024 * 1024
+"""A stack file is a few kilobytes (prod-7500's: 4 KB): anything past a megabyte is refused before it is parsed."""
+MAX_YAML_NODES = 100_000
+"""Values a stack file may expand to, aliases counted each time they are used: bounds an alias bomb (a few
+anchors that expand to billions of values) before anything is expanded."""
+
+
+def _expanded(node: yaml.Node, where: str) -> None:
+    """ConfigError when the composed document, aliases expanded, would exceed MAX_YAML_NODES (or recurses)."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+    while stack:
+        current, done = stack.pop()
+        key = id(current)
+        children = (
+            [n for pair in current.value for n in pair]
+            if isinstance(current, yaml.MappingNode)
+            else list(current.value)
+            if isinstance(current, yaml.SequenceNode)
+            else []
+        )
+        if done:
+            on_path.discard(key)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+            if sizes[key] > MAX_YAML_NODES:
+                line = current.start_mark.line + 1
+                raise ConfigError(
+                    f"{where} line {line}: expands to more than {MAX_YAML_NODES:,} values (aliases of aliases):"
+                    " write the values out, or use fewer aliases"
+                )
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise ConfigError(f"{where} line {current.start_mark.line + 1}: an alias refers to itself: remove it")
+        on_path.add(key)
+        stack.append((current, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+
+
 def parse_yaml(text: str, where: str) -> Any:
-    """One YAML document with unique keys; errors name the line and the fix."""
+    """One YAML document with unique keys; errors name the line and the fix. Bounded before it is expanded:
+    at most MAX_STACK_FILE_BYTES, and at most MAX_YAML_NODES values once aliases are expanded."""
+    size = len(text.encode("utf-8"))
+    if size > MAX_STACK_FILE_BYTES:
+        raise ConfigError(
+            f"{where}: {size:,} bytes, more than a stack file's {MAX_STACK_FILE_BYTES:,}: is it the right file?"
+        )
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
+        loader = _UniqueKeyLoader(text)  # a SafeLoader subclass: no arbitrary objects
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _expanded(node, where)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.constructor.ConstructorError as err:
         mark = err.problem_mark
         line = f" line {mark.line + 1}" if mark is not None else ""
@@ -737,8 +889,13 @@ def parse_yaml(text: str, where: str) -> Any:
 
 
 def read_text(path: Path) -> str:
-    """A stack file's text; unreadable or non-UTF-8 files are one line, not a traceback."""
+    """A stack file's text; unreadable, oversized or non-UTF-8 files are one line, not a traceback."""
     try:
+        size = path.stat().st_size
+        if size > MAX_STACK_FILE_BYTES:
+            raise ConfigError(
+                f"{path}: {size:,} bytes, more than a stack file's {MAX_STACK_FILE_BYTES:,}: is it the right file?"
+            )
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: not UTF-8 (byte {err.start}): save the stack file as UTF-8") from None

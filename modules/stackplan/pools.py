@@ -21,6 +21,7 @@ from modules.errors import ConfigError
 from modules.netplan.limits import Limits
 from modules.netplan.subnet_sizes import parse_surge
 from modules.stackplan.config import PROJECT, ClusterConfig, GpuPoolConfig, PoolConfig
+from modules.vm_sizing.recommend import sizing_step
 from modules.vm_sizing.scale_sets import ScaleSetPlan, split_pool
 from modules.vm_sizing.skus import sku
 
@@ -132,8 +133,14 @@ class ClusterPools:
     @property
     def peak_nodes(self) -> int:
         """The most nodes the cluster can hold at once (every pool at its maximum plus surge): what the
-        control plane, Prometheus and the subnets are sized for."""
+        subnets are planned for."""
         return sum(p.peak_nodes for p in self.pools.values())
+
+    @property
+    def sizing_nodes(self) -> int:
+        """What the control plane and Prometheus are sized for: ``peak_nodes`` rounded up to its sizing step
+        (:func:`modules.vm_sizing.recommend.sizing_step`), so a small pool change resizes nothing."""
+        return sizing_step(self.peak_nodes)
 
     def with_agents(
         self, host_network: Mapping[str, tuple[str, ...]], ip_daemons: Mapping[str, tuple[str, ...]]
@@ -181,7 +188,10 @@ def _surge(pool: PoolConfig, nodes: int, key: str) -> int:
         raise ConfigError(f"{PROJECT}:{err}") from None
 
 
-def plan_pool(name: str, key: str, pool: PoolConfig, limits: Limits, domain: str) -> PoolPlan:
+def plan_pool(
+    name: str, key: str, pool: PoolConfig, limits: Limits, domain: str, deployed: Mapping[str, int] | None = None
+) -> PoolPlan:
+    """One pool; ``deployed``: its scale sets as the last `pulumi up` left them (kept, see split_pool)."""
     try:
         size = sku(pool.vm_size)
     except ConfigError as err:
@@ -204,6 +214,7 @@ def plan_pool(name: str, key: str, pool: PoolConfig, limits: Limits, domain: str
             cap_large=limits["vmss-instances-large"],
             headroom=pool.scale_set_headroom,
             max_nodes=max_nodes,
+            deployed=deployed,
         )
     except ValueError as err:
         raise ConfigError(f"{PROJECT}:{key}.scale_set_headroom: {err}") from None
@@ -229,10 +240,31 @@ def plan_pool(name: str, key: str, pool: PoolConfig, limits: Limits, domain: str
     )
 
 
-def plan_pools(cluster: ClusterConfig, limits: Limits) -> ClusterPools:
-    """Every pool of ``cluster``; raises ConfigError naming the key for counts Azure cannot hold."""
+def plan_pools(
+    cluster: ClusterConfig, limits: Limits, deployed: Mapping[str, Mapping[str, int]] | None = None
+) -> ClusterPools:
+    """Every pool of ``cluster``; raises ConfigError naming the key for counts Azure cannot hold.
+
+    ``deployed``: pool name to its scale sets' capacities as deployed (:func:`deployed_scale_sets`)."""
     domain = cluster.label_domain
-    pools = {SYSTEM: plan_pool(SYSTEM, "cluster.system_pool", cluster.system_pool, limits, domain)}
+    sets = deployed or {}
+    pools = {SYSTEM: plan_pool(SYSTEM, "cluster.system_pool", cluster.system_pool, limits, domain, sets.get(SYSTEM))}
     for name, pool in cluster.gpu_pools.items():
-        pools[name] = plan_pool(name, f"cluster.gpu_pools.{name}", pool, limits, domain)
+        pools[name] = plan_pool(name, f"cluster.gpu_pools.{name}", pool, limits, domain, sets.get(name))
     return ClusterPools(pools)
+
+
+def deployed_scale_sets(outputs: Mapping[str, object]) -> dict[str, dict[str, int]]:
+    """Pool name to its scale sets' capacities, from a cluster stack's last outputs (``pools.<name>.scale_sets``,
+    :meth:`PoolPlan.to_dict`); ``{}`` before the first deploy."""
+    pools = outputs.get("pools")
+    if not isinstance(pools, Mapping):
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for name, pool in pools.items():
+        sets = pool.get("scale_sets") if isinstance(pool, Mapping) else None
+        if isinstance(sets, Mapping):
+            out[str(name)] = {
+                str(k): int(v) for k, v in sets.items() if isinstance(v, int | float) and not isinstance(v, bool)
+            }
+    return out

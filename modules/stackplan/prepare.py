@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from modules.bootstrap import versions
 from modules.bootstrap.context import PORTS, BootstrapContext
 from modules.bootstrap.roles import POOL_STATIC_PODS
 from modules.cluster.manifests import render_manifests
@@ -110,9 +111,14 @@ def cluster_egress(config: StackConfig, plan: StackAddresses, pools: ClusterPool
 
 
 def prepare_cluster(
-    stack: str, config: StackConfig, stacks_dir: Path, deployed: Mapping[str, str] | None = None
+    stack: str,
+    config: StackConfig,
+    stacks_dir: Path,
+    deployed: Mapping[str, str] | None = None,
+    scale_sets: Mapping[str, Mapping[str, int]] | None = None,
 ) -> ClusterPrep:
-    """Everything before the first resource; ``deployed``: the stack's subnets as deployed (kept in place)."""
+    """Everything before the first resource; ``deployed``: the stack's subnets as deployed (kept in place);
+    ``scale_sets``: each pool's scale sets and their capacities as deployed (kept, see split_pool)."""
     cluster = config.cluster
     if cluster is None:
         raise ValueError(f"{stack} is a {config.kind} stack, not a cluster")
@@ -120,7 +126,10 @@ def prepare_cluster(
     plan.refuse_hard_limit_breaks()
     addresses = cluster_addresses(plan)
     try:
-        pools = plan_pools(cluster, limits_for(config))
+        # The Kubernetes minor against every pinned component: the images' containerd here, the gang scheduler's
+        # skew in addons_spec, the component images in the versions table (bootstrap_context).
+        versions.check_containerd(cluster.kubernetes_version, {kind: image.version for kind, image in config.images})
+        pools = plan_pools(cluster, limits_for(config), scale_sets)
         addons = addons_for(stack, config, addresses, pools)
         pools = with_node_agents(pools, addons)
         sizes = size_cluster(cluster, pools)

@@ -210,9 +210,29 @@ def cluster_prerequisites(
     counts = hosts + [(p.vm_size, p.peak_nodes) for p in pools.pools.values()]
     return replace(
         vm_vcpus(counts, limits_for(config)),
-        steps=checksum_steps(config),
+        steps=(*checksum_steps(config), *encryption_at_host_steps((s for s, _ in counts), config.location or "")),
         permissions=deployer_permissions(stack, hub_group),
         public_ips=public_ips,
+    )
+
+
+def encryption_at_host_steps(vm_sizes: Iterable[str], location: str) -> tuple[Step, ...]:
+    """One check per VM size: whether the size supports encryption at host in the region.
+
+    Azure publishes it per size and region as the Resource SKUs API's capability ``EncryptionAtHostSupported``
+    (`az vm list-skus`; learn.microsoft.com disks-enable-host-based-encryption-cli, "Finding supported VM
+    sizes"); no document lists it per size, so it cannot be checked offline. A size without it makes Azure
+    refuse every VM and scale set of it, after the rest of the stack is deployed.
+    """
+    return tuple(
+        Step(
+            f"encryption at host on {size}",
+            f"az vm list-skus --location {location} --size {size} --resource-type virtualMachines"
+            " --query \"[0].capabilities[?name=='EncryptionAtHostSupported'].value\" -o tsv  (must print True)",
+            f"every {size} VM and scale set sets securityProfile.encryptionAtHost; Azure refuses them where the"
+            " size lacks the capability (the EncryptionAtHost feature registration alone is not enough)",
+        )
+        for size in sorted(set(vm_sizes))
     )
 
 
@@ -239,4 +259,5 @@ def hub_prerequisites(config: StackConfig, stack: str, egress_ips: int) -> Prere
     except ConfigError as err:
         raise ConfigError(str(err).replace("VM size", f"{PROJECT}:hub.jump_vm_size: VM size", 1)) from None
     bastion = 1 if config.hub.bastion else 0
-    return replace(found, permissions=deployer_permissions(stack, None), public_ips=egress_ips + bastion)
+    steps = encryption_at_host_steps([config.hub.jump_vm_size], config.location or "") if config.hub.jump_hosts else ()
+    return replace(found, steps=steps, permissions=deployer_permissions(stack, None), public_ips=egress_ips + bastion)

@@ -43,8 +43,8 @@ def _choice(rec: recommend.Recommendation, override: str | None, where: str) -> 
 
 
 def size_cluster(cluster: ClusterConfig, pools: ClusterPools) -> dict[str, SizeChoice]:
-    """Sizes per control-plane role for the most nodes the cluster can hold (``pools.peak_nodes``)."""
-    nodes = pools.peak_nodes
+    """Sizes per control-plane role for the cluster's sizing step (``pools.sizing_nodes``)."""
+    nodes = pools.sizing_nodes
     out = {
         "apiserver": _choice(recommend.apiserver(nodes), cluster.api_servers.vm_size, "cluster.api_servers.vm_size"),
         "etcd": _choice(

@@ -34,6 +34,14 @@ SCRAPE_INTERVAL_S = 30
 
 GENERAL = ("Standard_D", "Standard_E")
 
+# Node-count-derived sizes (VM sizes, etcd IOPS, the Prometheus disk, API server and client limits) follow
+# the cluster's node count in steps, not node by node: a change inside a step resizes nothing and rewrites
+# no control-plane file, so adding one node restarts no API server (issue 20). The steps hold the rules'
+# own boundaries (GCE's 5/10/100/250/500/3,000 rows, etcd's 50/250/1,000/3,000 tiers) and every 500 nodes
+# up to 3,000, every 1,000 beyond; `agk plan --base` says when a change crosses one.
+SIZING_STEPS = (5, 10, 50, 100, 250, 500, 1000, 1500, 2000, 2500, 3000)
+SIZING_STEP_ABOVE = 1000
+
 
 @dataclass(frozen=True)
 class Recommendation:
@@ -43,6 +51,14 @@ class Recommendation:
     memory_gib: int
     rule: str
     source: str
+
+
+def sizing_step(nodes: int) -> int:
+    """The node count a cluster of ``nodes`` is sized for: the smallest step at or above it."""
+    step = next((s for s in SIZING_STEPS if nodes <= s), None)
+    if step is not None:
+        return step
+    return -(-nodes // SIZING_STEP_ABOVE) * SIZING_STEP_ABOVE
 
 
 def _smallest(vcpus: int, memory_gib: float, prefixes: tuple[str, ...], *, nvme: bool = False) -> Sku:

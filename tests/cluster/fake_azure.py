@@ -55,6 +55,17 @@ class FakeAzure:
                 op["apply"]()
                 op["apply"] = None
 
+    def _advance(self) -> None:
+        """Time passes between reads: each GET moves every running operation one step towards done."""
+        for op in self.operations.values():
+            if op["apply"] is None:
+                continue
+            if op["left"] > 0:
+                op["left"] -= 1
+            if op["left"] == 0:
+                op["apply"]()
+                op["apply"] = None
+
     def _vmss(self, path: str) -> tuple[str, str]:
         prefix = (
             f"/subscriptions/{self.subscription}/resourceGroups/{self.group}"
@@ -78,6 +89,8 @@ class FakeAzure:
         assert headers["Authorization"] == f"Bearer {ARM_TOKEN}"
         assert query["api-version"] == ["2024-07-01"]
         self.calls.append((method, path, body))
+        if method == "GET":
+            self._advance()
         if "/operations/" in path:
             op = self.operations[path.rsplit("/", 1)[1]]
             if op["left"] > 0:

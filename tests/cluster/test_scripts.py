@@ -403,3 +403,32 @@ def test_provider_id_names_the_scale_set_instance(provider: str, parsed: Any) ->
 
     vm = instance_of(provider)
     assert (vm and (vm.subscription, vm.group, vm.vmss, vm.instance)) == parsed
+
+
+def test_every_arm_call_is_one_the_remediation_role_grants_on_the_scale_set(
+    serve: Any, azure: Any, dev_spec: AddonsSpec
+) -> None:
+    """Issue 20, item 5: the role (assigned on each GPU scale set) did not let the job read its own long-running
+    operations (a subscription-scope URL). Every call of a replacement is now a row of ARM_CALLS, below the set."""
+    import re
+
+    from modules.azure.identities import REPLACER_ACTIONS
+    from modules.cluster.scripts.azure import ARM_CALLS
+
+    _, api, rule = wired_rule(serve, dev_spec, [fenced_node("bad", 60)] + [node(f"n{i}") for i in range(8)])
+    cloud = FakeAzure({"h100-0": 4}, {"h100-0": {"0", "3"}}, polls=2)
+    assert remediate_xid.replace(api, azure(cloud), rule, NOW).replaced == ["bad"]
+    scale_set = (
+        f"/subscriptions/{SUB}/resourceGroups/{GROUP}/providers/Microsoft.Compute/virtualMachineScaleSets/h100-0"
+    )
+    patterns = [
+        (c.method, re.compile("^" + re.escape(c.path).replace(re.escape("{instance}"), "[0-9]+") + "$"), c.action)
+        for c in ARM_CALLS
+    ]
+    used = set()
+    for method, path, _ in cloud.calls:
+        assert path == scale_set or path.startswith(scale_set + "/"), path
+        below = path[len(scale_set) :].lstrip("/")
+        (action,) = [a for m, p, a in patterns if m == method and p.match(below)]
+        used.add(action)
+    assert set(REPLACER_ACTIONS) == {c.action for c in ARM_CALLS} == used

@@ -240,7 +240,10 @@ def test_node_pool_scale_sets_and_pod_ip_configs(mocks: Recorder) -> None:
         assert list(scale_sets) == ["gpu-00", "gpu-01", "gpu-02"]
         assert capacity == 250
         vmss = mocks.of_type("azure-native:compute:VirtualMachineScaleSet")
-        assert sorted(v.inputs["sku"]["capacity"] for v in vmss) == [83, 83, 84]
+        # Filled in order, each to its room (100 less 1 of headroom): the newest set holds the rest.
+        assert [v.inputs["sku"]["capacity"] for v in vmss] == [99, 99, 52]
+        # A lowered capacity removes the newest instances of a set, so a plan can say which VMs go.
+        assert {tuple(v.inputs["scaleInPolicy"]["rules"]) for v in vmss} == {("NewestVM",)}
         (identity,) = mocks.of_type("azure-native:managedidentity:UserAssignedIdentity")
         for v in vmss:
             (nic,) = v.inputs["virtualMachineProfile"]["networkProfile"]["networkInterfaceConfigurations"]
@@ -257,22 +260,68 @@ def test_node_pool_scale_sets_and_pod_ip_configs(mocks: Recorder) -> None:
     check(settled(build()))
 
 
+def _caps(nodes: int, **kw: Any) -> list[int]:
+    return [s.capacity for s in split_pool("p", nodes, infiniband=True, cap_spg=100, cap_large=1000, headroom=1, **kw)]
+
+
 def test_split_pool_names_are_stable_when_a_pool_grows() -> None:
     small = split_pool("p", 150, infiniband=True, cap_spg=100, cap_large=1000, headroom=1)
     large = split_pool("p", 420, infiniband=True, cap_spg=100, cap_large=1000, headroom=1)
     assert [s.name for s in small] == [s.name for s in large][:2]
-    assert [s.capacity for s in large] == [84, 84, 84, 84, 84]
+    assert [s.capacity for s in large] == [99, 99, 99, 99, 24]
     wide = split_pool("p", 2500, infiniband=False, cap_spg=100, cap_large=1000, headroom=1)
-    assert [(s.capacity, s.single_placement_group) for s in wide] == [(834, False), (833, False), (833, False)]
+    assert [(s.capacity, s.single_placement_group) for s in wide] == [(999, False), (999, False), (502, False)]
+    # Past a hundred sets the names keep their two digits: p-99 is followed by p-100, nothing is renamed.
+    many = split_pool("p", 101 * 99, infiniband=True, cap_spg=100, cap_large=1000, headroom=1)
+    assert [s.name for s in many[98:]] == ["p-98", "p-99", "p-100"]
+
+
+@pytest.mark.parametrize(("before", "after"), [(1875, 1900), (1875, 1876), (1875, 2500), (150, 151), (99, 100)])
+def test_growth_keeps_every_set_and_fills_the_newest_first(before: int, after: int) -> None:
+    """Issue 20: adding 25 nodes to a pool of 1,875 re-split it into 20 sets of 95, so Azure's scale-in
+    removed 76 running VMs of its own choosing. Growth now never lowers a set's capacity."""
+    old, new = _caps(before), _caps(after)
+    assert sum(new) == after
+    assert all(n >= o for o, n in zip(old, new, strict=False))
+    assert len(new) >= len(old)
+    # Only the newest set that held VMs and sets after it change.
+    first_changed = next(i for i, (o, n) in enumerate(zip([*old, 0], new, strict=False)) if o != n)
+    assert first_changed >= len(old) - 1
+
+
+@pytest.mark.parametrize(("before", "after"), [(1875, 1775), (1875, 1782), (1875, 1), (420, 100)])
+def test_shrink_takes_vms_from_the_newest_sets_only(before: int, after: int) -> None:
+    old, new = _caps(before), _caps(after)
+    assert sum(new) == after
+    dropped = [i for i, (o, n) in enumerate(zip(old, [*new, *[0] * len(old)], strict=False)) if n < o]
+    # The sets that lose VMs are the newest ones, contiguous up to the last: older sets keep all of theirs.
+    assert dropped == list(range(dropped[0], len(old)))
+    assert all(n == o for o, n in zip(old[: dropped[0]], new, strict=False))
+
+
+def test_a_pool_deployed_balanced_keeps_its_capacities() -> None:
+    """A pool an earlier release split evenly (13 sets of 99, 6 of 98) grows and shrinks from its newest sets."""
+    balanced = {f"p-{i:02d}": c for i, c in enumerate([99] * 13 + [98] * 6)}
+    assert _caps(1875, deployed=balanced) == [99] * 13 + [98] * 6
+    assert _caps(1900, deployed=balanced) == [99] * 13 + [98] * 5 + [99, 24]
+    assert _caps(1775, deployed=balanced) == [99] * 13 + [98] * 4 + [96]
+    # A set already deleted by hand (a gap) is an empty set: names never shift.
+    gap = {"p-00": 99, "p-02": 50}
+    assert [s.name for s in split_pool("p", 149, infiniband=True, cap_spg=100, cap_large=1000, deployed=gap)] == [
+        "p-00",
+        "p-01",
+        "p-02",
+    ]
 
 
 @pytest.mark.parametrize(("nodes", "headroom"), [(1, 0), (99, 1), (100, 1), (1875, 1), (1875, 5), (7500, 2), (250, 0)])
-def test_every_scale_set_keeps_its_headroom_and_sizes_are_balanced(nodes: int, headroom: int) -> None:
+def test_every_scale_set_keeps_its_headroom(nodes: int, headroom: int) -> None:
     sets = split_pool("p", nodes, infiniband=True, cap_spg=100, cap_large=1000, headroom=headroom)
     capacities = [s.capacity for s in sets]
     assert sum(capacities) == nodes
     assert max(capacities) + headroom <= 100
-    assert max(capacities) - min(capacities) <= 1
+    # Every set but the newest is full to its room.
+    assert set(capacities[:-1]) <= {100 - headroom}
     # No fewer sets would do: one set less could not keep the headroom.
     assert len(sets) == -(-nodes // (100 - headroom))
 
@@ -281,8 +330,8 @@ def test_autoscaled_pool_gets_room_for_its_maximum() -> None:
     sets = split_pool("p", 10, infiniband=False, cap_spg=100, cap_large=1000, headroom=1, max_nodes=300)
     assert [(s.capacity, s.single_placement_group) for s in sets] == [(10, False)]
     ib = split_pool("p", 10, infiniband=True, cap_spg=100, cap_large=1000, headroom=1, max_nodes=300)
-    # Four sets of at most 99 hold the maximum of 300; today's 10 nodes are spread over them.
-    assert [s.capacity for s in ib] == [3, 3, 2, 2]
+    # Four sets of at most 99 hold the maximum of 300; today's 10 nodes are in the first, the others wait empty.
+    assert [s.capacity for s in ib] == [10, 0, 0, 0]
 
 
 def test_prometheus_and_nat_hosts(mocks: Recorder) -> None:

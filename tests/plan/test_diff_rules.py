@@ -1,4 +1,4 @@
-"""The diff's rules as a table: each row of agk/plan/replacements.py decides what a change does."""
+"""The diff's rules as a table: each row of policies/rules/replacements.py decides what a change does."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from agk.plan import wire
 from agk.plan.diff import changed_paths, classify, diff_states
-from agk.plan.replacements import RULES, Effect, covers
+from policies.rules.replacements import RULES, Effect, covers
 
 VM = "azure-native:compute:VirtualMachine"
 VMSS = "azure-native:compute:VirtualMachineScaleSet"

@@ -32,7 +32,25 @@ NO_RADIUS = {
     "scale_sets": [],
     "etcd_member_names": [],
     "scale_sets_to_roll": [],
+    "nodes_created": 0,
+    "gpus_created": 0,
+    "scale_sets_created": [],
+    "restarts": [],
 }
+
+
+H100_SIZE = "Standard_ND96isr_H100_v5"
+H200_SIZE = "Standard_ND96isr_H200_v5"
+
+
+def created(*sets: tuple[str, str, str, str, int, int]) -> dict[str, Any]:
+    """The blast radius' created part for scale sets ``(name, pool, size, action, nodes, gpus)``."""
+    rows = [dict(zip(("name", "pool", "vm_size", "action", "nodes", "gpus"), row, strict=True)) for row in sets]
+    return {
+        "nodes_created": sum(r["nodes"] for r in rows),
+        "gpus_created": sum(r["gpus"] for r in rows),
+        "scale_sets_created": rows,
+    }
 
 
 def _secrets(action: str, head: str, paths: str = "[]") -> list[str]:
@@ -58,10 +76,9 @@ def _pool_secrets(action: str, pool: str) -> list[str]:
     return [*_secrets(action, f"dev-keys-pool-{pool}"), f"{action} Secret dev-keys-pool-{pool}-bootstrap-token []"]
 
 
-# The API servers' flags follow the cluster's node count. They live in each server's Key Vault bundle,
-# which its timer re-reads (a new version of both secrets); the VMs change only their sizing tag, an
-# update Azure accepts. Their customData stays as it was: nothing refused.
-APISERVERS_TAGGED = [f"update VirtualMachine dev-apiserver-{i} [tags]" for i in range(3)]
+# The API servers' bundles name the pools' token secrets (their issuer's configuration): adding or renaming a
+# pool gives each a new version. Their flags follow the sizing step (50 nodes in dev), not the node count, so
+# growing a pool inside the step touches no API server (issue 20).
 APISERVER_BUNDLES = [
     line for i in range(3) for line in _secrets("update", f"dev-keys-dev-apiserver-{i}", "[properties]")
 ]
@@ -97,6 +114,9 @@ CHANGE_POLICY_NAMES = {
     "no-change-azure-refuses",
     "pool-shrink-below-running",
     "change-allowance-unused",
+    "control-plane-one-at-a-time",
+    "allowance-takes-quorum",
+    "etcd-membership-change",
 }
 
 
@@ -116,7 +136,6 @@ def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
     h200 = {"vm_size": "Standard_ND96isr_H200_v5", "nodes": 4, "pod_ips": 30, "surge": 1, "infiniband": True}
     case = changed(tmp_path, base, both(pinned(base), lambda c: cluster(c)["gpu_pools"].__setitem__("h200", h200)))
     assert case.lines == [
-        *APISERVERS_TAGGED,
         *APISERVER_BUNDLES,
         "create NodePool h200 []",
         "create RoleAssignment dev-controllers-replacer-h200-00 []",
@@ -131,22 +150,19 @@ def test_add_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
         "create PublicIPPrefix dev-egress-h200-ips []",
         "create Subnet dev-gpu-h200 []",
     ]
-    # The API servers' VMs change only their sizing tag: their customData is untouched.
-    assert [c.paths for c in case.diff.changes[:3]] == [("tags.agk-cluster-nodes",)] * 3
-    assert case.radius.as_json() == NO_RADIUS
+    # The API servers' VMs are untouched (their sizing tag carries the step, 50 nodes, before and after).
+    assert not [c for c in case.diff.changes if c.type.endswith(":VirtualMachine")]
+    # The PR comment counts what the pool brings, not only what goes (issue 20, item 7).
+    assert case.radius.as_json() == {**NO_RADIUS, **created(("h200-00", "h200", H200_SIZE, "create", 4, 32))}
     assert case.verdicts()[0] == set()
 
 
 def test_grow_a_pool(tmp_path: Path, base: dict[str, Any]) -> None:
     case = changed(tmp_path, base, lambda c: cluster(c)["gpu_pools"]["h100"].__setitem__("nodes", 6))
-    assert case.lines == [
-        *APISERVERS_TAGGED,
-        "update VirtualMachineScaleSet h100-00 [sku]",
-        *APISERVER_BUNDLES,
-    ]
+    assert case.lines == ["update VirtualMachineScaleSet h100-00 [sku]"]
     grown = next(c for c in case.diff.changes if c.name == "h100-00")
     assert grown.paths == ("sku.capacity",)
-    assert case.radius.as_json() == NO_RADIUS
+    assert case.radius.as_json() == {**NO_RADIUS, **created(("h100-00", "h100", H100_SIZE, "scale-out", 2, 16))}
     assert case.verdicts()[0] == set()
 
 
@@ -204,8 +220,10 @@ def test_rename_a_pool_is_delete_and_create(tmp_path: Path, base: dict[str, Any]
                 "action": "delete",
                 "nodes": 4,
                 "gpus": 32,
+                "running": 4,
             }
         ],
+        **created(("h100x-00", "h100x", H100_SIZE, "create", 4, 32)),
     }
     verdicts, violations = case.verdicts()
     assert verdicts == {
@@ -219,7 +237,10 @@ def test_rename_a_pool_is_delete_and_create(tmp_path: Path, base: dict[str, Any]
         " allow: [{name: dev-gpu-h100, action: delete, reason: <why, e.g. the change ticket>}]"
     )
     shrink = next(v for v in violations if v.policy == "pool-shrink-below-running")
-    assert shrink.message == "pool h100 shrinks from 4 to 0 nodes: 4 running nodes and their pods go; drain them first"
+    assert shrink.message == (
+        "pool h100 shrinks from 4 to 0 nodes: 4 running nodes and their pods go"
+        " (h100-00 4 -> 0 (deleted); a set loses its newest VMs); drain them first"
+    )
 
 
 def test_a_declared_allowance_lets_the_rename_pass(tmp_path: Path, base: dict[str, Any]) -> None:
@@ -288,6 +309,16 @@ def test_move_etcd_to_local_nvme_loses_every_member(tmp_path: Path, base: dict[s
         **NO_RADIUS,
         "etcd_members": 3,
         "etcd_member_names": ["dev-etcd-0", "dev-etcd-1", "dev-etcd-2"],
+        # An Lsv3 size: Azure restarts each VM to resize it, one member after the other.
+        "restarts": [
+            {
+                "host": f"dev-etcd-{i}",
+                "role": "etcd",
+                "actions": ["VM restarted by Azure (hardwareProfile.vmSize)"],
+                "how": "vm",
+            }
+            for i in range(3)
+        ],
     }
     verdicts, violations = case.verdicts()
     assert verdicts == {
@@ -300,14 +331,12 @@ def test_move_etcd_to_local_nvme_loses_every_member(tmp_path: Path, base: dict[s
     # The data disk's device is in customData (cloud-init partitions it at first boot): the one kind of
     # change customData still carries, and Azure refuses it on a VM.
     refused = next(v for v in violations if v.policy == "no-change-azure-refuses")
-    assert refused.message == (
+    assert refused.message.startswith(
         "Azure refuses to change osProfile.customData of compute:VirtualMachine dev-etcd-0 in place"
-        " (PropertyChangeNotAllowed), and the provider does not replace it: `pulumi up` would fail."
-        " Keep the value, or replace it deliberately (pulumi up --replace"
-        " 'urn:pulumi:dev::azure-gpu-k8s::agk:compute:ControlPlane$azure-native:compute:VirtualMachine::dev-etcd-0');"
-        " if intended, declare it in stacks/Pulumi.dev.yaml under azure-gpu-k8s:changes:"
-        " allow: [{name: dev-etcd-0, action: replace, reason: <why, e.g. the change ticket>}]"
+        " (PropertyChangeNotAllowed), and the provider does not replace it: `pulumi up` would fail there, half-way."
+        " Keep the value, or: osProfile.customData: customData is written once:"
     )
+    assert refused.message.endswith("No allowance lets it through")
 
 
 def test_change_a_subnets_size(tmp_path: Path, base: dict[str, Any]) -> None:
@@ -315,10 +344,10 @@ def test_change_a_subnets_size(tmp_path: Path, base: dict[str, Any]) -> None:
     case = changed(
         tmp_path, base, both(pinned(base, "system"), lambda c: cluster(c)["system_pool"].__setitem__("nodes", 12))
     )
+    # The subnet's NSG names its range in the segmentation rules (modules/azure/segmentation.py): it follows.
     assert case.lines == [
-        *APISERVERS_TAGGED,
         "update VirtualMachineScaleSet system-00 [sku]",
-        *APISERVER_BUNDLES,
+        "update NetworkSecurityGroup dev-system-nsg [securityRules]",
         "update Subnet dev-system [addressPrefix]",
     ]
     assert case.radius.as_json() == {
@@ -332,6 +361,7 @@ def test_change_a_subnets_size(tmp_path: Path, base: dict[str, Any]) -> None:
                 "machines": 3,
             }
         ],
+        **created(("system-00", "system", "Standard_D8ds_v5", "scale-out", 9, 0)),
     }
     verdicts, violations = case.verdicts()
     assert verdicts == {("no-subnet-move", "mandatory", "dev-system")}

@@ -124,13 +124,19 @@ def test_the_changed_config_and_the_renewed_certificates_are_in_the_bundles(
         assert f"planned-{issued}-" in prometheus["/etc/prometheus/pki/prometheus.crt"]
         apiserver = {f["path"]: f["content"] for f in _bundle(state, "dev-apiserver-0")["files"]}
         assert f"planned-{issued}-" in apiserver["/etc/kubernetes/pki/apiserver.crt"]
-    # The API servers' flags follow the pools' size (2 more h100 nodes): in their bundles, not their customData.
+    # The API servers' flags follow the cluster's sizing step, not its node count (issue 20): 2 more h100 nodes
+    # stay inside dev's step of 50, so the scheduler's configuration and the audit policy are the same, and the
+    # manifest differs only in the hash of the renewed certificates it mounts.
+    files = [{f["path"]: f["content"] for f in _bundle(p, "dev-apiserver-0")["files"]} for p in plans]
+    for path in ("/etc/kubernetes/scheduler-config.yaml", "/etc/kubernetes/audit-policy.yaml"):
+        assert files[0][path] == files[1][path]
     manifests = [
-        next(f["content"] for f in _bundle(p, "dev-apiserver-0")["files"] if f["path"].endswith("/kube-apiserver.yaml"))
-        for p in plans
+        [x for x in f[path].splitlines() if "sha256" not in x]
+        for f in files
+        for path in f
+        if path.endswith("/kube-apiserver.yaml")
     ]
-    assert "# In-flight seats scaled for 14 nodes over 3 servers" in manifests[0]
-    assert "# In-flight seats scaled for 16 nodes over 3 servers" in manifests[1]
+    assert manifests[0] == manifests[1]
 
 
 def _decoded(encoded: str) -> str:

@@ -93,12 +93,21 @@ def test_every_existing_subnet_that_moves_is_reported() -> None:
     assert run(change.no_subnet_move, allowed) == []
 
 
-def test_refused_changes_and_their_allowance() -> None:
+def test_an_allowance_never_lets_through_what_azure_refuses() -> None:
+    """Issue 20, item 6: a `replace` allowance made a refused change pass review, though `pulumi up` still
+    failed on it (the provider updates; Azure refuses). The refusal stays mandatory and the allowance is named."""
     vm = res(VM, "dev-apiserver-0", "update", "apiserver", refused=("osProfile.customData",))
-    assert len(run(change.no_change_azure_refuses, ChangeArgs("dev", [vm]))) == 1
+    (alone,) = run(change.no_change_azure_refuses, ChangeArgs("dev", [vm]))
+    # The fix comes from the same table row the plan shows.
+    assert "osProfile.customData: customData is written once: change what the host reads" in alone[1]
     replace = Allowance("replace", "rebuild the API servers", name="dev-apiserver-0")
-    assert run(change.no_change_azure_refuses, ChangeArgs("dev", [vm], allowances=[replace])) == []
-    assert run(change.change_allowance_unused, ChangeArgs("dev", [vm], allowances=[replace])) == []
+    assert run(change.no_change_azure_refuses, ChangeArgs("dev", [vm], allowances=[replace])) == [alone]
+    (named,) = run(change.change_allowance_unused, ChangeArgs("dev", [vm], allowances=[replace]))
+    assert named[1].startswith(
+        "azure-gpu-k8s:changes allowance {name: dev-apiserver-0, action: replace} (rebuild the API servers) names"
+        " dev-apiserver-0, whose change Azure refuses in place (osProfile.customData): an allowance cannot make"
+        " Azure accept it"
+    )
 
 
 def test_shrinking_below_running_nodes_is_reported() -> None:
@@ -127,6 +136,9 @@ def test_policies_have_unique_names_and_levels() -> None:
         "no-stateful-replacement": "mandatory",
         "no-subnet-move": "mandatory",
         "no-change-azure-refuses": "mandatory",
+        "control-plane-one-at-a-time": "mandatory",
+        "allowance-takes-quorum": "advisory",
         "pool-shrink-below-running": "advisory",
         "change-allowance-unused": "advisory",
+        "etcd-membership-change": "mandatory",
     }

@@ -50,7 +50,7 @@ def test_reads_names_and_urns() -> None:
         ),
         (
             {"allow": [{"name": "a", "action": "update", "reason": "r"}]},
-            "dev: azure-gpu-k8s:changes.allow[0].action: 'update' is not allowed: use 'replace', 'delete' or 'move'",
+            "dev: azure-gpu-k8s:changes.allow[0].action: 'update' is not allowed: use 'replace', 'delete', 'move' or 'add'",
         ),
         (
             {"allow": [{"name": "a", "action": "delete", "reason": " "}]},

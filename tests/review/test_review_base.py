@@ -108,12 +108,14 @@ def test_plan_md_leads_with_the_blast_radius(base: Path, renamed: Path, tmp_path
     )
     assert (code, err) == (0, "")
     lines = (tmp_path / "o" / "dev" / "plan.md").read_text().splitlines()
-    assert lines[:9] == [
+    assert lines[:11] == [
         "### `agk plan` · stack `dev`",
         "",
         "#### Blast radius",
         "",
         "- 4 nodes (32 GPUs) in 1 scale set replaced or deleted",
+        "- VMs removed: h100-00: all 4 VMs, the set is deleted; drain them first (README: Day 2 changes)",
+        "- 4 nodes (32 GPUs) created in 1 scale set",
         "- 0 etcd members lost",
         "- 0 subnets in use moved",
         "- 1 subnet in use removed: gpu-h100 10.16.1.0/24 -> gone (155 IP configurations, 4 machines)",
@@ -218,7 +220,7 @@ def test_bad_allowance_is_one_line_exit_2(base: Path, tmp_path: Path) -> None:
     code, out, err = agk("review", "--stack", "dev", "--base", str(base), "--stacks-dir", str(stacks))
     assert (code, out) == (2, "")
     assert err == (
-        "error: dev: azure-gpu-k8s:changes.allow[0].action: 'nuke' is not allowed: use 'replace', 'delete' or 'move'\n"
+        "error: dev: azure-gpu-k8s:changes.allow[0].action: 'nuke' is not allowed: use 'replace', 'delete', 'move' or 'add'\n"
     )
 
 

@@ -57,7 +57,8 @@ def test_broken_stack_fails_with_exactly_the_expected_rules() -> None:
     assert {(v["policy"], v["enforcement"]) for v in body["violations"]} == BROKEN_RULES
     assert len(body["violations"]) == 8
     for v in body["violations"]:
-        assert set(v) == {"policy", "enforcement", "severity", "urn", "type", "message"}
+        # The contract's fields, and where each came from: its file (several --file) and its stack-file key.
+        assert set(v) == {"policy", "enforcement", "severity", "urn", "type", "message", "source", "key"}
         assert v["urn"].startswith("urn:pulumi:dev::azure-gpu-k8s::")
     ssh = next(v for v in body["violations"] if v["policy"] == "nsg-no-admin-ports-from-internet")
     assert ssh == {
@@ -67,6 +68,8 @@ def test_broken_stack_fails_with_exactly_the_expected_rules() -> None:
         "urn": "urn:pulumi:dev::azure-gpu-k8s::azure-native:network:NetworkSecurityGroup::nsg-dev",
         "type": "azure-native:network:NetworkSecurityGroup",
         "message": "NSG nsg-dev rule ssh-anywhere allows inbound from * to port(s) 22: allow only the hub or VNet ranges",
+        "source": str(BROKEN),
+        "key": "azure-gpu-k8s:network",
     }
 
 
@@ -97,7 +100,10 @@ def test_sarif_carries_every_required_field() -> None:
         assert result["level"] == ("warning" if result["ruleId"] == "apiserver-memory-sizing" else "error")
         assert result["message"]["text"]
         (location,) = result["locations"]
-        assert location["physicalLocation"]["artifactLocation"]["uri"] == str(BROKEN)
+        # The export is of stack dev: results point into its stack file (where a pull request changes keys),
+        # and name the export they were found in.
+        assert location["physicalLocation"]["artifactLocation"]["uri"] == "stacks/Pulumi.dev.yaml"
+        assert result["properties"]["export"] == str(BROKEN)
         assert location["physicalLocation"]["region"]["startLine"] >= 1
         assert location["logicalLocations"][0]["fullyQualifiedName"].startswith("urn:pulumi:dev::")
         assert len(result["partialFingerprints"]["agkViolation/v1"]) == 64

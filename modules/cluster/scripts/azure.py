@@ -4,9 +4,14 @@ Credentials: a managed identity's token from the instance metadata service (IMDS
 pod runs on, ``GET /metadata/identity/oauth2/token?api-version=2018-02-01&resource=<ARM>/&client_id=<id>``
 with ``Metadata: true`` (learn.microsoft.com, "How to use managed identities for Azure resources on an
 Azure VM to acquire an access token"; ``client_id`` picks one of several user-assigned identities).
-Long-running operations answer 202 and are polled through ``Azure-AsyncOperation`` (preferred) or
-``Location``, waiting ``Retry-After`` seconds between polls (learn.microsoft.com, "Track asynchronous
-Azure operations"; status ``InProgress`` until ``Succeeded``, ``Failed`` or ``Canceled``).
+Long-running operations answer 202; this client then reads the resource itself until it shows the
+result (the instance gone, the capacity set), waiting ``Retry-After`` seconds between reads. It does not
+follow ``Azure-AsyncOperation``: that URL is ``/subscriptions/<sub>/providers/Microsoft.Compute/locations/
+<region>/operations/<id>``, a subscription-scope read (``Microsoft.Compute/locations/operations/read``) that
+a role assigned on one scale set does not grant, so the poll would fail with AuthorizationFailed.
+
+Every call it makes is a row of :data:`ARM_CALLS`, with the action Azure checks for it, all on the scale
+set: the remediation identity's custom role is exactly those actions (modules/azure/identities.py).
 """
 
 from __future__ import annotations
@@ -31,6 +36,24 @@ _PROVIDER_ID = re.compile(
     r"Microsoft\.Compute/virtualMachineScaleSets/(?P<vmss>[^/]+)/virtualMachines/(?P<instance>\d+)$",
     re.IGNORECASE,  # Azure may spell resourcegroups in lower case
 )
+
+
+@dataclass(frozen=True)
+class ArmCall:
+    method: str
+    path: str
+    """Below the scale set's id (``""``: the set itself)."""
+    action: str
+    """The Azure RBAC action the call needs (resource-provider operations for Microsoft.Compute)."""
+
+
+ARM_CALLS = (
+    ArmCall("GET", "", "Microsoft.Compute/virtualMachineScaleSets/read"),
+    ArmCall("GET", "virtualMachines/{instance}", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read"),
+    ArmCall("POST", "delete", "Microsoft.Compute/virtualMachineScaleSets/delete/action"),
+    ArmCall("PATCH", "", "Microsoft.Compute/virtualMachineScaleSets/write"),
+)
+"""Every ARM call :class:`Arm` makes: Get (the set, an instance), Delete Instances, Update."""
 
 
 class AzureError(Exception):
@@ -123,8 +146,8 @@ class Arm:
                 return 404, dict(err.headers.items()), None
             raise AzureError(f"{method} {url.split('?')[0]}: HTTP {err.code}: {detail[:300]}") from None
 
-    def _wait(self, what: str, status: int, headers: dict[str, str]) -> bool:
-        """Follow a 201/202 (Azure-AsyncOperation, else Location); False if still running after poll_timeout.
+    def _wait(self, what: str, status: int, headers: dict[str, str], done: Callable[[], bool]) -> bool:
+        """After a 201/202, read the resource until ``done()``; False if still running after poll_timeout.
 
         Deleting a GPU VM takes minutes; the caller (a CronJob run) leaves an unfinished operation
         to the next run instead of blocking the fencing of other nodes.
@@ -132,26 +155,12 @@ class Arm:
         if status not in (201, 202):
             return True
         lower = {k.lower(): v for k, v in headers.items()}
-        async_url, location = lower.get("azure-asyncoperation"), lower.get("location")
         deadline = time.monotonic() + self.poll_timeout
         retry = float(lower.get("retry-after") or 10)
         while time.monotonic() < deadline:
             self.sleep(retry)
-            if async_url:
-                code, polled, body = self._call("GET", async_url)
-                state = (body or {}).get("status", "")
-                if state == "Succeeded":
-                    return True
-                if state in ("Failed", "Canceled"):
-                    error = (body or {}).get("error", {})
-                    raise AzureError(f"{what}: {state}: {error.get('code', '')} {error.get('message', '')}".strip())
-            elif location:
-                code, polled, _ = self._call("GET", location)
-                if code in (200, 204):
-                    return True
-            else:
-                return True  # 202 without a way to poll: accepted is all ARM promises
-            retry = float({k.lower(): v for k, v in polled.items()}.get("retry-after") or retry)
+            if done():
+                return True
         return False
 
     def instance_state(self, vm: Instance) -> str | None:
@@ -171,10 +180,25 @@ class Arm:
     def delete_instance(self, vm: Instance) -> bool:
         """POST .../virtualMachineScaleSets/<vmss>/delete {"instanceIds": [id]} (Delete Instances); True once done."""
         code, headers, _ = self._call("POST", f"{vm.scale_set_path}/delete", {"instanceIds": [vm.instance]})
-        return self._wait(f"deleting {vm.vmss} instance {vm.instance}", code, headers)
+
+        def gone() -> bool:
+            state = self.instance_state(vm)
+            if state == "Failed":
+                raise AzureError(f"deleting {vm.vmss} instance {vm.instance}: the instance is in state Failed")
+            return state is None
+
+        return self._wait(f"deleting {vm.vmss} instance {vm.instance}", code, headers, gone)
 
     def set_capacity(self, vm: Instance, sku: dict[str, Any], capacity: int) -> bool:
         """PATCH the scale set's sku.capacity (Virtual Machine Scale Sets - Update); True once done."""
         body = {"sku": {**{k: v for k, v in sku.items() if k in ("name", "tier")}, "capacity": capacity}}
         code, headers, _ = self._call("PATCH", vm.scale_set_path, body)
-        return self._wait(f"setting {vm.vmss} capacity to {capacity}", code, headers)
+
+        def set_() -> bool:
+            found = self.scale_set(vm)
+            state = (found.get("properties") or {}).get("provisioningState", "Succeeded")
+            if state == "Failed":
+                raise AzureError(f"setting {vm.vmss} capacity to {capacity}: the scale set is in state Failed")
+            return bool(state == "Succeeded" and (found.get("sku") or {}).get("capacity") == capacity)
+
+        return self._wait(f"setting {vm.vmss} capacity to {capacity}", code, headers, set_)
