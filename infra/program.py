@@ -29,7 +29,7 @@ from modules.azure.segmentation import spoke_rules
 from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import ClusterStorage, ClusterStorageArgs, Grant, account_name, blob_url
 from modules.azure.vm import IdentityBound
-from modules.bootstrap import alerting, node_tokens
+from modules.bootstrap import alerting, node_tokens, versions
 from modules.bootstrap.customdata import bundle_parts, custom_data
 from modules.bootstrap.delivery import check_sizes
 from modules.bootstrap.etcd_backup import ACCOUNT_URL_FACT
@@ -557,6 +557,8 @@ def _cluster_outputs(
             "remediation_client_id": controllers.remediation_client_id,
         },
         "sizing": {role: choice.to_dict() for role, choice in prep.sizes.items()},
+        # The versions in force and where each was read (modules/bootstrap/versions.py): agk plan lists them.
+        "versions": versions.in_force(prep.bootstrap.kubernetes_version),
         # What the sizes follow: the peak node count and the step it is rounded up to (agk plan --base says
         # when a change crosses one).
         "sized_for": {"peak_nodes": prep.pools.peak_nodes, "nodes": prep.pools.sizing_nodes},

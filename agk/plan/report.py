@@ -58,6 +58,12 @@ def _sizing(plan: StackPlan) -> list[dict[str, str]]:
     return [dict(row) for row in raw.values()] if isinstance(raw, dict) else []
 
 
+def _versions(plan: StackPlan) -> list[dict[str, Any]]:
+    """The cluster program's `versions` output: every pinned release, its sha256 and source."""
+    raw = wire.plain(plan.outputs["versions"]) if "versions" in plan.outputs else []
+    return [dict(row) for row in raw] if isinstance(raw, list) else []
+
+
 def masked_outputs(plan: StackPlan) -> dict[str, Any]:
     return {k: "[secret]" if wire.is_secret(v) else wire.plain(v) for k, v in sorted(plan.outputs.items())}
 
@@ -129,6 +135,13 @@ def text(
             f"  {r['rule']}"
             for r in sizing
         ]
+    pinned = _versions(plan)
+    if pinned:
+        lines += [
+            "",
+            "Versions in force (modules/bootstrap/versions.py; UNVERIFIED: no public sha256, not deployable):",
+        ]
+        lines += [f"  {r['name']:<20} {r['version']:<10} {r['checked_by']:<10} {r['source']}" for r in pinned]
     outputs = masked_outputs(plan)
     if outputs:
         lines += ["", f"Stack outputs: {', '.join(outputs)}"]
@@ -242,6 +255,13 @@ def markdown(
         out += ["| role | recommended | chosen | rule |", "|---|---|---|---|"]
         out += [f"| {r['role']} | {r['recommended']} | {r['chosen']} | {r['rule']} |" for r in sizing]
         out.append("")
+    pinned = _versions(plan)
+    if pinned:
+        out += ["<details><summary>Versions in force</summary>", "", "| component | version | checked by | source |"]
+        out += ["|---|---|---|---|"] + [
+            f"| {r['name']} | {r['version']} | {r['checked_by']} | {r['source']} |" for r in pinned
+        ]
+        out += ["", "</details>", ""]
     out += ["<details><summary>Resources by type</summary>", "", "| type | count |", "|---|--:|"]
     out += [f"| `{t}` | {n:,} |" for t, n in counts_by_type(plan).items()]
     out += ["", "</details>", ""]

@@ -39,12 +39,6 @@ class Image:
 
 
 IMAGES: dict[str, Image] = {
-    "pause": Image(
-        "registry.k8s.io/pause",
-        "3.10",
-        "sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a",
-        "nodes' status.images pair registry.k8s.io/pause:3.10 with this digest (several public kind/kubeadm dumps)",
-    ),
     # dcgm-exporter also serves as the DCGM client of the preflight diagnostics: its image carries
     # the datacenter-gpu-manager package (dcgmi), and both talk to the host's nv-hostengine, whose
     # major version they must match (HOST_DCGM below).
@@ -88,7 +82,6 @@ IMAGES: dict[str, Image] = {
     ),
 }
 
-PAUSE = IMAGES["pause"].ref
 DCGM_EXPORTER = IMAGES["dcgm-exporter"].ref
 DCGM_CLIENT = DCGM_EXPORTER
 DEVICE_PLUGIN = IMAGES["nvidia-device-plugin"].ref

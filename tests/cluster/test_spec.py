@@ -169,12 +169,12 @@ def test_bad_config_is_one_clear_line(
             "owns, e.g. gpu.example.com",
         ),
         (
-            "1.36",
+            "1.37",
             "gpu.example.com",
             {},
-            "azure-gpu-k8s:addons.gang.enabled: Kubernetes 1.36 has no scheduler-plugins release within the "
-            "version skew (the newest, v0.34.7, is for 1.34; a kube-scheduler may be at most one minor older than "
-            "the API server): use cluster.kubernetes_version 1.35, or set addons.gang.enabled: false",
+            "azure-gpu-k8s:addons.gang.enabled: Kubernetes 1.37 has no scheduler-plugins release within the "
+            "version skew (the newest, v0.35.7, is for 1.35; a kube-scheduler may be at most one minor older than "
+            "the API server): use cluster.kubernetes_version 1.35 or 1.36, or set addons.gang.enabled: false",
         ),
         (
             "1.37",
@@ -210,7 +210,7 @@ def test_gang_scheduler_follows_the_skew_rule() -> None:
     from modules.bootstrap import versions
 
     spec = addons_spec("d", "1.35", "a.b", POOLS, AddonsConfig(), **CLUSTER)
-    assert spec.gang.scheduler_image == "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.34.7"
+    assert spec.gang.scheduler_image == "registry.k8s.io/scheduler-plugins/kube-scheduler:v0.35.7"
     # Every row's gang scheduler is its own minor or one older, never newer (version-skew policy).
     for minor, row in versions.TABLE.items():
         if row.gang_scheduler is not None:
@@ -267,13 +267,18 @@ def test_dns_replicas(system_nodes: int, gpu_nodes: int, replicas: int, required
     [
         ("1.35", "v1.13.1", "v2.19.1"),
         ("1.36", "v1.14.2", "v2.20.0"),
-        ("1.37", "v1.14.4", "v2.20.0"),
+        ("1.37", "v1.14.6", "v2.20.0"),
     ],
 )
 def test_dns_and_state_metrics_images_follow_the_version(version: str, coredns: str, ksm: str) -> None:
-    spec = addons_spec("d", version, "a.b", POOLS, AddonsConfig(gang={"enabled": version == "1.35"}), **CLUSTER)
-    assert spec.dns.image == f"registry.k8s.io/coredns/coredns:{coredns}"
-    assert spec.state_metrics.image == f"registry.k8s.io/kube-state-metrics/kube-state-metrics:{ksm}"
+    from modules.bootstrap import versions
+
+    spec = addons_spec("d", version, "a.b", POOLS, AddonsConfig(gang={"enabled": version != "1.37"}), **CLUSTER)
+    # Tag for people, digest for the runtime, where a public source pairs them (the versions table).
+    row = versions.TABLE[version]
+    assert spec.dns.image.split("@")[0] == f"registry.k8s.io/coredns/coredns:{coredns}"
+    assert spec.state_metrics.image.split("@")[0] == f"registry.k8s.io/kube-state-metrics/kube-state-metrics:{ksm}"
+    assert spec.state_metrics.image.endswith(f"@{row.digests['kube-state-metrics']}")
 
 
 def test_the_versions_table_is_the_only_one() -> None:

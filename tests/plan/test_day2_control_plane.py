@@ -115,9 +115,10 @@ def test_a_configuration_change_names_the_processes_it_restarts(tmp_path: Path, 
         config.setdefault("azure-gpu-k8s:bootstrap", {}).setdefault("prometheus", {})["scrape_interval"] = "15s"
 
     _found, radius = diff(base, _head(tmp_path, scrape))
-    assert [(r.host, r.how, r.actions) for r in radius.restarts] == [
-        ("dev-prometheus-0", "sync", ("reload prometheus.service",))
-    ]
+    # Prometheus reloads; Grafana's data source carries the scrape interval (its timeInterval), and Grafana
+    # reads provisioning only at start.
+    actions = ("reload prometheus.service", "restart grafana-server.service")
+    assert [(r.host, r.how, r.actions) for r in radius.restarts] == [("dev-prometheus-0", "sync", actions)]
     assert radius.as_json()["restarts"] == [
-        {"host": "dev-prometheus-0", "role": "prometheus", "actions": ["reload prometheus.service"], "how": "sync"}
+        {"host": "dev-prometheus-0", "role": "prometheus", "actions": list(actions), "how": "sync"}
     ]

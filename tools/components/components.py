@@ -39,6 +39,9 @@ HEADER = (
     "// Written by tools/components/components.py from modules/bootstrap/versions.py: edit the table, not this file.\n"
 )
 KUBERNETES = "k8s.io/kubernetes"
+STATIC = "0"
+"""CGO_ENABLED for every build: static binaries, as Kubernetes' and etcd's release builds are (a chroot or
+namespace with no libc runs them)."""
 VERSION_PACKAGES = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
 """Where Kubernetes' own build (hack/lib/version.sh) stamps the release into every binary."""
 
@@ -141,6 +144,18 @@ def components() -> tuple[Component, ...]:
             },
         ),
     ]
+    for artifact in versions.ARTIFACTS.values():
+        if artifact.go_module is not None:
+            # What the node images build from source (no published checksum): the same module, the same flags.
+            names = {"cni/network/plugin": "azure-vnet", "cni/ipam/plugin": "azure-vnet-ipam"}
+            out.append(
+                Component(
+                    artifact.name,
+                    {artifact.go_module: f"v{artifact.version}"},
+                    {names.get(p, p.rsplit("/", 1)[-1]): f"{artifact.go_module}/{p}" for p in artifact.packages},
+                    ldflags=(f"-X main.version=v{artifact.version}",),
+                )
+            )
     if gang is not None:
         built_for = versions.release(f"1.{versions.tag_minor(gang)}").release()
         sub = SUBSTITUTES.get(("sigs.k8s.io/scheduler-plugins", gang))
@@ -275,7 +290,7 @@ def _stamp(go: str, c: Component) -> str:
     h = hashlib.sha256()
     for part in ((c.dir / "go.mod").read_bytes(), (c.dir / "go.sum").read_bytes(), " ".join(c.ldflags).encode()):
         h.update(hashlib.sha256(part).digest())
-    h.update(_run([go, "version"], HERE).encode())
+    h.update(_run([go, "version"], HERE).encode() + STATIC.encode())
     h.update(json.dumps([c.binaries, c.data], sort_keys=True).encode())
     return h.hexdigest()
 
@@ -288,7 +303,11 @@ def build(go: str, c: Component, out: Path) -> bool:
         return False
     flags = " ".join(("-s", "-w", *c.ldflags))
     for binary, pkg in c.binaries.items():
-        _run([go, "build", "-trimpath", f"-ldflags={flags}", "-o", str(out / binary), pkg], c.dir)
+        _run(
+            [go, "build", "-trimpath", f"-ldflags={flags}", "-o", str(out / binary), pkg],
+            c.dir,
+            {"CGO_ENABLED": STATIC},
+        )
     if c.data:
         module = next(iter(c.requires))
         source = Path(json.loads(_run([go, "list", "-m", "-json", module], c.dir))["Dir"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from modules.cluster import images
+from modules.bootstrap import versions
 from modules.cluster.objects.common import BALLOON_NS, Obj, meta, namespace, pod_security, resources, restricted
 from modules.cluster.objects.teams import GPU
 from modules.cluster.spec import AddonsSpec, BalloonSpec
@@ -45,7 +45,8 @@ def balloon(spec: AddonsSpec, b: BalloonSpec) -> Obj:
                     "containers": [
                         {
                             "name": "pause",
-                            "image": images.PAUSE,
+                            # The sandbox image kubeadm pins for this minor: already on every node.
+                            "image": versions.release(spec.kubernetes_version).pause_image,
                             "resources": resources("10m", "16Mi", extra={GPU: str(b.gpus_per_node)}),
                             "securityContext": restricted(),
                         }
