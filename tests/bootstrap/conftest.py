@@ -30,6 +30,9 @@ COMPONENTS = (
     "kubectl",
     "kwok",
     "gang-scheduler",
+    "kube-state-metrics",
+    "azure-vnet",
+    "azure-vnet-ipam",
 )
 # Program -> the Debian package that ships it (.ci/apt-packages.txt).
 PACKAGES = {

@@ -191,7 +191,8 @@ class ControlPlane:
         # The API servers' clients first, then the API servers, then etcd: nobody outlives what it needs.
         for pod in reversed(STATIC_PODS):
             for h in self.hosts:
-                h.processes[pod].stop()
+                if pod in h.processes:
+                    h.processes[pod].stop()
         for etcd in self.etcds:
             for m in etcd.members:
                 if m.proc is not None:
@@ -342,9 +343,15 @@ def leader(cp: ControlPlane, lease: str) -> str | None:
     return str(holder) if holder else None
 
 
-def start(cp: ControlPlane) -> None:
+def start(cp: ControlPlane, *, hosts: int | None = None, controllers: bool = True) -> None:
     """etcd, then every API server (each to /readyz), then the controller-managers and schedulers (each
-    to its healthz, one of each elected leader), as the hosts' kubelets bring the static pods up."""
+    to its healthz, one of each elected leader), as the hosts' kubelets bring the static pods up.
+    ``hosts`` starts only the first API server hosts; ``controllers=False`` leaves their controller-managers
+    and schedulers stopped (the scale tier's API server for clients under test, with no controller acting)."""
+    if hosts is not None:
+        for host in cp.hosts[hosts:]:
+            host.processes.clear()
+        cp.hosts[:] = cp.hosts[:hosts]
     for etcd in cp.etcds:
         for m in etcd.members:
             etcd.start(m)
@@ -354,6 +361,11 @@ def start(cp: ControlPlane) -> None:
         host.processes["kube-apiserver"].start()
     for host in cp.hosts:
         wait(f"{host.name} /readyz", lambda h=host: ready(cp, h), [h.processes["kube-apiserver"] for h in cp.hosts])
+    if not controllers:
+        for host in cp.hosts:
+            for pod in STATIC_PODS[1:]:
+                del host.processes[pod]
+        return
     for host in cp.hosts:
         host.processes["kube-controller-manager"].start()
         host.processes["kube-scheduler"].start()

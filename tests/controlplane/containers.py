@@ -58,6 +58,8 @@ def image_programs() -> dict[str, dict[str, str]]:
     return {
         images.IMAGES["python"].repository: {"python3": _python(), "python": _python()},
         versions.GANG_SCHEDULER_REPO: {"/bin/kube-scheduler": tool("gang-scheduler")},
+        # No command: the image's entrypoint (/kube-state-metrics) takes the args.
+        versions.KUBE_STATE_METRICS_REPO: {"": tool("kube-state-metrics")},
     }
 
 
@@ -97,9 +99,11 @@ class Running:
         return int((self.cgroup / "memory.max_usage_in_bytes").read_text())
 
     def oom_killed(self) -> bool:
-        if self.cgroup is None:
+        """The kernel's OOM killer ended a process of this cgroup (memory.oom_control ``oom_kill``)."""
+        if self.cgroup is None or not (self.cgroup / "memory.oom_control").exists():
             return False
-        return int((self.cgroup / "memory.failcnt").read_text()) > 0 and self.proc.returncode in (-9, 137)
+        fields = dict(line.split() for line in (self.cgroup / "memory.oom_control").read_text().splitlines())
+        return int(fields.get("oom_kill", "0")) > 0
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -109,6 +113,10 @@ class Running:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+    def remove(self) -> None:
+        """Drop the cgroup (after its figures are read)."""
+        self.stop()
         if self.cgroup is not None and self.cgroup.exists():
             with contextlib.suppress(OSError):  # a process of it may still be exiting
                 self.cgroup.rmdir()
@@ -244,9 +252,9 @@ class Runtime:
             mounts.append((src, m["mountPath"]))
         programs = image_programs().get(repository(container["image"]))
         assert programs is not None, f"{container['image']}: no program stands for this image here"
-        argv = list(container.get("command") or []) + list(container.get("args") or [])
-        assert argv and argv[0] in programs, f"{container['image']}: {argv[:1]} has no stand-in program"
-        argv[0] = programs[argv[0]]
+        command = list(container.get("command") or [""])
+        assert command[0] in programs, f"{container['image']}: {command[:1]} has no stand-in program"
+        argv = [programs[command[0]], *command[1:], *(container.get("args") or [])]
         env = self.env(pod, container) | dict(extra_env or {})
         limit = None
         cgroup = None
@@ -275,7 +283,7 @@ class Runtime:
 
     def stop(self) -> None:
         for r in self.running:
-            r.stop()
+            r.remove()
 
 
 def _field(pod: dict[str, Any], path: str) -> str:

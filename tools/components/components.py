@@ -128,6 +128,13 @@ def components() -> tuple[Component, ...]:
             },
         ),
         Component(
+            "kube-state-metrics",
+            {"k8s.io/kube-state-metrics/v2": row.kube_state_metrics},
+            {"kube-state-metrics": "k8s.io/kube-state-metrics/v2"},
+            # What its Makefile stamps (github.com/prometheus/common/version, as its release images carry).
+            ldflags=(f"-X github.com/prometheus/common/version.Version={row.kube_state_metrics.removeprefix('v')}",),
+        ),
+        Component(
             "kwok",
             {"sigs.k8s.io/kwok": versions.KWOK},
             {"kwok": "sigs.k8s.io/kwok/cmd/kwok"},

@@ -8,6 +8,7 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 SA = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -19,6 +20,12 @@ class Conflict(Exception):
 
 class NotFound(Exception):
     """HTTP 404: the object does not exist (any more)."""
+
+
+PAGE = 250
+"""Objects per LIST page. A realistic Node is ~20 KB of JSON (50 images, conditions, managed fields):
+250 of them are ~5 MB to parse at a time, whatever the cluster's size, where one unpaginated LIST of
+7,576 nodes is ~150 MB (kubernetes.io, API concepts, "Retrieving large results sets in chunks")."""
 
 
 class Api:
@@ -52,6 +59,18 @@ class Api:
 
     def get(self, path: str, **query: str) -> Any:
         return self.request("GET", path, query=query or None)
+
+    def pages(self, path: str, *, limit: int = PAGE, **query: str) -> Iterator[list[dict[str, Any]]]:
+        """A LIST in pages of ``limit`` (the ``continue`` token of each page asks for the next), so a client
+        holds one page at a time. An expired token (410 Gone, after compaction) fails the list: the caller
+        runs again later, from the start."""
+        token = ""
+        while True:
+            page = self.get(path, **query, limit=str(limit), **({"continue": token} if token else {}))
+            yield list(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return
 
     def patch(self, path: str, body: Any) -> Any:
         return self.request("PATCH", path, body)

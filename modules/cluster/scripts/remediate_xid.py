@@ -78,17 +78,42 @@ def fence_patch(node: dict[str, Any], rule: dict[str, Any], now: str, message: s
 def budget(nodes: Iterable[dict[str, Any]], rule: dict[str, Any]) -> int:
     """How many more nodes may be fenced: the cap minus the nodes already tainted."""
     listed = list(nodes)
-    cap = max(1, len(listed) * int(rule["max_fenced_percent"]) // 100)
-    return cap - sum(1 for n in listed if tainted(n, rule["taint"]["key"]))
+    return cap_of(len(listed), rule) - sum(1 for n in listed if tainted(n, rule["taint"]["key"]))
+
+
+def cap_of(gpu_nodes: int, rule: dict[str, Any]) -> int:
+    return max(1, gpu_nodes * int(rule["max_fenced_percent"]) // 100)
+
+
+@dataclass
+class Scan:
+    """One paginated pass over the GPU nodes: the counts the caps need, and the few nodes that matter in
+    full (failing ones). At prod-7500's size the whole list is ~150 MB, far over the job's memory limit."""
+
+    nodes: int = 0
+    tainted: int = 0
+    failing: list[dict[str, Any]] = field(default_factory=list)
+
+
+def scan(api: Api, rule: dict[str, Any]) -> Scan:
+    key = rule["taint"]["key"]
+    out = Scan()
+    for page in api.pages("/api/v1/nodes", labelSelector=rule["node_selector"]):
+        for node in page:
+            out.nodes += 1
+            out.tainted += tainted(node, key)
+            if failing(node, rule["condition"]) is not None:
+                out.failing.append(node)
+    return out
 
 
 def run(api: Api, rule: dict[str, Any], *, attempts: int = 5) -> tuple[list[str], list[str]]:
     """Fence every failing node within the cap; returns (fenced now, held back by the cap)."""
     key = rule["taint"]["key"]
-    nodes = api.get("/api/v1/nodes", labelSelector=rule["node_selector"])["items"]
-    todo = [n for n in nodes if failing(n, rule["condition"]) and not fenced(n, key)]
+    found = scan(api, rule)
+    todo = [n for n in found.failing if not fenced(n, key)]
     # Finishing a half-fenced node (tainted, uncordoned) spends nothing: it is already counted.
-    room = budget(nodes, rule)
+    room = cap_of(found.nodes, rule) - found.tainted
     done, held = [], []
     for node in sorted(todo, key=lambda n: (not tainted(n, key), n["metadata"]["name"])):
         name = node["metadata"]["name"]
@@ -191,7 +216,8 @@ def replace(api: Api, arm: Arm, rule: dict[str, Any], now: datetime.datetime | N
     """Replace the VMs of nodes fenced longer than the grace period, at most ``max_replaced_per_run``."""
     now = now or _now()
     key = rule["taint"]["key"]
-    nodes = api.get("/api/v1/nodes", labelSelector=rule["node_selector"])["items"]
+    # Only failing nodes can be due (due() needs the condition): the scan keeps exactly those.
+    nodes = scan(api, rule).failing
     # A replacement a previous run started (capacity written) is finished first.
     todo = sorted(
         (n for n in nodes if due(n, rule, now)),

@@ -51,9 +51,15 @@ def selected(labels: dict[str, str], selector: str) -> bool:
 
 
 def idle_nodes(
-    nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]], *, selector: str, key: str, limit: int
+    nodes: Iterable[dict[str, Any]],
+    pods: Iterable[dict[str, Any]],
+    *,
+    selector: str,
+    key: str,
+    limit: int,
+    busy: set[str] | None = None,
 ) -> list[str]:
-    busy = busy_nodes(pods)
+    busy = busy_nodes(pods) | (busy or set())
     candidates = []
     for node in nodes:
         meta = node.get("metadata", {})
@@ -82,11 +88,32 @@ def release_patch(node: dict[str, Any], key: str) -> dict[str, Any]:
     return {"metadata": {"labels": {key: None}}, "spec": {"taints": taints}}
 
 
+def _slim(node: dict[str, Any]) -> dict[str, Any]:
+    """What the choice and the patch read of a node: a few hundred bytes instead of ~20 KB."""
+    meta = node.get("metadata", {})
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "resourceVersion": meta.get("resourceVersion"),
+            "labels": meta.get("labels") or {},
+            "annotations": {k: v for k, v in (meta.get("annotations") or {}).items() if k.endswith("-last-run")},
+        },
+        "spec": {
+            "unschedulable": node.get("spec", {}).get("unschedulable"),
+            "taints": node.get("spec", {}).get("taints"),
+        },
+    }
+
+
 def run(api: Api, *, selector: str, key: str, limit: int) -> list[str]:
-    nodes = api.get("/api/v1/nodes", labelSelector=selector)["items"]
-    pods = api.get("/api/v1/pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed")["items"]
+    # Page by page, keeping only what is needed: at prod-7500's size the whole lists are ~150 MB of nodes
+    # and ~300 MB of pods, far over the job's memory limit.
+    nodes = [_slim(n) for page in api.pages("/api/v1/nodes", labelSelector=selector) for n in page]
+    busy: set[str] = set()
+    for page in api.pages("/api/v1/pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed"):
+        busy |= busy_nodes(page)
     sent = []
-    for name in idle_nodes(nodes, pods, selector=selector, key=key, limit=limit):
+    for name in idle_nodes(nodes, [], selector=selector, key=key, limit=limit, busy=busy):
         path = f"/api/v1/nodes/{name}"
         node = next(n for n in nodes if n["metadata"]["name"] == name)
         try:

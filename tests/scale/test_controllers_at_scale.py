@@ -1,0 +1,232 @@
+"""Every controller the project ships, at prod-7500's size, under the memory limit its manifest sets.
+
+The fleet is on a real API server (tests/scale/conftest.py: 7,586 nodes, every agent pod Running). Each
+controller is its rendered workload's pod, created as its controller would create it (the CronJob's Job
+pod, the Deployment's pod) and bound to a system node, its container run by the stand-in runtime
+(tests/controlplane/containers.py) with the pod's service account and its memory limit as a cgroup (v1
+memory controller, as a kubelet sets it): over the limit the kernel kills it, as on a node.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+
+from modules.cluster.manifests import render_manifests
+from modules.cluster.objects import gang
+from tests.controlplane.cluster import ControlPlane, wait
+from tests.controlplane.containers import Running, Runtime, quantity_bytes
+
+from .conftest import Fleet
+
+HEALTH = "gpu-health"
+
+
+def rendered(fleet: Fleet, kind: str, name: str) -> dict[str, Any]:
+    (obj,) = [o for o in render_manifests(fleet.prep.addons) if o["kind"] == kind and o["metadata"]["name"] == name]
+    return obj
+
+
+def pod_of(fleet: Fleet, workload: dict[str, Any], name: str) -> dict[str, Any]:
+    """The pod ``workload``'s controller would create, bound to the first system node, as the API server
+    stores it (its admission adds the service-account volume)."""
+    template = (
+        workload["spec"]["jobTemplate"]["spec"]["template"]
+        if workload["kind"] == "CronJob"
+        else workload["spec"]["template"]
+    )
+    spec = copy.deepcopy(template["spec"])
+    system = next(n for n in fleet.nodes if n.pool == "system")
+    spec["nodeName"] = system.name
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": workload["metadata"]["namespace"],
+            "labels": template["metadata"].get("labels", {}),
+        },
+        "spec": spec,
+    }
+    code, made = fleet.cp.call("POST", f"/api/v1/namespaces/{body['metadata']['namespace']}/pods", body)
+    assert code == 201, made
+    return dict(made)
+
+
+def limit_of(pod: dict[str, Any], container: str) -> int:
+    (c,) = [c for c in pod["spec"]["containers"] if c["name"] == container]
+    return quantity_bytes(c["resources"]["limits"]["memory"])
+
+
+def finish(run: Running, timeout: float = 600) -> str:
+    code = run.wait(timeout)
+    out = run.output()
+    assert not run.oom_killed(), f"{run.name} was killed at its memory limit ({run.limit} bytes):\n{out[-2000:]}"
+    assert code == 0, out[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def runtime(fleet_api: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    rt = Runtime(fleet_api.cp, tmp_path_factory.mktemp("scale-containers"))
+    yield rt
+    rt.stop()
+
+
+def xid(cp: ControlPlane, node: str) -> None:
+    """node-problem-detector's condition on ``node`` (its stand-in: no GPU here)."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    current = cp.get(f"/api/v1/nodes/{node}")["status"]["conditions"]
+    condition = {
+        "type": "GPUFatalXid",
+        "status": "True",
+        "reason": "FatalXid",
+        "message": "XID 79",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+    code, out = cp.call_patch(f"/api/v1/nodes/{node}/status", {"status": {"conditions": [*current, condition]}})
+    assert code == 200, out
+
+
+def test_xid_remediation_fences_within_its_limit_at_fleet_size(fleet_api: Fleet, runtime: Runtime) -> None:
+    bad = [n.name for n in fleet_api.nodes if n.pool == "h100-c"][:3]
+    for name in bad:
+        xid(fleet_api.cp, name)
+    pod = pod_of(fleet_api, rendered(fleet_api, "CronJob", "gpu-remediation"), "xid-at-scale")
+    run = runtime.start(pod, "remediate")
+    out = finish(run)
+    assert f"fenced (cordon + gpu.example.com/gpu-fatal-xid:NoExecute): {', '.join(sorted(bad))}" in out, out
+    peak = run.peak_bytes()
+    print(
+        f"\nxid remediation at {len(fleet_api.nodes)} nodes: peak {peak / 2**20:.0f} MiB of {limit_of(pod, 'remediate') / 2**20:.0f} MiB"
+    )
+    assert peak < limit_of(pod, "remediate")
+
+
+def test_idle_retest_with_the_fleets_pods_stays_within_its_limit(fleet_with_pods: Fleet, runtime: Runtime) -> None:
+    """The re-test also lists every running pod (~45,000 agent pods): ~300 MB unpaginated."""
+    _retest(fleet_with_pods, runtime, "retest-with-pods")
+
+
+def test_idle_retest_picks_nodes_within_its_limit_at_fleet_size(fleet_api: Fleet, runtime: Runtime) -> None:
+    _retest(fleet_api, runtime, "retest-at-scale")
+
+
+def _retest(fleet_api: Fleet, runtime: Runtime, name: str) -> None:
+    pod = pod_of(fleet_api, rendered(fleet_api, "CronJob", "gpu-preflight-retest"), name)
+    run = runtime.start(pod, "retest")
+    out = finish(run)
+    (line,) = [x for x in out.splitlines() if "sent to preflight:" in x]
+    sent = line.split("sent to preflight: ", 1)[1].split(", ")
+    wanted = int(next(e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == "MAX_NODES"))
+    assert len(sent) == wanted, out
+    peak = run.peak_bytes()
+    print(
+        f"\nidle re-test at {len(fleet_api.nodes)} nodes, {fleet_api.pods} pods: peak {peak / 2**20:.0f} MiB of {limit_of(pod, 'retest') / 2**20:.0f} MiB"
+    )
+    assert peak < limit_of(pod, "retest")
+
+
+def test_kube_state_metrics_serves_the_fleet_within_its_limit(fleet_with_pods: Fleet, runtime: Runtime) -> None:
+    fleet_api = fleet_with_pods
+    pod = pod_of(fleet_api, rendered(fleet_api, "Deployment", "kube-state-metrics"), "ksm-at-scale")
+    run = runtime.start(pod, "kube-state-metrics")
+    port = 8080
+
+    def nodes_seen() -> int:
+        assert run.alive(), run.output()[-3000:]
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as resp:
+                text = resp.read().decode()
+        except OSError:
+            return -1
+        return sum(1 for line in text.splitlines() if line.startswith("kube_node_info{"))
+
+    try:
+        wait("kube-state-metrics to serve every node", lambda: nodes_seen() == len(fleet_api.nodes), [], timeout=300)
+        peak = run.peak_bytes()
+        print(
+            f"\nkube-state-metrics at {len(fleet_api.nodes)} nodes, {fleet_api.pods} pods: peak {peak / 2**20:.0f} MiB of {limit_of(pod, 'kube-state-metrics') / 2**20:.0f} MiB"
+        )
+        assert run.alive() and peak < limit_of(pod, "kube-state-metrics")
+    finally:
+        run.stop()
+
+
+def test_the_gang_scheduler_places_a_99_node_gang_within_its_limit(fleet_with_pods: Fleet, runtime: Runtime) -> None:
+    fleet_api = fleet_with_pods
+    cp = fleet_api.cp
+    deployment = rendered(fleet_api, "Deployment", "scheduler-plugins-scheduler")
+    pod = pod_of(fleet_api, deployment, "gang-scheduler-at-scale")
+    run = runtime.start(pod, "kube-scheduler")
+    lease = (
+        f"/apis/coordination.k8s.io/v1/namespaces/scheduler-plugins/leases/{fleet_api.prep.addons.gang.scheduler_name}"
+    )
+
+    def leading() -> bool:
+        assert run.alive(), f"gang scheduler exited:\n{run.output()[-3000:]}"
+        return cp.call("GET", lease)[0] == 200
+
+    try:
+        wait("the gang scheduler's leader election", leading, [], timeout=300)
+        # A 99-member gang (one island: a scale set holds 99 VMs), its pods as the StatefulSet would make them.
+        team = fleet_api.prep.addons.teams[0] if fleet_api.prep.addons.teams else None
+        group, statefulset = (
+            gang.example(fleet_api.prep.addons, team, name="island", nodes=99)
+            if team
+            else _gang_without_team(fleet_api)
+        )
+        assert cp.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(group)).returncode == 0
+        template = statefulset["spec"]["template"]
+        ns = statefulset["metadata"]["namespace"]
+        began = time.perf_counter()
+        for i in range(99):
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"island-{i}", "namespace": ns, "labels": template["metadata"]["labels"]},
+                "spec": copy.deepcopy(template["spec"]),
+            }
+            code, out = cp.call("POST", f"/api/v1/namespaces/{ns}/pods", body)
+            assert code == 201, out
+        selector = f"{gang.POD_GROUP_LABEL}=island"
+
+        def bound() -> dict[str, str]:
+            _, body = cp.call("GET", f"/api/v1/namespaces/{ns}/pods?labelSelector={selector}")
+            return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in body["items"] if p["spec"].get("nodeName")}
+
+        def all_bound() -> bool:
+            assert run.alive(), f"gang scheduler exited (memory limit {run.limit}):\n{run.output()[-2000:]}"
+            return len(bound()) == 99
+
+        wait("the 99-node gang to be bound", all_bound, [], timeout=600)
+        placed = time.perf_counter() - began
+        islands = {
+            cp.get(f"/api/v1/nodes/{n}")["metadata"]["labels"].get("gpu.example.com/ib-island")
+            for n in bound().values()
+        }
+        peak = run.peak_bytes()
+        print(
+            f"\ngang scheduler at {len(fleet_api.nodes)} nodes, {fleet_api.pods} pods: 99-node gang bound in {placed:.1f} s, peak {peak / 2**20:.0f} MiB of {limit_of(pod, 'kube-scheduler') / 2**20:.0f} MiB"
+        )
+        assert len(islands) == 1, islands
+        assert peak < limit_of(pod, "kube-scheduler")
+    finally:
+        run.stop()
+
+
+def _gang_without_team(fleet: Fleet) -> tuple[dict[str, Any], dict[str, Any]]:
+    """prod-7500 has no teams: the documented gang for a first team that owns no taint (namespace default)."""
+    from modules.cluster.spec import TeamSpec
+
+    team = TeamSpec("default", 8 * 99, tuple(p.name for p in fleet.prep.addons.pools))
+    group, sts = gang.example(fleet.prep.addons, team, name="island", nodes=99)
+    sts["spec"]["template"]["spec"].pop("tolerations", None)
+    return group, sts
