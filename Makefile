@@ -9,7 +9,7 @@ APT_PACKAGES := $(shell grep -v '^\#' .ci/apt-packages.txt)
 AZURITE_DIR := tools/azurite
 AZURITE := $(AZURITE_DIR)/node_modules/.bin/azurite-blob
 
-.PHONY: plan test lint typecheck pytest bench schema schema-check tools azurite components clean
+.PHONY: plan test lint typecheck pytest bench bench-scale schema schema-check tools azurite components clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -77,6 +77,11 @@ test: tools azurite components lint typecheck schema-check pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# prod-7500 at its size on this machine (kwok, every agent pod, the controllers under their limits):
+# about an hour on 2 cores; its figures are in docs/scale.md.
+bench-scale: $(STAMP) components
+	$(BIN)/python -m bench.scale_tier
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(AZURITE_DIR)/node_modules $(COMPONENTS_BIN)
