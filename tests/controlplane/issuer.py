@@ -238,6 +238,7 @@ def may_create_token_secrets(cp: ControlPlane) -> bool:
         "kind": "SubjectAccessReview",
         "spec": {
             "user": bt.ISSUER_USER,
+            "groups": ["system:authenticated"],  # what the API server adds to a client certificate's user
             "resourceAttributes": {"namespace": "kube-system", "verb": "create", "resource": "secrets"},
         },
     }

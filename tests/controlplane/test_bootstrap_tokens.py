@@ -14,6 +14,7 @@ import ssl
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -264,60 +265,54 @@ def test_the_role_lets_the_issuer_create_secrets_only_in_kube_system(cluster: Cl
     assert cluster.tokens() == {}
 
 
-class FailingApiServer:
-    """A stand-in for an API server that answers 500 to everything (the real one cannot be made to), with
-    the first API server host's serving certificate; it records what it was asked."""
+@contextmanager
+def failing_apiserver(cluster: Cluster) -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    """A stand-in for an API server that answers every request 500 InternalError (the real one cannot be
+    made to), with the first API server host's serving certificate: its URL and what it was asked."""
+    asked: list[tuple[str, str]] = []
 
-    def __init__(self, cluster: Cluster) -> None:
-        self.requests: list[tuple[str, str]] = []
-        pki_dir = cluster.host().root / "etc/kubernetes/pki"
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.load_cert_chain(pki_dir / "apiserver.crt", pki_dir / "apiserver.key")
+    class Request(BaseHTTPRequestHandler):
+        def _do(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            asked.append((self.command, self.path))
+            status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500}
+            data = json.dumps({**status, "reason": "InternalError", "message": "stand-in"}).encode()
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
-    def serve(self) -> Any:
-        requests = self.requests
+        do_GET = do_POST = do_PUT = do_DELETE = _do
 
-        class Request(BaseHTTPRequestHandler):
-            def _do(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                requests.append((self.command, self.path))
-                status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500}
-                data = json.dumps({**status, "reason": "InternalError", "message": "stand-in"}).encode()
-                self.send_response(500)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+        def log_message(self, *args: Any) -> None:
+            pass
 
-            do_GET = do_POST = do_PUT = do_DELETE = _do
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Request)
-        server.socket = self.context.wrap_socket(server.socket, server_side=True)
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return server
+    pki_dir = cluster.host().root / "etc/kubernetes/pki"
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pki_dir / "apiserver.crt", pki_dir / "apiserver.key")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Request)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{server.server_port}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_a_review_that_says_nothing_mints_nothing(cluster: Cluster) -> None:
     """The one run here not against the real API server: kube-apiserver cannot be made to answer a
-    SelfSubjectReview with 500, so the second run asks ``FailingApiServer`` (a stand-in). The first run,
+    SelfSubjectReview with 500, so the second run asks ``failing_apiserver`` (a stand-in). The first run,
     on the real server, published the token the second must check."""
     cluster.run()
     before = (cluster.tokens(), cluster.vault.current(cluster.secrets[cluster.gpu]))
-    failing = FailingApiServer(cluster)
-    server = failing.serve()
-    try:
-        url = f"https://127.0.0.1:{server.server_port}"
+    with failing_apiserver(cluster) as (url, asked):
         config = cluster.config(apiserver=url, pools=cluster.only(cluster.gpu))
         kube = bt.KubeApi(url, config.ca_file, config.cert_file, config.key_file)
         (outcome,) = bt.run(config, kube, VAULT_BEARER, now=cluster.now, host="apiserver-0", sleep=lambda s: None)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert outcome.action == "failed" and "HTTP 500" in outcome.message
-    assert failing.requests == [("POST", REVIEWS)]  # the review, and no Secret after it
+    assert asked == [("POST", REVIEWS)]  # the review, and no Secret after it
     assert (cluster.tokens(), cluster.vault.current(cluster.secrets[cluster.gpu])) == before
 
 
