@@ -80,8 +80,23 @@ def app() -> None:
     help="Write state.json, plan.md, addresses.json.",
 )
 @_base
+@click.option(
+    "--prices",
+    "prices_file",
+    type=_path("a saved Azure Retail Prices API answer"),
+    default=None,
+    help="With --base: price the change from a saved Azure Retail Prices API answer (JSON).",
+)
 @_stacks_dir
-def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, base: Path | None, stacks_dir: Path) -> None:
+def plan(
+    stack: str | None,
+    all_stacks: bool,
+    fmt: str,
+    out: Path | None,
+    base: Path | None,
+    prices_file: Path | None,
+    stacks_dir: Path,
+) -> None:
     """Run the real infra/ program under Pulumi's mock runtime: what `pulumi up` would create
     (with --base: what it would change, and what goes with it)."""
 
@@ -94,7 +109,15 @@ def plan(stack: str | None, all_stacks: bool, fmt: str, out: Path | None, base: 
             # Before any planning: a plan takes seconds to minutes, a wrong --out is known now.
             chosen = [stack] if stack is not None else stack_names(stacks_dir)
             check_out(out, {s: ("state.json", "plan.md", "addresses.json") for s in chosen})
-        return run(stack=stack, all_stacks=all_stacks, fmt=fmt, out=out, stacks_dir=stacks_dir, base=base)
+        return run(
+            stack=stack,
+            all_stacks=all_stacks,
+            fmt=fmt,
+            out=out,
+            stacks_dir=stacks_dir,
+            base=base,
+            prices_file=prices_file,
+        )
 
     _exit(work)
 

@@ -15,6 +15,7 @@ from typing import Any
 from agk.plan.blast import blast_radius
 from agk.plan.diff import load_base
 from agk.plan.engine import REPO_ROOT, Planner, StackPlan, deployment, export_state
+from agk.plan.prices import load as load_prices
 from agk.plan.progress import Progress
 from agk.plan.report import Changes, as_json, markdown, text
 from agk.plan.topology import address_plan
@@ -63,11 +64,15 @@ def run(
     stacks_dir: Path,
     project_root: Path = REPO_ROOT,
     base: Path | None = None,
+    prices_file: Path | None = None,
 ) -> int:
     if not stacks_dir.is_dir():
         raise AgkError(f"{stacks_dir}: no such directory: pass --stacks-dir with the Pulumi.<stack>.yaml files")
     # Bad --base input fails before anything is planned.
     base_state = load_base(base) if base is not None else None
+    prices = load_prices(prices_file) if prices_file is not None else None
+    if prices is not None and base_state is None:
+        raise AgkError(f"--prices {prices_file}: prices a change, and no --base is given: add --base")
     if base_state is not None and all_stacks and not base_state.is_folder:
         only = base_state.stacks()[0] if base_state.stacks() else "?"
         raise AgkError(f"--base {base}: one stack's export ({only}): give --stack {only}, or a folder for --all")
@@ -91,7 +96,7 @@ def run(
             from agk.review import change_set as review_change_set
 
             change_set = review_change_set(plan.stack, state, base_state, all_stacks, stacks_dir)
-            changes = (change_set.diff, blast_radius(change_set.diff))
+            changes = (change_set.diff, blast_radius(change_set.diff), prices)
         verdict = review_verdict(state, plan.stack, change_set)
         refs = tuple(planner.plan(ref.rsplit("/", 1)[-1]) for ref in plan.references)
         rendered.append((plan, state, addresses, verdict, refs, changes))

@@ -9,6 +9,7 @@ from typing import Any
 from agk.plan import wire
 from agk.plan.blast import VM, VMSS, BlastRadius, SubnetMove, props_of
 from agk.plan.diff import ACTIONS, Change, StackDiff
+from agk.plan.prices import HOURS_PER_MONTH, Prices
 from modules.vm_sizing.skus import SKUS
 from policies.rules import fields
 from policies.rules.replacements import refusals
@@ -121,17 +122,78 @@ def radius_lines(radius: BlastRadius) -> list[str]:
     return lines
 
 
-def _vcpus_by_family(res: Any) -> dict[str, int]:
-    """Regional vCPUs a VM or scale set takes (capacity x the size's vCPUs), by quota family."""
+def _vms(res: Any) -> tuple[str, str, int] | None:
+    """A VM or scale set's region, VM size and VM count (a scale set's capacity)."""
     if res is None or res.get("type") not in (VMSS, VM):
-        return {}
+        return None
     props = props_of(res)
+    region = str(props.get("location", ""))
     if res.get("type") == VMSS:
         size, count = str(fields.get(props, "sku.name", "")), fields.number(fields.get(props, "sku.capacity")) or 0
     else:
         size, count = str(fields.get(props, "hardwareProfile.vmSize", "")), 1
+    return region, size, count
+
+
+def _vcpus_by_family(res: Any) -> dict[str, int]:
+    """Regional vCPUs a VM or scale set takes (capacity x the size's vCPUs), by quota family."""
+    vms = _vms(res)
+    if vms is None:
+        return {}
+    _, size, count = vms
     found = SKUS.get(size)
     return {found.family: found.vcpus * count} if found and count else {}
+
+
+def vm_delta(diff: StackDiff) -> dict[tuple[str, str], int]:
+    """VMs the change adds (or removes) per (region, VM size), from what runs today to what it plans."""
+    out: dict[tuple[str, str], int] = {}
+    for change in diff.changes:
+        for res, sign in ((change.before, -1), (change.after, 1)):
+            if (sign < 0 and change.action == "create") or (sign > 0 and change.action == "delete"):
+                continue
+            vms = _vms(res)
+            if vms is not None and vms[2]:
+                key = (vms[0], vms[1])
+                out[key] = out.get(key, 0) + sign * vms[2]
+    return {key: n for key, n in sorted(out.items()) if n}
+
+
+def cost_delta(diff: StackDiff, prices: Prices) -> tuple[dict[str, float], list[str]]:
+    """USD per hour the change adds (or saves) per quota family at list price, and the sizes
+    (``size in region``) the prices do not cover."""
+    out: dict[str, float] = {}
+    unpriced: list[str] = []
+    for (region, size), n in vm_delta(diff).items():
+        price = prices.of(region, size)
+        if price is None:
+            unpriced.append(f"{size} in {region}")
+            continue
+        family = SKUS[size].family if size in SKUS else size
+        out[family] = out.get(family, 0.0) + n * price
+    return {f: d for f, d in sorted(out.items()) if round(d, 2)}, unpriced
+
+
+def cost_line(diff: StackDiff, prices: Prices | None) -> str:
+    if prices is None:
+        return (
+            "Cost delta: not priced (agk plan --prices FILE with the Azure Retail Prices API's answer;"
+            " README: pull-request review)"
+        )
+    delta, unpriced = cost_delta(diff, prices)
+    missing = f"; not priced: {', '.join(unpriced)} (not in {prices.source})" if unpriced else ""
+    if not delta:
+        return "Cost delta (Linux pay-as-you-go list price): none" + missing
+    total = sum(delta.values())
+    parts = "; ".join(f"{f} {_usd(d)}/h" for f, d in delta.items())
+    return (
+        f"Cost delta (Linux pay-as-you-go list price, per VM family): {parts}; total {_usd(total)}/h,"
+        f" {_usd(total * HOURS_PER_MONTH, 0)}/month" + missing
+    )
+
+
+def _usd(amount: float, places: int = 2) -> str:
+    return f"{'+' if amount >= 0 else '-'}${abs(amount):,.{places}f}"
 
 
 def quota_delta(diff: StackDiff) -> dict[str, int]:
@@ -235,14 +297,14 @@ def _describe(change: Change) -> str:
     return detail
 
 
-def text(diff: StackDiff, radius: BlastRadius) -> list[str]:
+def text(diff: StackDiff, radius: BlastRadius, prices: Prices | None = None) -> list[str]:
     where = "a new stack: the base has no state for it" if diff.new_stack else diff.base
     lines = [f"Changes against {where}: {counts_line(diff)}"]
     lines += [f"  Blast radius: {line}" for line in radius_lines(radius)[:1]]
     lines += [f"                {line}" for line in radius_lines(radius)[1:]]
     step = sizing_line(diff)
     lines += [f"                {step}"] if step else []
-    lines += [f"                {quota_line(diff)}"]
+    lines += [f"                {quota_line(diff)}", f"                {cost_line(diff, prices)}"]
     lines += [f"  REFUSED: {line}" for line in refused_lines(diff)]
     rows, more = shown(diff)
     for change in rows:
@@ -256,13 +318,13 @@ def text(diff: StackDiff, radius: BlastRadius) -> list[str]:
     return lines
 
 
-def markdown(diff: StackDiff, radius: BlastRadius) -> list[str]:
+def markdown(diff: StackDiff, radius: BlastRadius, prices: Prices | None = None) -> list[str]:
     where = "a new stack (the base has no state for it)" if diff.new_stack else f"`{diff.base}`"
     out = ["#### Blast radius", ""]
     out += [f"- {line}" for line in radius_lines(radius)]
     step = sizing_line(diff)
     out += [f"- {step}"] if step else []
-    out += [f"- {quota_line(diff)}"]
+    out += [f"- {quota_line(diff)}", f"- {cost_line(diff, prices)}"]
     refused = refused_lines(diff)
     if refused:
         out += ["", "#### Refused by Azure (`pulumi up` would fail)", "", *(f"- {line}" for line in refused)]
@@ -281,7 +343,7 @@ def markdown(diff: StackDiff, radius: BlastRadius) -> list[str]:
     return out
 
 
-def as_json(diff: StackDiff, radius: BlastRadius) -> dict[str, Any]:
+def as_json(diff: StackDiff, radius: BlastRadius, prices: Prices | None = None) -> dict[str, Any]:
     return {
         "base": diff.base,
         "new_stack": diff.new_stack,
@@ -292,6 +354,8 @@ def as_json(diff: StackDiff, radius: BlastRadius) -> dict[str, Any]:
         "sizing": sizing(diff),
         "quota_delta": quota_delta(diff),
         "quota_peak": quota_peak(diff),
+        "vm_delta": [{"region": r, "vm_size": z, "vms": n} for (r, z), n in vm_delta(diff).items()],
+        "cost_delta_usd_per_hour": None if prices is None else cost_delta(diff, prices)[0],
     }
 
 

@@ -10,9 +10,11 @@ from agk.plan import change_report, wire
 from agk.plan.blast import BlastRadius
 from agk.plan.diff import StackDiff
 from agk.plan.engine import StackPlan
+from agk.plan.prices import Prices
 from agk.plan.topology import Topology, topology
 
-Changes = tuple[StackDiff, BlastRadius]
+Changes = tuple[StackDiff, BlastRadius, Prices | None]
+"""The diff against the base, its blast radius, and the list prices its cost line uses (if given)."""
 """A stack's diff against ``--base`` and its blast radius."""
 
 NOTHING_DEPLOYED = "Offline plan under Pulumi's mock runtime: nothing was deployed, no cloud API was called."

@@ -41,8 +41,10 @@ from tests.bootstrap.conftest import tool
 
 from .cluster import ControlPlane
 
-HOST_DIRS = ("usr", "lib", "lib64", "lib32", "bin", "sbin", "etc", "root", "opt", "work", "dev", "proc", "sys")
-"""This machine's directories every stand-in container sees (its 'image' is this machine's programs)."""
+HOST_DIRS = ("usr", "lib", "lib64", "lib32", "bin", "sbin", "etc", "root", "opt", "dev", "proc", "sys")
+"""This machine's directories every stand-in container sees (its 'image' is this machine's programs). The
+checkout is not among them: it lies anywhere (CI clones into another folder), so the folder of the program
+that stands for the image is bound in at its own path instead (``program_mounts``)."""
 CGROUP = Path("/sys/fs/cgroup/memory/agk-test")
 
 
@@ -255,6 +257,7 @@ class Runtime:
         command = list(container.get("command") or [""])
         assert command[0] in programs, f"{container['image']}: {command[:1]} has no stand-in program"
         argv = [programs[command[0]], *command[1:], *(container.get("args") or [])]
+        mounts += program_mounts(argv[0])
         env = self.env(pod, container) | dict(extra_env or {})
         limit = None
         cgroup = None
@@ -284,6 +287,15 @@ class Runtime:
     def stop(self) -> None:
         for r in self.running:
             r.remove()
+
+
+def program_mounts(program: str) -> list[tuple[Path, str]]:
+    """The program's folder at its own path, where no host directory already shows it (a built
+    component in the checkout's tools/bin)."""
+    folder = Path(program).parent
+    if folder.parts[1] in HOST_DIRS:
+        return []
+    return [(folder, str(folder))]
 
 
 def _field(pod: dict[str, Any], path: str) -> str:

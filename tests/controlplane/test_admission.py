@@ -47,9 +47,15 @@ def create(cp: ControlPlane, obj: dict[str, Any], namespace: str = NAMESPACE) ->
     code, body = cp.call("POST", f"/api/v1/namespaces/{namespace}/pods", plain)
     assert code in (201, 409), body
     try:
-        got = cp.call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")[1]
-        got["spec"]["ephemeralContainers"] = ephemeral
-        code, body = cp.call("PUT", f"/api/v1/namespaces/{namespace}/pods/{name}/ephemeralcontainers?dryRun=All", got)
+        # The scheduler and kwok write the pod between the GET and the PUT (binding, status): a 409 says
+        # the copy is stale, so read it again, as kubectl debug does (bounded).
+        for _ in range(10):
+            got = cp.call("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")[1]
+            got["spec"]["ephemeralContainers"] = ephemeral
+            path = f"/api/v1/namespaces/{namespace}/pods/{name}/ephemeralcontainers?dryRun=All"
+            code, body = cp.call("PUT", path, got)
+            if code != 409:
+                break
         return code, str(body.get("message", ""))
     finally:
         cp.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}?gracePeriodSeconds=0")

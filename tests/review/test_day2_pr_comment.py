@@ -121,3 +121,99 @@ def test_a_findings_fingerprint_survives_a_changed_count(base: Path, tmp_path: P
         .splitlines()[one["locations"][0]["physicalLocation"]["region"]["startLine"] - 1]
     )
     assert line.strip() == "h100:"
+
+
+def _price(size: str, price: float, **extra: str) -> dict[str, Any]:
+    """One item as Azure's Retail Prices API answers (learn.microsoft.com/rest/api/cost-management/retail-prices)."""
+    return {
+        "currencyCode": "USD",
+        "retailPrice": price,
+        "unitPrice": price,
+        "armRegionName": "eastus2",
+        "armSkuName": size,
+        "serviceName": "Virtual Machines",
+        "productName": "Virtual Machines NDisrH200v5 Series",
+        "skuName": size.removeprefix("Standard_").replace("_", " "),
+        "unitOfMeasure": "1 Hour",
+        "type": "Consumption",
+        **extra,
+    }
+
+
+def test_the_cost_line_prices_a_new_pool_at_linux_pay_as_you_go(base: Path, tmp_path: Path) -> None:
+    def add(config: dict[str, Any]) -> None:
+        config["azure-gpu-k8s:cluster"]["gpu_pools"]["h200"] = {
+            "vm_size": "Standard_ND96isr_H200_v5",
+            "nodes": 300,
+            "pod_ips": 1,
+            "surge": 1,
+            "infiniband": True,
+        }
+
+    stacks = _stacks(tmp_path / "stacks", add)
+    h200 = "Standard_ND96isr_H200_v5"
+    # Test figures, not Azure's: the API lists Windows, Spot, Low Priority and dev/test meters and other
+    # regions beside the one price that counts, on two pages.
+    pages = [
+        {"Items": [_price(h200, 90.0, productName="Virtual Machines NDisrH200v5 Series Windows")]},
+        {
+            "Items": [
+                _price(h200, 80.0),
+                _price(h200, 20.0, skuName="ND96isr H200 v5 Spot"),
+                _price(h200, 30.0, skuName="ND96isr H200 v5 Low Priority"),
+                _price(h200, 70.0, type="DevTestConsumption"),
+                _price(h200, 60.0, armRegionName="westus3"),
+                {"serviceName": "Storage", "type": "Consumption", "unitOfMeasure": "1 GB/Month"},
+            ]
+        },
+    ]
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(pages))
+    code, out = agk(
+        "plan", "--stack", "dev", "--base", str(base), "--stacks-dir", str(stacks), "--format", "markdown",
+        "--prices", str(prices),
+    )  # fmt: skip
+    assert code == 0
+    (cost,) = [x for x in out.splitlines() if x.startswith("- Cost delta")]
+    # 300 VMs at 80.00 an hour; the control plane's larger sizes are not in the file, and say so.
+    assert cost.startswith(
+        "- Cost delta (Linux pay-as-you-go list price, per VM family): standardNDISRH200V5Family +$24,000.00/h;"
+        " total +$24,000.00/h, +$17,520,000/month"
+    ), cost
+    assert "not priced: " in cost and f"(not in --prices {prices})" in cost, cost
+    code, out = agk("plan", "--stack", "dev", "--base", str(base), "--stacks-dir", str(stacks), "--format", "json")
+    doc = json.loads(out)
+    assert {"region": "eastus2", "vm_size": h200, "vms": 300} in doc["vm_delta"]
+
+
+def test_without_prices_the_cost_line_says_how_to_get_them(base: Path) -> None:
+    code, out = agk("plan", "--stack", "dev", "--base", str(base), "--format", "markdown")
+    assert code == 0
+    assert "- Cost delta: not priced (agk plan --prices FILE with the Azure Retail Prices API's answer;" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("{", "not JSON (line 1): save the API's answer unchanged"),
+        ('{"items": []}', "not an Azure Retail Prices API answer (no 'Items' list)"),
+        (
+            json.dumps({"Items": [_price("Standard_D8ds_v5", -1.0)]}),
+            "Items[0] retailPrice -1.0 is not a price: save the API's JSON unchanged",
+        ),
+    ],
+)
+def test_a_bad_prices_file_is_one_line_and_exit_2(base: Path, tmp_path: Path, content: str, says: str) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(content)
+    result = CliRunner().invoke(app, ["plan", "--stack", "dev", "--base", str(base), "--prices", str(prices)])
+    assert result.exit_code == 2
+    assert result.output == f"error: --prices {prices}: {says}\n"
+
+
+def test_prices_without_a_base_is_refused(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"Items": []}')
+    result = CliRunner().invoke(app, ["plan", "--stack", "dev", "--prices", str(prices)])
+    assert result.exit_code == 2
+    assert result.output == f"error: --prices {prices}: prices a change, and no --base is given: add --base\n"
