@@ -49,7 +49,7 @@ from modules.stackplan.config import (
     resource_group_name,
 )
 from modules.stackplan.egress import public_ips_for
-from modules.stackplan.pools import SYSTEM, deployed_scale_sets
+from modules.stackplan.pools import SYSTEM, deployed_large_pools, deployed_scale_sets
 from modules.stackplan.prepare import ClusterPrep, prepare_cluster
 from modules.stackplan.prerequisites import hub_prerequisites
 from modules.vm_sizing.recommend import etcd_iops
@@ -585,7 +585,9 @@ def build(stack: str, config: StackConfig) -> dict[str, Any]:
         return build_hub(stack, config, plan_stack(stacks_dir(), stack, config, deployed_subnets(last_outputs(stack))))
     last = last_outputs(stack)
     return build_cluster(
-        prepare_cluster(stack, config, stacks_dir(), deployed_subnets(last), deployed_scale_sets(last))
+        prepare_cluster(
+            stack, config, stacks_dir(), deployed_subnets(last), deployed_scale_sets(last), deployed_large_pools(last)
+        )
     )
 
 

@@ -105,6 +105,7 @@ class PoolPlan:
             "kubelet_max_pods": self.kubelet_max_pods,
             "host_network_pods": list(self.host_network_pods),
             "scale_sets": {s.name: s.capacity for s in self.scale_sets},
+            "single_placement_group": all(s.single_placement_group for s in self.scale_sets),
             "subnet": self.subnet,
             "subnet_ips": self.subnet_ips,
             "gpus": self.gpus,
@@ -189,9 +190,16 @@ def _surge(pool: PoolConfig, nodes: int, key: str) -> int:
 
 
 def plan_pool(
-    name: str, key: str, pool: PoolConfig, limits: Limits, domain: str, deployed: Mapping[str, int] | None = None
+    name: str,
+    key: str,
+    pool: PoolConfig,
+    limits: Limits,
+    domain: str,
+    deployed: Mapping[str, int] | None = None,
+    deployed_large: bool = False,
 ) -> PoolPlan:
-    """One pool; ``deployed``: its scale sets as the last `pulumi up` left them (kept, see split_pool)."""
+    """One pool; ``deployed``: its scale sets as the last `pulumi up` left them (kept, see split_pool), and
+    ``deployed_large`` whether they are large sets (kept: the conversion is one way)."""
     try:
         size = sku(pool.vm_size)
     except ConfigError as err:
@@ -215,6 +223,7 @@ def plan_pool(
             headroom=pool.scale_set_headroom,
             max_nodes=max_nodes,
             deployed=deployed,
+            deployed_large=deployed_large,
         )
     except ValueError as err:
         raise ConfigError(f"{PROJECT}:{key}.scale_set_headroom: {err}") from None
@@ -241,17 +250,39 @@ def plan_pool(
 
 
 def plan_pools(
-    cluster: ClusterConfig, limits: Limits, deployed: Mapping[str, Mapping[str, int]] | None = None
+    cluster: ClusterConfig,
+    limits: Limits,
+    deployed: Mapping[str, Mapping[str, int]] | None = None,
+    large: frozenset[str] = frozenset(),
 ) -> ClusterPools:
     """Every pool of ``cluster``; raises ConfigError naming the key for counts Azure cannot hold.
 
-    ``deployed``: pool name to its scale sets' capacities as deployed (:func:`deployed_scale_sets`)."""
+    ``deployed``: pool name to its scale sets' capacities as deployed (:func:`deployed_scale_sets`); ``large``:
+    the pools deployed as large scale sets (:func:`deployed_large_pools`)."""
     domain = cluster.label_domain
     sets = deployed or {}
-    pools = {SYSTEM: plan_pool(SYSTEM, "cluster.system_pool", cluster.system_pool, limits, domain, sets.get(SYSTEM))}
+    pools = {
+        SYSTEM: plan_pool(
+            SYSTEM, "cluster.system_pool", cluster.system_pool, limits, domain, sets.get(SYSTEM), SYSTEM in large
+        )
+    }
     for name, pool in cluster.gpu_pools.items():
-        pools[name] = plan_pool(name, f"cluster.gpu_pools.{name}", pool, limits, domain, sets.get(name))
+        key = f"cluster.gpu_pools.{name}"
+        pools[name] = plan_pool(name, key, pool, limits, domain, sets.get(name), name in large)
     return ClusterPools(pools)
+
+
+def deployed_large_pools(outputs: Mapping[str, object]) -> frozenset[str]:
+    """The pools whose scale sets the last `pulumi up` deployed as large (``pools.<name>.single_placement_group``
+    false); none before the first deploy, or from a release that did not record it."""
+    pools = outputs.get("pools")
+    if not isinstance(pools, Mapping):
+        return frozenset()
+    return frozenset(
+        str(name)
+        for name, pool in pools.items()
+        if isinstance(pool, Mapping) and pool.get("single_placement_group") is False
+    )
 
 
 def deployed_scale_sets(outputs: Mapping[str, object]) -> dict[str, dict[str, int]]:

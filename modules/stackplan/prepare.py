@@ -116,9 +116,11 @@ def prepare_cluster(
     stacks_dir: Path,
     deployed: Mapping[str, str] | None = None,
     scale_sets: Mapping[str, Mapping[str, int]] | None = None,
+    large_pools: frozenset[str] = frozenset(),
 ) -> ClusterPrep:
     """Everything before the first resource; ``deployed``: the stack's subnets as deployed (kept in place);
-    ``scale_sets``: each pool's scale sets and their capacities as deployed (kept, see split_pool)."""
+    ``scale_sets``: each pool's scale sets and their capacities as deployed (kept, see split_pool);
+    ``large_pools``: the pools deployed as large scale sets (kept large)."""
     cluster = config.cluster
     if cluster is None:
         raise ValueError(f"{stack} is a {config.kind} stack, not a cluster")
@@ -129,7 +131,7 @@ def prepare_cluster(
         # The Kubernetes minor against every pinned component: the images' containerd here, the gang scheduler's
         # skew in addons_spec, the component images in the versions table (bootstrap_context).
         versions.check_containerd(cluster.kubernetes_version, {kind: image.version for kind, image in config.images})
-        pools = plan_pools(cluster, limits_for(config), scale_sets)
+        pools = plan_pools(cluster, limits_for(config), scale_sets, large_pools)
         addons = addons_for(stack, config, addresses, pools)
         pools = with_node_agents(pools, addons)
         sizes = size_cluster(cluster, pools)

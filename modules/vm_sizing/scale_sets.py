@@ -59,9 +59,11 @@ def split_pool(
     headroom: int = 0,
     max_nodes: int | None = None,
     deployed: Mapping[str, int] | None = None,
+    deployed_large: bool = False,
 ) -> list[ScaleSetPlan]:
     """Scale sets for ``nodes`` VMs, filled in order; enough sets that ``max_nodes`` fit with ``headroom``
-    free in each. ``deployed``: the pool's scale sets as its last `pulumi up` left them (name to capacity).
+    free in each. ``deployed``: the pool's scale sets as its last `pulumi up` left them (name to capacity);
+    ``deployed_large``: they were deployed as large sets (singlePlacementGroup false).
 
     Raises ``ValueError`` when the headroom leaves no room in a set at all.
     """
@@ -99,8 +101,11 @@ def split_pool(
     while caps and caps[-1] == 0 and sum(max(c, room) for c in caps[:-1]) >= most:
         caps.pop()
     # Without InfiniBand, a pool that stays small enough for one placement group (at its autoscaling
-    # maximum, headroom included) keeps it (faster allocation); beyond 100 VMs it must span several.
-    spg = infiniband or most + headroom <= cap_spg
+    # maximum, headroom included) keeps it (faster allocation); beyond 100 VMs it must span several. The
+    # change is one way: Azure converts a set to large (singlePlacementGroup false) but never back
+    # (VirtualMachineScaleSets convertToSinglePlacementGroup takes false only), so a large set stays large
+    # when its pool shrinks.
+    spg = infiniband or (not deployed_large and most + headroom <= cap_spg)
     return [ScaleSetPlan(set_name(pool, i, width), capacity, spg) for i, capacity in enumerate(caps)]
 
 

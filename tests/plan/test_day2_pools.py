@@ -132,3 +132,32 @@ def test_the_next_up_keeps_the_split_it_finds_deployed(tmp_path: Path) -> None:
         if r["type"].endswith(":VirtualMachineScaleSet") and r["urn"].rsplit("::", 1)[-1].startswith("h100-")
     }
     assert capacities == {"h100-00": 2, "h100-01": 2}
+
+
+def test_a_large_pool_shrunk_below_one_placement_group_stays_large(tmp_path: Path) -> None:
+    """Azure converts a scale set to large (singlePlacementGroup false) and never back, so a system pool shrunk
+    from 120 nodes to 50 keeps its large sets: before, the flag followed the new size, and the review refused
+    the routine shrink as a change Azure refuses in place."""
+    from agk.plan.engine import Planner, deployment
+
+    from .changed_stacks import outputs_of
+
+    def system(nodes: int) -> Any:
+        def edit(config: dict[str, Any]) -> None:
+            pool = cluster(config)["system_pool"]
+            pool["nodes"], pool["pod_ips"] = nodes, 2
+
+        return edit
+
+    big = export(stack_folder(tmp_path / "big", edit=system(120)))
+    last = outputs_of(big)
+    assert last["pools"]["system"]["single_placement_group"] is False
+    folder = stack_folder(tmp_path / "small", edit=system(50))
+    head = deployment(Planner(folder, last_outputs=lambda name: last if name == "dev" else {}).plan("dev"))
+    found, _ = diff(big, head, "dev")
+    sets = [c for c in found.changes if c.type.endswith(":VirtualMachineScaleSet")]
+    assert [line(c) for c in sets] == ["update VirtualMachineScaleSet system-00 [sku]"]
+    assert not [c for c in found.changes if c.refused]
+    # A stack planned afresh at 50 nodes (no large set deployed) still takes one placement group.
+    fresh = outputs_of(export(stack_folder(tmp_path / "fresh", edit=system(50))))
+    assert fresh["pools"]["system"]["single_placement_group"] is True
