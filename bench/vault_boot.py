@@ -12,8 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from modules.bootstrap.host import vault  # noqa: E402
-from tests.host.mass_boot import Outcome, VaultStandIn, VirtualTime, boot, in_process  # noqa: E402
+from tests.host.mass_boot import VAULT_LIMIT, VAULT_WINDOW_S, Outcome, VaultStandIn, VirtualTime, boot, in_process  # noqa: E402
 
 HOSTS = 7_576
 RUNS = (
@@ -34,7 +33,7 @@ def run(send_retry_after: bool, draw: str, hosts: int = HOSTS) -> Outcome:
 
 
 def rows(runs: tuple[tuple[str, bool, str], ...] = RUNS, hosts: int = HOSTS) -> list[tuple[str, str]]:
-    out = [(f"vault boot: {hosts} hosts at once, limit", f"{vault.VAULT_LIMIT} GETs / {vault.VAULT_WINDOW_S:.0f} s")]
+    out = [(f"vault boot: {hosts} hosts at once, limit", f"{VAULT_LIMIT} GETs / {VAULT_WINDOW_S:.0f} s")]
     for label, send, draw in runs:
         o = run(send, draw, hosts)
         if o.got != o.hosts:

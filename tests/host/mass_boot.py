@@ -40,6 +40,10 @@ from modules.bootstrap.host import imds, vault
 
 SECRET = "bundle-gpu-node"
 CLIENT = "host-identity"
+VAULT_LIMIT = 4_000
+VAULT_WINDOW_S = 10.0
+"""Secret GETs one vault answers per 10 seconds: "All other transactions", 4,000 per vault per region
+(https://learn.microsoft.com/azure/key-vault/general/service-limits)."""
 
 
 class VirtualTime:
@@ -114,8 +118,8 @@ class VaultStandIn:
     """Key Vault's Get Secret as the hosts call it, with the per-10-second budget on a shared clock."""
 
     clock: Callable[[], float]
-    limit: int = vault.VAULT_LIMIT
-    window_s: float = vault.VAULT_WINDOW_S
+    limit: int = VAULT_LIMIT
+    window_s: float = VAULT_WINDOW_S
     value: str = "bundle"
     send_retry_after: bool = True
     """False: a 429 without Retry-After (a gateway's, or a client that cannot read it): backoff alone."""

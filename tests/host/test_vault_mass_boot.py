@@ -3,6 +3,12 @@
 Every host runs the real ``vault.get_secret`` (its retry loop and :func:`vault.backoff`) against a
 stand-in that enforces Key Vault's documented 4,000 secret transactions per 10 seconds with 429 and
 Retry-After (tests/host/mass_boot.py), in virtual time so that minutes of backoff take seconds.
+
+Why full jitter on top of Retry-After: the hosts of a mass reboot are refused in the same instant and
+told the same Retry-After; a wait of Retry-After alone (or any wait that depends only on the attempt)
+sends all of them back in one instant again, a lock-step storm. Retry-After stays a floor because the
+vault asked for it; the jitter (uniform(0, min(cap, 1 s x 2^(n-1))), "full jitter" of the AWS
+Architecture Blog's "Exponential Backoff And Jitter") spreads them over the second after it.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import pytest
 
 from modules.bootstrap.host import vault
 from tests.host.loopback import serve
-from tests.host.mass_boot import VaultStandIn, VirtualTime, boot, in_process
+from tests.host.mass_boot import VAULT_LIMIT, VAULT_WINDOW_S, VaultStandIn, VirtualTime, boot, in_process
 from tests.host.test_imds import FakeImds
 
 HOSTS = 7_576
@@ -50,14 +56,14 @@ def test_every_host_of_a_mass_reboot_gets_its_bundle_without_a_lock_step_storm()
         out = boot(HOSTS, "https://agk-prod.vault.azure.net/", kv, clock)
     assert out.got == HOSTS
     # The vault's budget holds: 429s are the only way past it, and no host retried before Retry-After.
-    assert out.peak_admitted <= vault.VAULT_LIMIT
-    assert out.throttled >= HOSTS - vault.VAULT_LIMIT and out.early == 0
+    assert out.peak_admitted <= VAULT_LIMIT
+    assert out.throttled >= HOSTS - VAULT_LIMIT and out.early == 0
     # The refused hosts come back spread out: no 100 ms holds a fifth of them. With a backoff that
     # depends only on the attempt and Retry-After, all 3,576 return in the same instant.
-    refused = HOSTS - vault.VAULT_LIMIT
+    refused = HOSTS - VAULT_LIMIT
     assert out.peak_retries <= refused // 5, (out.peak_retries, refused)
     # The last bundle within one window and the first retry's widest jitter of the boot.
-    assert out.last_s <= vault.VAULT_WINDOW_S + vault.BASE_WAIT_S
+    assert out.last_s <= VAULT_WINDOW_S + vault.BASE_WAIT_S
 
 
 def test_over_loopback_http_with_the_identitys_token() -> None:

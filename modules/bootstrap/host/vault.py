@@ -16,8 +16,6 @@ What a just-booted host meets and retries until its deadline:
   changes to take effect"), 401 while its token is not yet accepted;
 - a name that does not resolve yet (the zone group's record or the VNet link is still being made);
 - 429 (Key Vault throttling guidance: back off exponentially; Retry-After says how long) and 5xx.
-  A mass reboot sends every host here at once against one vault's budget of 4,000 secret GETs per
-  10 seconds; :func:`backoff` spreads their retries (see there).
 A 404 is retried too: the secret is written before the VM exists, but a host should not give up on
 a vault that is still replicating.
 
@@ -57,11 +55,6 @@ THROTTLED = (429, 500, 502, 503, 504)
 """What the issuer's ``read``/``write`` retry a few times."""
 MAX_WAIT_S = 30.0
 BASE_WAIT_S = 1.0
-"""The first retry's widest wait; the Key Vault throttling guidance's schedule starts at 1 second."""
-VAULT_LIMIT = 4_000
-VAULT_WINDOW_S = 10.0
-"""Secret GETs one vault answers per 10 seconds ("All other transactions": 4,000 per vault per region,
-https://learn.microsoft.com/azure/key-vault/general/service-limits); past it, 429."""
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 """The vault's private endpoint, never a proxy."""
 
@@ -93,17 +86,9 @@ def backoff(
     cap: float = MAX_WAIT_S,
     rand: Callable[[float, float], float] = random.uniform,
 ) -> float:
-    """Seconds to wait before retry ``attempt`` (1 for the first): full jitter, never before Retry-After.
-
-    Full jitter (``uniform(0, min(cap, base * 2**n))``, AWS Architecture Blog, "Exponential Backoff And
-    Jitter", https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/): every host of
-    a mass reboot is refused in the same second, and a wait that depends on the attempt alone sends them
-    all back in the same second again (a lock-step 429 storm against the vault's per-10-second budget).
-    A Retry-After (https://www.rfc-editor.org/rfc/rfc9110#name-retry-after, Key Vault throttling
-    guidance https://learn.microsoft.com/azure/key-vault/general/overview-throttling) is a floor: the
-    vault will refuse anything sooner, and the jitter goes on top, or every host refused in one second
-    would come back together the moment it ends.
-    """
+    """Seconds before retry ``attempt`` (from 1): full jitter over Retry-After, so hosts refused together
+    do not return together (https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/;
+    https://learn.microsoft.com/azure/key-vault/general/overview-throttling)."""
     if attempt < 1:
         raise ValueError(f"retry attempt {attempt}: counts from 1")
     spread = rand(0.0, min(cap, BASE_WAIT_S * 2.0 ** (attempt - 1)))
@@ -111,8 +96,7 @@ def backoff(
 
 
 def retry_after_s(headers: Message | None) -> float | None:
-    """A Retry-After of delay-seconds (RFC 9110: a non-negative integer), else None; an HTTP-date is not
-    used (the host's clock may be wrong at first boot, and Key Vault sends seconds)."""
+    """Retry-After in seconds; an HTTP-date is ignored (a just-booted host's clock may be wrong)."""
     value = (headers.get("Retry-After") or "").strip() if headers else ""
     return float(value) if value.isdigit() else None
 
@@ -133,7 +117,7 @@ def get_secret(
     log: Callable[[str], None] = lambda line: None,
     rand: Callable[[float, float], float] = random.uniform,
 ) -> str:
-    """The current value of secret ``name``, retried for up to ``deadline_s`` seconds (waits: :func:`backoff`)."""
+    """The current value of secret ``name``, retried for up to ``deadline_s`` seconds."""
     url = secret_url(vault, name)
     end = clock() + deadline_s
     attempt, last = 0, ""
@@ -199,7 +183,6 @@ def _call(
     tries: int,
     sleep: Callable[[float], None],
     missing_ok: bool,
-    rand: Callable[[float, float], float] = random.uniform,
 ) -> bytes | None:
     last = ""
     for attempt in range(tries):
@@ -215,12 +198,12 @@ def _call(
                 raise SecretExpired(f"{what}: {last}") from None
             if err.code not in THROTTLED or attempt == tries - 1:
                 break
-            sleep(backoff(attempt + 1, retry_after_s(err.headers), cap=60, rand=rand))
+            sleep(backoff(attempt + 1, retry_after_s(err.headers), cap=60))
         except OSError as err:
             last = f"{type(err).__name__}: {err}"
             if attempt == tries - 1:
                 break
-            sleep(backoff(attempt + 1, cap=60, rand=rand))
+            sleep(backoff(attempt + 1, cap=60))
     raise VaultError(f"{what}: {last}")
 
 
