@@ -86,3 +86,13 @@ def test_the_harness_sees_lock_step_when_waits_are_not_spread() -> None:
     with in_process(kv):
         out = boot(300, "https://agk-prod.vault.azure.net/", kv, clock, draw="low")
     assert out.got == 300 and out.peak_retries == 150
+
+
+def test_without_retry_after_every_host_still_gets_its_bundle() -> None:
+    # A 429 without Retry-After (backoff alone): slower than with it, but nobody is left out.
+    clock = VirtualTime()
+    kv = VaultStandIn(clock.clock, limit=150, send_retry_after=False)
+    with in_process(kv):
+        out = boot(300, "https://agk-prod.vault.azure.net/", kv, clock)
+    assert out.got == 300 and out.peak_admitted <= 150
+    assert out.peak_retries <= 150 // 5, out.peak_retries
