@@ -140,6 +140,17 @@ def _affinity(*exprs: dict[str, Any]) -> dict[str, Any]:
         (_affinity({"key": f"{D}/preflight", "operator": "NotIn", "values": ["failed"]}), True, True),
         ({"nodeSelector": {f"{D}/preflight": "pending"}}, False, False),  # a pod-IP one leaves as well
     ],
+    ids=[
+        "everywhere",
+        "gpu-nodes",
+        "selects-pending",
+        "selects-pending-gpu",
+        "affinity-in-pending",
+        "affinity-preflight-exists",
+        "affinity-no-preflight-label",
+        "affinity-not-failed",
+        "pod-ip-selects-pending",
+    ],
 )
 def test_max_pods_counts_only_the_pods_that_stay_after_preflight(
     pod: dict[str, Any], host_network: bool, stays_on_h100: bool
