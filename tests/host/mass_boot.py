@@ -5,9 +5,11 @@ with the bearer token IMDS gave the host's identity) and enforces the documented
 secret transactions per vault per 10 seconds (https://learn.microsoft.com/azure/key-vault/general/service-limits,
 "All other transactions"), past it 429 with Retry-After; the 429s themselves do not count against it
 ("Failed requests that return a 429 do not count towards the throttle limits tracked by Key Vault",
-https://learn.microsoft.com/azure/key-vault/general/overview-throttling). The window slides: a
-request is admitted when fewer than the limit were admitted in the 10 seconds before it, and a refused
-one is told, in whole seconds, when the oldest of those leaves the window.
+https://learn.microsoft.com/azure/key-vault/general/overview-throttling). How the service's window
+moves and what Retry-After it sends are not documented; the stand-in's choice: the window slides (a
+request is admitted when fewer than the limit were admitted in the 10 seconds before it) and a refused
+one is told, in whole seconds, when the oldest of those leaves the window. ``send_retry_after=False``
+covers a 429 without the header.
 
 Thousands of hosts waiting out tens of seconds of backoff cannot run in real time, so time is virtual:
 each host is a thread whose ``sleep`` and ``clock`` are :class:`VirtualTime`'s, and time jumps to the
