@@ -45,7 +45,7 @@ whose first fetch missed its window (a grant not yet applied, the vault's privat
 would never boot; this way a restart boots it. The marker is a contract between stage 0, which never
 changes, and the bundle's sync.py, which does: a sync.py that stopped writing it would boot the host
 again on every reboot."""
-STAGE0_SHA256 = "223393ee3305ad792b8e4b49d728dfec91d03be99580f464d1eb0e0d3e36ecb7"
+STAGE0_SHA256 = "d676df0390217be13844ba5b7564261e597e12e123ec2d105b9ddae6768bd4a7"
 """sha256 of stage 0 (its programs and per-boot script) as customData carries it (``stage0_digest``).
 Azure refuses to change an existing VM's customData (PropertyChangeNotAllowed; pulumi-azure-native#577),
 so editing one of host.boot.STAGE0 or the per-boot script makes the next `pulumi up` fail on every

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from modules.cluster.scripts.preflight_report import node_patch
+
 # Labels every kubelet adds itself (well-known labels).
 WELL_KNOWN = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
 # Taint effects that keep a pod off a node (PreferNoSchedule only steers).
@@ -102,3 +104,23 @@ def daemonsets_on(
             meta = obj["metadata"]
             out.append(Landing(meta.get("namespace", "default"), meta["name"], bool(pod.get("hostNetwork"))))
     return tuple(sorted(out, key=lambda d: d.ref))
+
+
+def released(
+    node_labels: Mapping[str, str], taints: Iterable[NodeTaint], preflight_key: str
+) -> tuple[dict[str, str], tuple[NodeTaint, ...]]:
+    """The labels and taints a node keeps once preflight passes, as the reporter's own patch leaves them.
+
+    A DaemonSet that selects ``preflight=pending`` lands on a joining node but leaves when the label
+    goes, so the kubelet of a released node never holds it next to the workloads; counting it in maxPods
+    would give the workloads one pod slot more than pod IPs. Applying :func:`node_patch` (a JSON merge
+    patch: a null label is removed, ``spec.taints`` is replaced) keeps this in step with what the
+    reporter really does.
+    """
+    before = [{"key": t.key, "value": t.value, "effect": t.effect} for t in taints]
+    node = {"metadata": {"labels": dict(node_labels)}, "spec": {"taints": before}}
+    patch = node_patch(node, True, preflight_key, "")
+    kept = {**node_labels, **patch["metadata"].get("labels", {})}
+    labels = {k: v for k, v in kept.items() if v is not None}
+    after = patch.get("spec", {}).get("taints", before)
+    return labels, tuple(NodeTaint(t["key"], t["value"], t["effect"]) for t in after)

@@ -57,9 +57,10 @@ class PoolPlan:
     taints: tuple[Taint, ...]
     """Taints the kubelet registers with (``registerWithTaints``)."""
     host_network_pods: tuple[str, ...] = ()
-    """Static pods and node agents on this pool's nodes that use the host network (no pod IP)."""
+    """Static pods and node agents that use the host network (no pod IP) on this pool's nodes once they
+    take work: not the preflight pods, which leave when it passes."""
     ip_daemons: tuple[str, ...] = ()
-    """Node agents on this pool's nodes that take a pod IP (not host-network)."""
+    """Node agents that take a pod IP (not host-network) on this pool's nodes once they take work."""
 
     @property
     def peak_nodes(self) -> int:
@@ -77,6 +78,8 @@ class PoolPlan:
 
     @property
     def kubelet_max_pods(self) -> int:
+        """The kubelet counts every pod, host-network ones too: one per pod IP plus one per host-network
+        pod that stays. A pod that leaves before workloads arrive would be a slot with no address."""
         return self.pod_ips + len(self.host_network_pods)
 
     @property
@@ -144,8 +147,14 @@ class ClusterPools:
         return sizing_step(self.peak_nodes)
 
     def with_agents(
-        self, host_network: Mapping[str, tuple[str, ...]], ip_daemons: Mapping[str, tuple[str, ...]]
+        self,
+        host_network: Mapping[str, tuple[str, ...]],
+        ip_daemons: Mapping[str, tuple[str, ...]],
+        joining: Mapping[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
     ) -> ClusterPools:
+        """``host_network``/``ip_daemons``: the pods on a pool's nodes once they take work; ``joining``: the
+        (host-network, pod-IP) pods on a node before preflight releases it, which the same maxPods and
+        pod IPs must admit."""
         pools = {
             name: replace(p, host_network_pods=host_network[name], ip_daemons=ip_daemons[name])
             for name, p in self.pools.items()
@@ -156,6 +165,16 @@ class ClusterPools:
                     f"{PROJECT}:{p.key}.pod_ips: {p.pod_ips} pod IPs but {len(p.ip_daemons)} node agent(s) "
                     f"({', '.join(p.ip_daemons)}) take one on every node: raise pod_ips to {len(p.ip_daemons) + 1} "
                     "or more"
+                )
+            hosted, addressed = (joining or {}).get(p.name, ((), ()))
+            # A joining node holds no workload (the preflight taint), but its own pods must be admitted:
+            # past maxPods the kubelet rejects them, past the pod IPs one never gets an address.
+            short = max(len(hosted) + len(addressed) - p.kubelet_max_pods, len(addressed) - p.pod_ips)
+            if short > 0:
+                raise ConfigError(
+                    f"{PROJECT}:{p.key}.pod_ips: {p.pod_ips} pod IPs leave no room for the {len(hosted) + len(addressed)} "
+                    f"pods of a node before preflight ({', '.join(hosted + addressed)}): raise pod_ips to "
+                    f"{p.pod_ips + short} or more"
                 )
         return ClusterPools(pools)
 

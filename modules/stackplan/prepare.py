@@ -7,15 +7,16 @@ decisions without running Pulumi.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from modules.bootstrap import versions
 from modules.bootstrap.context import PORTS, BootstrapContext
 from modules.bootstrap.roles import POOL_STATIC_PODS
 from modules.cluster.manifests import render_manifests
-from modules.cluster.placement import NodeTaint, daemonsets_on
+from modules.cluster.placement import NodeTaint, daemonsets_on, released
 from modules.cluster.spec import AddonsSpec, CloudSpec, NetworkSpec, PoolFacts, addons_spec
 from modules.errors import AgkError
 from modules.netplan.host_addresses import ClusterAddresses
@@ -78,16 +79,35 @@ def addons_for(stack: str, config: StackConfig, addresses: ClusterAddresses, poo
 
 
 def with_node_agents(pools: ClusterPools, addons: AddonsSpec) -> ClusterPools:
-    """Each pool with the static pods and DaemonSets that land on its nodes (from the rendered objects)."""
-    objs = render_manifests(addons)
+    """Each pool with the static pods and DaemonSets on its nodes once they take work (from the rendered
+    objects).
+
+    A GPU node joins with ``<domain>/preflight=pending``; DaemonSets that select that label (the
+    preflight diagnostic) leave when preflight passes, before any workload may land. The kubelet's
+    maxPods counts every pod on the node, so it holds the pods that stay, not those: otherwise a node
+    with N pod IPs admits N+1 workload pods and the last never gets an address. The joining node's own
+    pods must still fit, which ``with_agents`` checks.
+    """
+    return agents_on(pools, render_manifests(addons), addons.preflight_key)
+
+
+def agents_on(pools: ClusterPools, objs: Iterable[Mapping[str, Any]], preflight_key: str) -> ClusterPools:
+    """:func:`with_node_agents` for any rendered objects (pure: the table tests give their own)."""
+    objs = list(objs)
     host_network: dict[str, tuple[str, ...]] = {}
     ip_daemons: dict[str, tuple[str, ...]] = {}
+    joining: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
     for pool in pools.pools.values():
         taints = [NodeTaint(t.key, t.value, t.effect) for t in pool.taints]
         landing = daemonsets_on(objs, dict(pool.labels), taints)
-        host_network[pool.name] = POOL_STATIC_PODS + tuple(d.ref for d in landing if d.host_network)
-        ip_daemons[pool.name] = tuple(d.ref for d in landing if not d.host_network)
-    return pools.with_agents(host_network, ip_daemons)
+        staying = daemonsets_on(objs, *released(dict(pool.labels), taints, preflight_key))
+        host_network[pool.name] = POOL_STATIC_PODS + tuple(d.ref for d in staying if d.host_network)
+        ip_daemons[pool.name] = tuple(d.ref for d in staying if not d.host_network)
+        joining[pool.name] = (
+            POOL_STATIC_PODS + tuple(d.ref for d in landing if d.host_network),
+            tuple(d.ref for d in landing if not d.host_network),
+        )
+    return pools.with_agents(host_network, ip_daemons, joining)
 
 
 def cluster_egress(config: StackConfig, plan: StackAddresses, pools: ClusterPools) -> tuple[EgressGroup, ...]:

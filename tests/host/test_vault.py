@@ -23,9 +23,21 @@ class Clock:
         return self.now
 
 
+def widest(low: float, high: float) -> float:
+    """The jitter's upper end: each wait is the most full jitter may draw, so the schedule is exact."""
+    return high
+
+
 def _get(vault_url: str, imds_url: str, clock: Clock, name: str = "s", client: str = "c", deadline: float = 600) -> str:
     return vault.get_secret(
-        vault_url, name, client, deadline_s=deadline, imds_endpoint=imds_url, sleep=clock.sleep, clock=clock
+        vault_url,
+        name,
+        client,
+        deadline_s=deadline,
+        imds_endpoint=imds_url,
+        sleep=clock.sleep,
+        clock=clock,
+        rand=widest,
     )
 
 
@@ -48,7 +60,9 @@ def test_a_grant_that_has_not_propagated_is_waited_for() -> None:
             if clock.now > 100:
                 kv.readers["s"].add("c")
 
-        got = vault.get_secret(url, "s", "c", deadline_s=600, imds_endpoint=imds_url, sleep=sleep, clock=clock)
+        got = vault.get_secret(
+            url, "s", "c", deadline_s=600, imds_endpoint=imds_url, sleep=sleep, clock=clock, rand=widest
+        )
     assert got == "hello"
     assert clock.waits[:6] == [1, 2, 4, 8, 16, 30] and all(w == 30 for w in clock.waits[5:])
 
@@ -58,7 +72,8 @@ def test_throttling_waits_as_long_as_retry_after_says() -> None:
     kv.put("s", "v", "c")
     with azure(kv) as (url, imds_url):
         assert _get(url, imds_url, clock) == "v"
-    assert clock.waits == [7, 2]
+    # Retry-After is the floor and the first retry's jitter (up to 1 s) goes on top; the 503 has none.
+    assert clock.waits == [7 + 1, 2]
 
 
 def test_a_name_that_does_not_resolve_yet_is_retried() -> None:

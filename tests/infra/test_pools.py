@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from modules.cluster.manifests import render_manifests
-from modules.cluster.placement import NodeTaint, daemonsets_on, lands_on
+from modules.cluster.placement import NodeTaint, daemonsets_on, lands_on, released
 from modules.errors import ConfigError
 from modules.netplan.limits import Limits
 from modules.stackplan.config import load_stack
 from modules.stackplan.pools import ClusterPools, plan_pools
-from modules.stackplan.prepare import prepare_cluster
+from modules.stackplan.prepare import agents_on, prepare_cluster
 from tests.infra.conftest import STACKS
 
 GPU = {"d/accelerator": "nvidia", "d/pool": "h100", "d/preflight": "pending"}
@@ -84,15 +84,101 @@ def test_gpu_node_agents_leave_every_pod_ip_to_workloads(stack: str) -> None:
     objs = render_manifests(prep.addons)
     for pool in prep.pools.pools.values():
         taints = [NodeTaint(t.key, t.value, t.effect) for t in pool.taints]
-        landing = daemonsets_on(objs, dict(pool.labels), taints)
-        assert landing, pool.name  # node agents run everywhere (exporters, node-problem-detector)
+        # The node as workloads find it: preflight has passed and taken its label and taint away.
+        staying = daemonsets_on(objs, *released(dict(pool.labels), taints, prep.addons.preflight_key))
+        assert staying, pool.name  # node agents run everywhere (exporters, node-problem-detector)
         # Every node agent is host-network: no pod IP of the NIC goes to one.
-        assert all(d.host_network for d in landing), [d.ref for d in landing if not d.host_network]
+        assert all(d.host_network for d in staying), [d.ref for d in staying if not d.host_network]
         assert pool.ip_daemons == ()
         assert pool.workload_pod_ips == pool.pod_ips
-        # maxPods: the pod IPs plus every host-network pod (static kube-proxy, the agents).
-        assert pool.kubelet_max_pods == pool.pod_ips + 1 + len(landing)
-        assert set(pool.host_network_pods) == {"kube-system/kube-proxy", *(d.ref for d in landing)}
+        # maxPods: the pod IPs plus every host-network pod that stays (static kube-proxy, the agents);
+        # the preflight pod has left by the time workloads land, so it holds no slot.
+        assert pool.kubelet_max_pods == pool.pod_ips + 1 + len(staying)
+        assert set(pool.host_network_pods) == {"kube-system/kube-proxy", *(d.ref for d in staying)}
+        assert "gpu-health/gpu-preflight" not in pool.host_network_pods
+
+
+D = "gpu.example.com"
+PENDING = {"key": f"{D}/preflight", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _ds(name: str, pod: dict[str, Any], host_network: bool = True) -> dict[str, Any]:
+    return {
+        "kind": "DaemonSet",
+        "metadata": {"namespace": "t", "name": name},
+        "spec": {
+            "template": {
+                "spec": {**pod, "hostNetwork": host_network, "tolerations": [PENDING, *pod.get("tolerations", [])]}
+            }
+        },
+    }
+
+
+def _affinity(*exprs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": list(exprs)}]
+                }
+            }
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("pod", "host_network", "stays_on_h100"),
+    [
+        ({}, True, True),  # everywhere: stays
+        ({"nodeSelector": {f"{D}/accelerator": "nvidia"}}, True, True),
+        ({"nodeSelector": {f"{D}/preflight": "pending"}}, True, False),  # the preflight diagnostic: leaves
+        ({"nodeSelector": {f"{D}/preflight": "pending", f"{D}/accelerator": "nvidia"}}, True, False),
+        (_affinity({"key": f"{D}/preflight", "operator": "In", "values": ["pending"]}), True, False),
+        (_affinity({"key": f"{D}/preflight", "operator": "Exists"}), True, False),
+        # Runs only on a released node: absent while pending, there with the workloads.
+        (_affinity({"key": f"{D}/preflight", "operator": "DoesNotExist"}), True, True),
+        (_affinity({"key": f"{D}/preflight", "operator": "NotIn", "values": ["failed"]}), True, True),
+        ({"nodeSelector": {f"{D}/preflight": "pending"}}, False, False),  # a pod-IP one leaves as well
+    ],
+    ids=[
+        "everywhere",
+        "gpu-nodes",
+        "selects-pending",
+        "selects-pending-gpu",
+        "affinity-in-pending",
+        "affinity-preflight-exists",
+        "affinity-no-preflight-label",
+        "affinity-not-failed",
+        "pod-ip-selects-pending",
+    ],
+)
+def test_max_pods_counts_only_the_pods_that_stay_after_preflight(
+    pod: dict[str, Any], host_network: bool, stays_on_h100: bool
+) -> None:
+    config = load_stack(STACKS, "dev").cluster
+    assert config is not None
+    pools = plan_pools(config, Limits.default())
+    h100 = agents_on(pools, [_ds("agent", pod, host_network)], f"{D}/preflight").pools["h100"]
+    stays = ("t/agent",) if stays_on_h100 else ()
+    assert h100.host_network_pods == ("kube-system/kube-proxy", *(stays if host_network else ()))
+    assert h100.ip_daemons == (() if host_network else stays)
+    # One slot per pod IP plus one per host-network pod that stays; never one for a pod that has left.
+    assert h100.kubelet_max_pods == h100.pod_ips + 1 + (1 if host_network and stays_on_h100 else 0)
+
+
+def test_a_node_before_preflight_must_still_admit_its_own_pods() -> None:
+    config = load_stack(STACKS, "dev").cluster
+    assert config is not None
+    pools = plan_pools(config, Limits.default())
+    narrow = ClusterPools({**pools.pools, "h100": replace(pools.pools["h100"], pod_ips=1)})
+    # Two preflight-only pods that take a pod IP: the joining node needs 2, the NIC has 1.
+    objs = [_ds(n, {"nodeSelector": {f"{D}/preflight": "pending"}}, host_network=False) for n in ("a", "b")]
+    with pytest.raises(ConfigError) as err:
+        agents_on(narrow, objs, f"{D}/preflight")
+    assert str(err.value) == (
+        "azure-gpu-k8s:cluster.gpu_pools.h100.pod_ips: 1 pod IPs leave no room for the 3 pods of a node before "
+        "preflight (kube-system/kube-proxy, t/a, t/b): raise pod_ips to 2 or more"
+    )
 
 
 def test_prod_7500_pools_counted_once() -> None:

@@ -32,12 +32,14 @@ exponentially, honour Retry-After): it runs every few minutes, so a refusal is r
 from __future__ import annotations
 
 import json
+import random
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from email.message import Message
 
 if __package__:  # the toolkit imports this as modules.bootstrap.host.vault
     from . import imds
@@ -52,6 +54,7 @@ RETRIED = (401, 403, 404, 408, 429, 500, 502, 503, 504)
 THROTTLED = (429, 500, 502, 503, 504)
 """What the issuer's ``read``/``write`` retry a few times."""
 MAX_WAIT_S = 30.0
+BASE_WAIT_S = 1.0
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 """The vault's private endpoint, never a proxy."""
 
@@ -76,6 +79,28 @@ class VaultSecret:
     """The version's URL (``https://<vault>/secrets/<name>/<version>``)."""
 
 
+def backoff(
+    attempt: int,
+    retry_after: float | None = None,
+    *,
+    cap: float = MAX_WAIT_S,
+    rand: Callable[[float, float], float] = random.uniform,
+) -> float:
+    """Seconds before retry ``attempt`` (from 1): full jitter over Retry-After, so hosts refused together
+    do not return together (https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/;
+    https://learn.microsoft.com/azure/key-vault/general/overview-throttling)."""
+    if attempt < 1:
+        raise ValueError(f"retry attempt {attempt}: counts from 1")
+    spread = rand(0.0, min(cap, BASE_WAIT_S * 2.0 ** (attempt - 1)))
+    return max(retry_after or 0.0, 0.0) + spread
+
+
+def retry_after_s(headers: Message | None) -> float | None:
+    """Retry-After in seconds; an HTTP-date is ignored (a just-booted host's clock may be wrong)."""
+    value = (headers.get("Retry-After") or "").strip() if headers else ""
+    return float(value) if value.isdigit() else None
+
+
 def secret_url(vault: str, name: str) -> str:
     return f"{vault.rstrip('/')}/secrets/{urllib.parse.quote(name, safe='')}?api-version={API_VERSION}"
 
@@ -90,13 +115,14 @@ def get_secret(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     log: Callable[[str], None] = lambda line: None,
+    rand: Callable[[float, float], float] = random.uniform,
 ) -> str:
     """The current value of secret ``name``, retried for up to ``deadline_s`` seconds."""
     url = secret_url(vault, name)
     end = clock() + deadline_s
     attempt, last = 0, ""
     while True:
-        wait = min(2.0**attempt, MAX_WAIT_S)
+        after: float | None = None
         try:
             token = imds.token(imds.VAULT, client_id, endpoint=imds_endpoint, sleep=sleep)
             request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
@@ -107,18 +133,17 @@ def get_secret(
             last = f"HTTP {err.code} {_reason(err)}"
             if err.code not in RETRIED:
                 break
-            after = err.headers.get("Retry-After") if err.headers else None
-            if after and after.isdigit():
-                wait = max(wait, float(after))
+            after = retry_after_s(err.headers)
         except imds.TokenError as err:
             attempt += 1
             last = str(err)
         except (OSError, ValueError, KeyError) as err:
             attempt += 1
             last = f"{type(err).__name__}: {err}"
+        wait = backoff(attempt, after, rand=rand)
         if clock() + wait > end:
             break
-        log(f"secret {name}: {last}; retrying in {wait:.0f}s")
+        log(f"secret {name}: {last}; retrying in {wait:.1f}s")
         sleep(wait)
     raise VaultError(f"secret {name} of {vault}: {last} (gave up after {attempt} tries)")
 
@@ -152,7 +177,12 @@ def _parse(name: str, body: bytes) -> VaultSecret:
 
 
 def _call(
-    request: urllib.request.Request, what: str, *, tries: int, sleep: Callable[[float], None], missing_ok: bool
+    request: urllib.request.Request,
+    what: str,
+    *,
+    tries: int,
+    sleep: Callable[[float], None],
+    missing_ok: bool,
 ) -> bytes | None:
     last = ""
     for attempt in range(tries):
@@ -168,13 +198,12 @@ def _call(
                 raise SecretExpired(f"{what}: {last}") from None
             if err.code not in THROTTLED or attempt == tries - 1:
                 break
-            retry_after = err.headers.get("Retry-After", "") if err.headers else ""
-            sleep(float(retry_after) if retry_after.isdigit() else min(2 ** (attempt + 1), 60))
+            sleep(backoff(attempt + 1, retry_after_s(err.headers), cap=60))
         except OSError as err:
             last = f"{type(err).__name__}: {err}"
             if attempt == tries - 1:
                 break
-            sleep(min(2 ** (attempt + 1), 60))
+            sleep(backoff(attempt + 1, cap=60))
     raise VaultError(f"{what}: {last}")
 
 

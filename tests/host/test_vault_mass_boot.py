@@ -1,0 +1,98 @@
+"""Host tier: a mass reboot of 7,576 hosts reading their bundles from one Key Vault (issue 22, item 6).
+
+Every host runs the real ``vault.get_secret`` (its retry loop and :func:`vault.backoff`) against a
+stand-in that enforces Key Vault's documented 4,000 secret transactions per 10 seconds with 429 and
+Retry-After (tests/host/mass_boot.py), in virtual time so that minutes of backoff take seconds.
+
+Why full jitter on top of Retry-After: the hosts of a mass reboot are refused in the same instant and
+told the same Retry-After; a wait of Retry-After alone (or any wait that depends only on the attempt)
+sends all of them back in one instant again, a lock-step storm. Retry-After stays a floor because the
+vault asked for it; the jitter (uniform(0, min(cap, 1 s x 2^(n-1))), "full jitter" of the AWS
+Architecture Blog's "Exponential Backoff And Jitter") spreads them over the second after it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from modules.bootstrap.host import vault
+from tests.host.loopback import serve
+from tests.host.mass_boot import VAULT_LIMIT, VAULT_WINDOW_S, VaultStandIn, VirtualTime, boot, in_process
+from tests.host.test_imds import FakeImds
+
+HOSTS = 7_576
+"""prod-7500 at peak: 7,500 GPU nodes plus 1% surge (76)."""
+
+
+@pytest.mark.parametrize(
+    ("attempt", "retry_after", "cap", "low", "high"),
+    [
+        (1, None, 30.0, 0.0, 1.0),
+        (3, None, 30.0, 0.0, 4.0),
+        (6, None, 30.0, 0.0, 30.0),  # 32 capped
+        (40, None, 30.0, 0.0, 30.0),
+        (1, 10.0, 30.0, 10.0, 11.0),  # Retry-After is the floor, the jitter goes on top
+        (5, 3.0, 60.0, 3.0, 19.0),
+    ],
+)
+def test_backoff_is_full_jitter_above_retry_after(
+    attempt: int, retry_after: float | None, cap: float, low: float, high: float
+) -> None:
+    assert vault.backoff(attempt, retry_after, cap=cap, rand=lambda a, b: a) == low
+    assert vault.backoff(attempt, retry_after, cap=cap, rand=lambda a, b: b) == high
+    draws = [vault.backoff(attempt, retry_after, cap=cap) for _ in range(200)]
+    assert all(low <= d <= high for d in draws) and len(set(draws)) > 100
+
+
+def test_backoff_counts_attempts_from_one() -> None:
+    with pytest.raises(ValueError, match=r"^retry attempt 0: counts from 1$"):
+        vault.backoff(0)
+
+
+def test_every_host_of_a_mass_reboot_gets_its_bundle_without_a_lock_step_storm() -> None:
+    clock = VirtualTime()
+    kv = VaultStandIn(clock.clock)
+    with in_process(kv):
+        out = boot(HOSTS, "https://agk-prod.vault.azure.net/", kv, clock)
+    assert out.got == HOSTS
+    # The vault's budget holds: 429s are the only way past it, and no host retried before Retry-After.
+    assert out.peak_admitted <= VAULT_LIMIT
+    assert out.throttled >= HOSTS - VAULT_LIMIT and out.early == 0
+    # The refused hosts come back spread out: no 100 ms holds a fifth of them. With a backoff that
+    # depends only on the attempt and Retry-After, all 3,576 return in the same instant.
+    refused = HOSTS - VAULT_LIMIT
+    assert out.peak_retries <= refused // 5, (out.peak_retries, refused)
+    # The last bundle within one window and the first retry's widest jitter of the boot.
+    assert out.last_s <= VAULT_WINDOW_S + vault.BASE_WAIT_S
+
+
+def test_over_loopback_http_with_the_identitys_token() -> None:
+    # The same boot over real HTTP (urllib to a loopback server, the token from a loopback IMDS),
+    # scaled down: 300 hosts against a budget of 150 per 10 s.
+    clock = VirtualTime()
+    kv = VaultStandIn(clock.clock, limit=150)
+    with serve(kv) as url, serve(FakeImds()) as imds_url:
+        out = boot(300, url + "/", kv, clock, imds_url=imds_url)
+    assert out.got == 300 and out.early == 0
+    assert out.peak_admitted <= 150 and out.throttled >= 150
+    assert out.peak_retries <= 150 // 5, out.peak_retries
+
+
+def test_the_harness_sees_lock_step_when_waits_are_not_spread() -> None:
+    # Every jitter draw pinned to its low end: the retries are Retry-After exactly, so every refused
+    # host returns in the same instant, which the assertion above would reject.
+    clock = VirtualTime()
+    kv = VaultStandIn(clock.clock, limit=150)
+    with in_process(kv):
+        out = boot(300, "https://agk-prod.vault.azure.net/", kv, clock, draw="low")
+    assert out.got == 300 and out.peak_retries == 150
+
+
+def test_without_retry_after_every_host_still_gets_its_bundle() -> None:
+    # A 429 without Retry-After (backoff alone): slower than with it, but nobody is left out.
+    clock = VirtualTime()
+    kv = VaultStandIn(clock.clock, limit=150, send_retry_after=False)
+    with in_process(kv):
+        out = boot(300, "https://agk-prod.vault.azure.net/", kv, clock)
+    assert out.got == 300 and out.peak_admitted <= 150
+    assert out.peak_retries <= 150 // 5, out.peak_retries
