@@ -562,6 +562,9 @@ def _cluster_outputs(
         # What the sizes follow: the peak node count and the step it is rounded up to (agk plan --base says
         # when a change crosses one).
         "sized_for": {"peak_nodes": prep.pools.peak_nodes, "nodes": prep.pools.sizing_nodes},
+        # Every count-driven size in force and the formula behind it (modules/vm_sizing/formulas.py): agk plan
+        # lists them.
+        "sizes": prep.chosen_sizes(),
         "address_plan": prep.plan.vnet.to_dict(),
         "hub": hub_stack_name(cluster),
         "addons_spec": prep.addons.to_json(),

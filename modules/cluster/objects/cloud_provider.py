@@ -185,7 +185,12 @@ def controller_manager(spec: AddonsSpec) -> Obj:
                                 "ports": [{"name": "https", "containerPort": CCM_PORT}],
                                 "livenessProbe": {**probe, "initialDelaySeconds": 20},
                                 "readinessProbe": probe,
-                                "resources": resources("100m", "512Mi", cpu_limit="2"),
+                                # It caches every Node: sized for the cluster (formulas.cloud_controller_manager).
+                                "resources": resources(
+                                    f"{spec.cloud_provider.controller_cpu_millis}m",
+                                    f"{spec.cloud_provider.controller_memory_mib}Mi",
+                                    cpu_limit=f"{spec.cloud_provider.controller_cpu_limit_millis}m",
+                                ),
                                 "securityContext": restricted(),
                                 "volumeMounts": [
                                     {"name": "cloud-config", "mountPath": CONFIG_DIR, "readOnly": True},

@@ -251,7 +251,12 @@ def gang(spec: AddonsSpec) -> list[Obj]:
                             "command": ["/bin/kube-scheduler", f"--config={CONFIG_PATH}", "--v=2"],
                             "livenessProbe": probe,
                             "readinessProbe": {"httpGet": probe["httpGet"]},
-                            "resources": resources("500m", "512Mi", cpu_limit="2"),
+                            # It caches every Node and Pod: sized for the cluster (formulas.gang_scheduler).
+                            "resources": resources(
+                                f"{spec.gang.cpu_millis}m",
+                                f"{spec.gang.memory_mib}Mi",
+                                cpu_limit=f"{spec.gang.cpu_limit_millis}m",
+                            ),
                             "securityContext": restricted(),
                             "volumeMounts": [
                                 {"name": "config", "mountPath": "/etc/kubernetes", "readOnly": True},

@@ -36,6 +36,7 @@ from modules.cluster.objects.common import (
 from modules.cluster.objects.health import IMDS_WHY, XID_CONDITION, host_network
 from modules.cluster.spec import AddonsSpec
 from modules.netplan.addressing import IMDS
+from modules.vm_sizing.formulas import PAGED_CONTROLLER
 
 APP = "gpu-remediation"
 RULE = "gpu-remediation"
@@ -139,7 +140,12 @@ def cronjob(spec: AddonsSpec) -> Obj:
                                             {"name": "RULE_NAME", "value": RULE},
                                             {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
                                         ],
-                                        "resources": resources("50m", "128Mi", cpu_limit="500m"),
+                                        # Paged LISTs: memory does not follow the node count (formulas).
+                                        "resources": resources(
+                                            f"{PAGED_CONTROLLER.cpu_millis}m",
+                                            f"{PAGED_CONTROLLER.memory_mib}Mi",
+                                            cpu_limit=f"{PAGED_CONTROLLER.cpu_limit_millis}m",
+                                        ),
                                         "securityContext": restricted(),
                                         "volumeMounts": [
                                             {"name": "scripts", "mountPath": "/scripts", "readOnly": True}

@@ -109,9 +109,11 @@ def deployment(spec: AddonsSpec) -> Obj:
                                 "initialDelaySeconds": 5,
                                 "timeoutSeconds": 5,
                             },
-                            # Scales with the cluster (spec.state_metrics: upstream's per-node rule).
+                            # Scales with the cluster (spec.state_metrics: formulas.kube_state_metrics).
                             "resources": resources(
-                                f"{sm.cpu_millis}m", f"{sm.memory_mib}Mi", cpu_limit=f"{sm.cpu_millis * 2}m"
+                                f"{sm.cpu_millis}m",
+                                f"{sm.memory_mib}Mi",
+                                cpu_limit=f"{sm.cpu_limit_millis or sm.cpu_millis * 2}m",
                             ),
                             "securityContext": restricted(),
                         }
