@@ -52,7 +52,7 @@ from modules.stackplan.egress import public_ips_for
 from modules.stackplan.pools import SYSTEM, deployed_scale_sets
 from modules.stackplan.prepare import ClusterPrep, prepare_cluster
 from modules.stackplan.prerequisites import hub_prerequisites
-from modules.vm_sizing.recommend import etcd_iops
+from modules.vm_sizing.formulas import etcd_iops
 
 # The other stacks of the network (hub, sibling spokes) are read from their files: Pulumi's
 # stackConfigDir, or wherever `agk plan --stacks-dir` points (it sets AGK_STACKS_DIR).

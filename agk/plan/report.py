@@ -90,6 +90,10 @@ def _num(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else "-"
 
 
+def _value(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
 def _subnet_of(topo: Topology, subnet_id: str) -> str:
     vnet = topo.vnet_of(subnet_id)
     if vnet is None:
@@ -152,7 +156,7 @@ def text(
     head, sizes = _sizes(plan)
     if sizes:
         lines += ["", f"{head}:"]
-        lines += [f"  {r['name']:<52} {r['value']!s:>18}  {r['formula']}: {r['source']}" for r in sizes]
+        lines += [f"  {r['name']:<52} {_value(r['value']):>18}  {r['formula']}: {r['source']}" for r in sizes]
     pinned = _versions(plan)
     if pinned:
         lines += [
@@ -276,7 +280,7 @@ def markdown(
     head, sizes = _sizes(plan)
     if sizes:
         out += [f"#### {head}", "", "| size | value | formula | source |", "|---|--:|---|---|"]
-        out += [f"| {r['name']} | {r['value']} | `{r['formula']}` | {r['source']} |" for r in sizes]
+        out += [f"| {r['name']} | {_value(r['value'])} | `{r['formula']}` | {r['source']} |" for r in sizes]
         out.append("")
     pinned = _versions(plan)
     if pinned:

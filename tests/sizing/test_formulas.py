@@ -140,3 +140,30 @@ def test_the_prometheus_disk_follows_the_scrape_interval(tmp_path: Path) -> None
 def test_a_duration_it_cannot_read_is_one_line(text: str) -> None:
     with pytest.raises(ValueError, match=r"^'.*' is not a duration: use e.g. '30s', '5m' or '1h'$"):
         f.duration_seconds(text)
+
+
+def _dev_with(tmp_path: Path, h100_nodes: int) -> ClusterPrep:
+    doc = yaml.safe_load(stack_file(STACKS, "dev").read_text())
+    doc["config"]["azure-gpu-k8s:cluster"]["gpu_pools"]["h100"]["nodes"] = h100_nodes
+    path = tmp_path / f"Pulumi.dev-{h100_nodes}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return prepare_cluster("dev", parse_config(read_stack_file(path)), STACKS)
+
+
+def test_sizes_change_only_when_the_step_does(preps: dict[str, ClusterPrep], tmp_path: Path) -> None:
+    """Two more h100 nodes stay inside dev's step of 50: no size moves, so no add-on rolls and no control-plane
+    file changes. Before, kube-state-metrics followed the peak node count itself and grew 4 MiB."""
+    base = preps["dev"]
+    grown = _dev_with(tmp_path, 6)
+    assert (base.pools.peak_nodes, grown.pools.peak_nodes, grown.pools.sizing_nodes) == (14, 16, 50)
+    assert grown.chosen_sizes() == base.chosen_sizes()
+    assert (grown.addons.state_metrics, grown.addons.gang, grown.addons.cloud_provider) == (
+        base.addons.state_metrics,
+        base.addons.gang,
+        base.addons.cloud_provider,
+    )
+    # 60 h100 nodes cross into the step of 100: the sizes that follow the count move together.
+    crossed = _dev_with(tmp_path, 60)
+    assert (crossed.pools.peak_nodes, crossed.pools.sizing_nodes) == (14 - 5 + 61, 100)
+    assert crossed.addons.state_metrics.memory_mib == 200 + 2 * 100
+    assert crossed.chosen_sizes() != base.chosen_sizes()
