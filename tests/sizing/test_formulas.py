@@ -92,6 +92,10 @@ def test_the_table_is_the_shipped_stacks(preps: dict[str, ClusterPrep], stack: s
     assert f.duration_seconds(prep.bootstrap.prometheus.scrape_interval) == counts["scrape"]
 
 
+def _millis(cpu: str) -> int:
+    return int(cpu[:-1]) if cpu.endswith("m") else 1000 * int(cpu)
+
+
 @pytest.mark.parametrize(("stack", "counts", "column"), [("dev", DEV, 2), ("prod-7500", PROD, 3)])
 def test_the_stacks_are_built_with_the_table(
     preps: dict[str, ClusterPrep], stack: str, counts: dict[str, int], column: int
@@ -115,7 +119,8 @@ def test_the_stacks_are_built_with_the_table(
         ("Deployment", "scheduler-plugins-scheduler", "kube-scheduler"): row["gang scheduler"],
         ("Deployment", "cloud-controller-manager", "cloud-controller-manager"): row["cloud-controller-manager"],
     }.items():
-        assert limits(kind, name, container) == {"cpu": f"{size.cpu_limit_millis}m", "memory": f"{size.memory_mib}Mi"}
+        got = limits(kind, name, container)
+        assert (_millis(got["cpu"]), got["memory"]) == (size.cpu_limit_millis, f"{size.memory_mib}Mi")
     # The plan lists every one of them (the program's `sizes` output, agk plan's "Sizes for" section).
     shown = {r["formula"]: r["value"] for r in prep.chosen_sizes()}
     assert shown["prometheus_disk_gib"] == row["prometheus disk GiB"]
@@ -167,3 +172,20 @@ def test_sizes_change_only_when_the_step_does(preps: dict[str, ClusterPrep], tmp
     assert (crossed.pools.peak_nodes, crossed.pools.sizing_nodes) == (14 - 5 + 61, 100)
     assert crossed.addons.state_metrics.memory_mib == 200 + 2 * 100
     assert crossed.chosen_sizes() != base.chosen_sizes()
+
+
+def test_a_size_that_did_not_move_is_the_same_text(preps: dict[str, ClusterPrep]) -> None:
+    """Quantities are written as the manifests wrote them before ("2" cores, not "2000m"), so a size the
+    formulas leave where it was changes no object and rolls no pod: the paged controllers, measured under
+    their 128 Mi at prod-7500, keep exactly their resources; the gang scheduler keeps its CPU."""
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in render_manifests(preps["prod-7500"].addons)}
+    paged = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
+    jobs = [o for (kind, _), o in objs.items() if kind == "CronJob"]
+    containers = {
+        c["name"]: c["resources"]
+        for j in jobs
+        for c in j["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    }
+    assert (containers["remediate"], containers["retest"]) == (paged, paged)
+    (gang,) = objs[("Deployment", "scheduler-plugins-scheduler")]["spec"]["template"]["spec"]["containers"]
+    assert (gang["resources"]["requests"]["cpu"], gang["resources"]["limits"]["cpu"]) == ("500m", "2")

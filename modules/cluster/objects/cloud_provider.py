@@ -31,11 +31,13 @@ from modules.cluster.objects.common import (
     resources,
     restricted,
     service_account,
+    sized,
     system_nodes,
     tolerate_everything,
 )
 from modules.cluster.objects.health import HOST_NETWORK_WHY, IMDS_WHY, host_network
 from modules.cluster.spec import AddonsSpec
+from modules.vm_sizing.formulas import Resources
 
 NS = "kube-system"
 CCM = "cloud-controller-manager"
@@ -186,10 +188,12 @@ def controller_manager(spec: AddonsSpec) -> Obj:
                                 "livenessProbe": {**probe, "initialDelaySeconds": 20},
                                 "readinessProbe": probe,
                                 # It caches every Node: sized for the cluster (formulas.cloud_controller_manager).
-                                "resources": resources(
-                                    f"{spec.cloud_provider.controller_cpu_millis}m",
-                                    f"{spec.cloud_provider.controller_memory_mib}Mi",
-                                    cpu_limit=f"{spec.cloud_provider.controller_cpu_limit_millis}m",
+                                "resources": sized(
+                                    Resources(
+                                        spec.cloud_provider.controller_cpu_millis,
+                                        spec.cloud_provider.controller_cpu_limit_millis,
+                                        spec.cloud_provider.controller_memory_mib,
+                                    )
                                 ),
                                 "securityContext": restricted(),
                                 "volumeMounts": [

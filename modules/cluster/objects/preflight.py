@@ -30,6 +30,7 @@ from modules.cluster.objects.common import (
     resources,
     restricted,
     service_account,
+    sized,
     system_nodes,
 )
 from modules.cluster.objects.health import HOST_ENGINE, HOST_NETWORK_WHY, host_network
@@ -170,11 +171,7 @@ def cronjob(spec: AddonsSpec) -> Obj:
                                         {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
                                     ],
                                     # Paged LISTs: memory does not follow the node count (formulas).
-                                    "resources": resources(
-                                        f"{PAGED_CONTROLLER.cpu_millis}m",
-                                        f"{PAGED_CONTROLLER.memory_mib}Mi",
-                                        cpu_limit=f"{PAGED_CONTROLLER.cpu_limit_millis}m",
-                                    ),
+                                    "resources": sized(PAGED_CONTROLLER),
                                     "securityContext": restricted(),
                                     "volumeMounts": [{"name": "scripts", "mountPath": "/scripts", "readOnly": True}],
                                 }

@@ -26,11 +26,11 @@ from modules.cluster.objects.common import (
     gpu_node_selector,
     meta,
     pod_security,
-    resources,
     restricted,
     role,
     role_binding,
     service_account,
+    sized,
     system_nodes,
 )
 from modules.cluster.objects.health import IMDS_WHY, XID_CONDITION, host_network
@@ -141,11 +141,7 @@ def cronjob(spec: AddonsSpec) -> Obj:
                                             {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
                                         ],
                                         # Paged LISTs: memory does not follow the node count (formulas).
-                                        "resources": resources(
-                                            f"{PAGED_CONTROLLER.cpu_millis}m",
-                                            f"{PAGED_CONTROLLER.memory_mib}Mi",
-                                            cpu_limit=f"{PAGED_CONTROLLER.cpu_limit_millis}m",
-                                        ),
+                                        "resources": sized(PAGED_CONTROLLER),
                                         "securityContext": restricted(),
                                         "volumeMounts": [
                                             {"name": "scripts", "mountPath": "/scripts", "readOnly": True}
