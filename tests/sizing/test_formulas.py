@@ -6,6 +6,7 @@ comments), not read back from the code; ``test_the_table_is_the_shipped_stacks``
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +190,28 @@ def test_a_size_that_did_not_move_is_the_same_text(preps: dict[str, ClusterPrep]
     assert (containers["remediate"], containers["retest"]) == (paged, paged)
     (gang,) = objs[("Deployment", "scheduler-plugins-scheduler")]["spec"]["template"]["spec"]["containers"]
     assert (gang["resources"]["requests"]["cpu"], gang["resources"]["limits"]["cpu"]) == ("500m", "2")
+
+
+def test_an_addons_spec_exported_before_the_formulas_still_reads(preps: dict[str, ClusterPrep]) -> None:
+    """The add-ons stack reads the cluster stack's last `addons_spec` output: one exported before these sizes
+    existed lacks their keys, and reads as the fixed sizes it was deployed with (512 Mi, KSM's CPU limit twice
+    its request), so the add-ons stack is not stuck between the two updates."""
+    from modules.cluster.spec import AddonsSpec
+
+    raw = json.loads(json.dumps(preps["prod-7500"].addons.to_json()))
+    for key in ("cpu_millis", "cpu_limit_millis", "memory_mib"):
+        del raw["gang"][key]
+    for key in ("controller_cpu_millis", "controller_cpu_limit_millis", "controller_memory_mib"):
+        del raw["cloud_provider"][key]
+    del raw["state_metrics"]["cpu_limit_millis"]
+    raw["state_metrics"] |= {"cpu_millis": 7688, "memory_mib": 15316}  # what main exported for prod-7500
+    old = AddonsSpec.from_json(json.dumps(raw))
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in render_manifests(old)}
+
+    def resources(name: str) -> dict[str, Any]:
+        (c, *_) = objs[("Deployment", name)]["spec"]["template"]["spec"]["containers"]
+        return dict(c["resources"])
+
+    assert resources("scheduler-plugins-scheduler")["limits"] == {"cpu": "2", "memory": "512Mi"}
+    assert resources("cloud-controller-manager")["limits"] == {"cpu": "2", "memory": "512Mi"}
+    assert resources("kube-state-metrics")["limits"] == {"cpu": "15376m", "memory": "15316Mi"}
