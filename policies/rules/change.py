@@ -185,18 +185,40 @@ def no_change_azure_refuses(args: ChangeArgs, report_violation: Report) -> None:
         )
 
 
+CHAIN_OVERLAP = 2
+"""Members a chain may have down at once. Each VM of a chain waits for the one before to be *running* again,
+not for its process to be healthy: Azure's resize returns once the VM has restarted
+(learn.microsoft.com/azure/virtual-machines/sizes/resize-vm), so the member before may still be rejoining
+while the next one stops."""
+
+
+def chain_is_enough(role: str, members: int) -> bool:
+    """Whether an ordered chain keeps a quorum group up: it can lose ``CHAIN_OVERLAP`` members (5 and more).
+    An API server group stays up while one server serves, so a chain always is."""
+    return ROLL_LIMIT.get(role) != "quorum" or (members - 1) // 2 >= CHAIN_OVERLAP
+
+
 def control_plane_one_at_a_time(args: ChangeArgs, report_violation: Report) -> None:
     """Mandatory: resizing or replacing more control-plane VMs at once than the group can spare stops it."""
     for roll in args.rolls:
         limit = at_once(roll.role, roll.members)
-        if len(roll.hosts) <= limit or roll.chained:
+        if len(roll.hosts) <= limit or (roll.chained and chain_is_enough(roll.role, roll.members)):
             continue
         what = "etcd loses quorum" if ROLL_LIMIT.get(roll.role) == "quorum" else "the API goes down"
+        if roll.chained:
+            why = (
+                f"ordered, but each waits only for the VM before to run again, not for its member to rejoin, so two"
+                f" can be down at once and {what} with more than {limit} down"
+            )
+        else:
+            why = (
+                f"at once, and {what} with more than {limit} down: order them (each VM depends on the one before,"
+                " as modules/azure/control_plane.py does; enough for 5 members or more) or"
+            )
         report_violation(
             f"{len(roll.hosts)} of {roll.members} {roll.role} VMs ({', '.join(roll.hosts)}) would be restarted or"
-            f" replaced by `pulumi up` at once, and {what} with more than {limit} down: order them (each VM"
-            " depends on the one before, as modules/azure/control_plane.py does) or change one per update"
-            " (`pulumi up --target <urn>` one VM at a time, waiting for it to be healthy again in between)",
+            f" replaced by `pulumi up` {why}: change one per update (`pulumi up --target <urn>` one VM at a time,"
+            " waiting for `etcdctl endpoint health` or /readyz in between)",
             None,
         )
 

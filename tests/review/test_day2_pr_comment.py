@@ -196,7 +196,11 @@ def test_without_prices_the_cost_line_says_how_to_get_them(base: Path) -> None:
     ("content", "says"),
     [
         ("{", "not JSON (line 1): save the API's answer unchanged"),
-        ('{"items": []}', "not an Azure Retail Prices API answer (no 'Items' list)"),
+        (
+            '{"items": []}',
+            "not an Azure Retail Prices API answer (no 'Items' list): save the JSON that"
+            " https://prices.azure.com/api/retail/prices returns, or a list of such answers",
+        ),
         (
             json.dumps({"Items": [_price("Standard_D8ds_v5", -1.0)]}),
             "Items[0] retailPrice -1.0 is not a price: save the API's JSON unchanged",
