@@ -52,7 +52,7 @@ from modules.stackplan.egress import public_ips_for
 from modules.stackplan.pools import SYSTEM, deployed_large_pools, deployed_scale_sets
 from modules.stackplan.prepare import ClusterPrep, prepare_cluster
 from modules.stackplan.prerequisites import hub_prerequisites
-from modules.vm_sizing.recommend import etcd_iops
+from modules.vm_sizing.formulas import etcd_iops
 
 # The other stacks of the network (hub, sibling spokes) are read from their files: Pulumi's
 # stackConfigDir, or wherever `agk plan --stacks-dir` points (it sets AGK_STACKS_DIR).
@@ -562,6 +562,9 @@ def _cluster_outputs(
         # What the sizes follow: the peak node count and the step it is rounded up to (agk plan --base says
         # when a change crosses one).
         "sized_for": {"peak_nodes": prep.pools.peak_nodes, "nodes": prep.pools.sizing_nodes},
+        # Every count-driven size in force and the formula behind it (modules/vm_sizing/formulas.py): agk plan
+        # lists them.
+        "sizes": prep.chosen_sizes(),
         "address_plan": prep.plan.vnet.to_dict(),
         "hub": hub_stack_name(cluster),
         "addons_spec": prep.addons.to_json(),

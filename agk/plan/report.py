@@ -60,6 +60,18 @@ def _sizing(plan: StackPlan) -> list[dict[str, str]]:
     return [dict(row) for row in raw.values()] if isinstance(raw, dict) else []
 
 
+def _sizes(plan: StackPlan) -> tuple[str, list[dict[str, Any]]]:
+    """The cluster program's `sizes` output (every count-driven size in force, modules/vm_sizing/formulas.py)
+    and a heading naming the node count they are sized for (its `sized_for` output)."""
+    raw = wire.plain(plan.outputs["sizes"]) if "sizes" in plan.outputs else []
+    if not isinstance(raw, list) or not raw:
+        return "", []
+    sized = wire.plain(plan.outputs["sized_for"]) if "sized_for" in plan.outputs else {}
+    peak, step = (sized.get("peak_nodes"), sized.get("nodes")) if isinstance(sized, dict) else (None, None)
+    head = f"Sizes for {_num(step)} nodes (the sizing step of {_num(peak)} peak nodes; modules/vm_sizing/formulas.py)"
+    return head, [dict(row) for row in raw]
+
+
 def _versions(plan: StackPlan) -> list[dict[str, Any]]:
     """The cluster program's `versions` output: every pinned release, its sha256 and source."""
     raw = wire.plain(plan.outputs["versions"]) if "versions" in plan.outputs else []
@@ -76,6 +88,10 @@ def _pct(value: Any) -> str:
 
 def _num(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else "-"
+
+
+def _value(value: Any) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
 
 
 def _subnet_of(topo: Topology, subnet_id: str) -> str:
@@ -137,6 +153,10 @@ def text(
             f"  {r['rule']}"
             for r in sizing
         ]
+    head, sizes = _sizes(plan)
+    if sizes:
+        lines += ["", f"{head}:"]
+        lines += [f"  {r['name']:<52} {_value(r['value']):>18}  {r['formula']}: {r['source']}" for r in sizes]
     pinned = _versions(plan)
     if pinned:
         lines += [
@@ -257,6 +277,11 @@ def markdown(
         out += ["| role | recommended | chosen | rule |", "|---|---|---|---|"]
         out += [f"| {r['role']} | {r['recommended']} | {r['chosen']} | {r['rule']} |" for r in sizing]
         out.append("")
+    head, sizes = _sizes(plan)
+    if sizes:
+        out += [f"#### {head}", "", "| size | value | formula | source |", "|---|--:|---|---|"]
+        out += [f"| {r['name']} | {_value(r['value'])} | `{r['formula']}` | {r['source']} |" for r in sizes]
+        out.append("")
     pinned = _versions(plan)
     if pinned:
         out += ["<details><summary>Versions in force</summary>", "", "| component | version | checked by | source |"]
@@ -300,6 +325,7 @@ def as_json(
             "pools": [asdict(p) for p in topo.pools],
             "vms_by_role": topo.vms_by_role,
         },
+        "sizes": _sizes(plan)[1],
         "warnings": plan.warnings,
         "review": review,
         **extra,

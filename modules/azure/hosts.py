@@ -23,7 +23,7 @@ class PrometheusHostsArgs:
     vm_size: str
     """Azure VM size."""
     data_disk_gib: int
-    """TSDB disk: retention x estimated ingestion (modules.vm_sizing.recommend.prometheus_disk_gib)."""
+    """TSDB disk: retention x ingestion at the scrape interval (modules.vm_sizing.formulas.prometheus_disk_gib)."""
     zones: Sequence[str]
     """Zones to spread the replicas over."""
     custom_data: Mapping[str, pulumi.Input[str]]

@@ -164,7 +164,8 @@ class PrometheusTuning(_Model):
         default=None,
         ge=64,
         le=32767,
-        description="TSDB data disk size; default: retention x estimated ingestion (modules.vm_sizing.recommend).",
+        description="TSDB data disk size; default: retention x estimated ingestion at the scrape interval "
+        "(modules.vm_sizing.formulas.prometheus_disk_gib).",
     )
 
     @field_validator("gomaxprocs", "query_max_samples")

@@ -18,7 +18,6 @@ reads a changed file (``restart_map``).
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -57,6 +56,7 @@ from modules.bootstrap.monitoring import (
 from modules.bootstrap.steps import APT_INSTALL, STEP_SCRIPT, Step, apt_install, start
 from modules.bootstrap.templating import render
 from modules.netplan import addressing
+from modules.vm_sizing.formulas import SCORED_NODES, scheduler_score_percent
 
 Role = Literal["etcd", "events-etcd", "apiserver", "gpu-node", "system-node", "prometheus", "nat"]
 ROLES: tuple[Role, ...] = ("etcd", "events-etcd", "apiserver", "gpu-node", "system-node", "prometheus", "nat")
@@ -81,9 +81,6 @@ IMDS_RETRY_DELAY_S = 5
 NODE_IDENTITY_CACHE = "/var/lib/agk/scale-set-name"
 """The scale set name a GPU node read from IMDS on its first boot (a VM never changes scale set)."""
 APT_LOCK_TIMEOUT_S = 600
-# Whole-node GPU pods: beyond Kubernetes' 5,000-node envelope the scheduler's default scores only 5%
-# of nodes; keep scoring as many as the default does at 5,000 nodes (10%).
-SCORED_NODES = 500
 
 
 @dataclass(frozen=True)
@@ -608,13 +605,6 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
             NODE_EXPORTER_STEP,
         ),
     )
-
-
-def scheduler_score_percent(total_nodes: int) -> int:
-    """``percentageOfNodesToScore`` that scores about ``SCORED_NODES`` feasible nodes (all in small clusters)."""
-    if total_nodes <= SCORED_NODES:
-        return 100
-    return max(5, math.ceil(100 * SCORED_NODES / total_nodes))
 
 
 # The kubelet's client certificate once its CSR is signed (certificate and key in one file, under its

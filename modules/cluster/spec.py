@@ -22,6 +22,7 @@ from modules.bootstrap.context import APISERVER_PORT
 from modules.cluster import images
 from modules.cluster.config import AddonsConfig
 from modules.errors import ConfigError
+from modules.vm_sizing import formulas
 
 P = "azure-gpu-k8s"
 # Namespaces the add-ons own: a team may not be called after one of them.
@@ -31,7 +32,6 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _TAG = re.compile(r"^v\d+\.\d+\.\d+$")
 # The kubelets' clusterDomain (the node bootstrap sets the same).
 CLUSTER_DOMAIN = "cluster.local"
-DNS_NODES_PER_REPLICA = 1000
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,11 @@ class GangSpec:
     scheduler_image: str
     permit_waiting_seconds: int
     replicas: int
+    # Requests and limits (modules.vm_sizing.formulas.gang_scheduler); the defaults are the fixed sizes a
+    # cluster stack exported before they followed the node count, so an older `addons_spec` still reads.
+    cpu_millis: int = 500
+    cpu_limit_millis: int = 2000
+    memory_mib: int = 512
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,8 @@ class StateMetricsSpec:
     image: str
     cpu_millis: int
     memory_mib: int
+    cpu_limit_millis: int = 0
+    """0 in an older cluster stack's export: twice the request, as it was then."""
 
 
 PLACEHOLDER_ID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
@@ -199,6 +206,11 @@ class CloudProviderSpec:
 
     controller_image: str
     node_manager_image: str
+    # cloud-controller-manager's requests and limits (modules.vm_sizing.formulas.cloud_controller_manager);
+    # the defaults are the fixed sizes an older cluster stack's `addons_spec` implies.
+    controller_cpu_millis: int = 100
+    controller_cpu_limit_millis: int = 2000
+    controller_memory_mib: int = 512
 
 
 @dataclass(frozen=True)
@@ -393,7 +405,7 @@ def _preflight(addons: AddonsConfig, pools: Mapping[str, PoolFacts]) -> Prefligh
     )
 
 
-def _gang(kubernetes_version: str, addons: AddonsConfig) -> GangSpec:
+def _gang(kubernetes_version: str, addons: AddonsConfig, size: formulas.Resources) -> GangSpec:
     cfg = addons.gang
     if not _DNS_SUBDOMAIN.match(cfg.scheduler_name) or len(cfg.scheduler_name) > 63:
         raise _fail(
@@ -429,7 +441,14 @@ def _gang(kubernetes_version: str, addons: AddonsConfig) -> GangSpec:
         tag = release.gang_scheduler
     # Only the scheduler: the scheduler-plugins controller is not deployed (objects/gang.py says why).
     return GangSpec(
-        cfg.enabled, cfg.scheduler_name, versions.gang_scheduler_image(tag), cfg.permit_waiting_seconds, cfg.replicas
+        cfg.enabled,
+        cfg.scheduler_name,
+        versions.gang_scheduler_image(tag),
+        cfg.permit_waiting_seconds,
+        cfg.replicas,
+        size.cpu_millis,
+        size.cpu_limit_millis,
+        size.memory_mib,
     )
 
 
@@ -453,7 +472,7 @@ def _health(addons: AddonsConfig) -> HealthSpec:
     )
 
 
-def _dns(service_ip: str, cluster_domain: str, system_nodes: int, peak_nodes: int, version: str) -> DnsSpec:
+def _dns(service_ip: str, cluster_domain: str, system_nodes: int, nodes: int, version: str) -> DnsSpec:
     try:
         ip = ipaddress.IPv4Address(service_ip)
     except ValueError:
@@ -463,9 +482,7 @@ def _dns(service_ip: str, cluster_domain: str, system_nodes: int, peak_nodes: in
         ) from None
     if not _DNS_SUBDOMAIN.match(cluster_domain):
         raise _fail("cluster_domain", f"{cluster_domain!r} is not a DNS domain: use e.g. cluster.local")
-    # Two replicas survive a node loss; beyond that one per ~1,000 nodes, never more than the
-    # system pool can keep apart. (Query load at this scale is node-local caching's job.)
-    wanted = max(2, min(system_nodes, math.ceil(peak_nodes / DNS_NODES_PER_REPLICA)))
+    wanted = formulas.dns_replicas(nodes, system_nodes)
     return DnsSpec(
         service_ip=str(ip),
         cluster_domain=cluster_domain,
@@ -475,19 +492,22 @@ def _dns(service_ip: str, cluster_domain: str, system_nodes: int, peak_nodes: in
     )
 
 
-def _state_metrics(total_nodes: int, version: str) -> StateMetricsSpec:
-    # The sizing rule of the upstream cluster add-on (addon-resizer): 100m + 1m and 140Mi + 2Mi per node.
+def _state_metrics(size: formulas.Resources, version: str) -> StateMetricsSpec:
     return StateMetricsSpec(
         image=versions.release(version).kube_state_metrics_image,
-        cpu_millis=100 + total_nodes,
-        memory_mib=140 + 2 * total_nodes,
+        cpu_millis=size.cpu_millis,
+        memory_mib=size.memory_mib,
+        cpu_limit_millis=size.cpu_limit_millis,
     )
 
 
-def _cloud_provider(version: str) -> CloudProviderSpec:
+def _cloud_provider(version: str, size: formulas.Resources) -> CloudProviderSpec:
     return CloudProviderSpec(
         controller_image=images.cloud_provider_azure(images.CLOUD_CONTROLLER_MANAGER, version).ref,
         node_manager_image=images.cloud_provider_azure(images.CLOUD_NODE_MANAGER, version).ref,
+        controller_cpu_millis=size.cpu_millis,
+        controller_cpu_limit_millis=size.cpu_limit_millis,
+        controller_memory_mib=size.memory_mib,
     )
 
 
@@ -517,6 +537,7 @@ def addons_spec(
     dns_service_ip: str,
     system_nodes: int,
     peak_nodes: int,
+    pods_per_node: int,
     cluster_domain: str = CLUSTER_DOMAIN,
     cloud: CloudSpec | None = None,
     network: NetworkSpec | None = None,
@@ -525,7 +546,9 @@ def addons_spec(
 
     ``dns_service_ip`` is the kubelets' clusterDNS from the address plan; ``system_nodes`` the
     system (CPU) pool's node count, where cluster services run; ``peak_nodes`` the most nodes the
-    cluster can hold at once (every pool at its maximum plus surge), which services are sized for.
+    cluster can hold at once (every pool at its maximum plus surge); services are sized for its sizing step
+    (modules.vm_sizing.formulas, so a small pool change restarts no add-on); ``pods_per_node`` the largest
+    kubelet maxPods of the pools (what the gang scheduler's Pod cache is sized for).
     ``cloud`` and ``network`` are the cluster stack's Azure coordinates and subnet addresses; left out,
     they are placeholders that :attr:`AddonsSpec.placeholders` lists.
     """
@@ -544,6 +567,8 @@ def addons_spec(
             )
     if system_nodes < 1:
         raise _fail("cluster.system_pool.nodes", f"{system_nodes}: cluster services need at least 1 system node")
+    nodes = formulas.sizing_step(peak_nodes)
+    pods = formulas.cluster_pods(nodes, pods_per_node)
     return AddonsSpec(
         cluster_name=cluster_name,
         kubernetes_version=kubernetes_version,
@@ -553,11 +578,11 @@ def addons_spec(
         teams=_teams(pools, addons),
         balloons=_balloons(pools, addons),
         preflight=_preflight(addons, pools),
-        gang=_gang(kubernetes_version, addons),
+        gang=_gang(kubernetes_version, addons, formulas.gang_scheduler(nodes, pods)),
         health=_health(addons),
-        dns=_dns(dns_service_ip, cluster_domain, system_nodes, peak_nodes, kubernetes_version),
-        state_metrics=_state_metrics(peak_nodes, kubernetes_version),
-        cloud_provider=_cloud_provider(kubernetes_version),
+        dns=_dns(dns_service_ip, cluster_domain, system_nodes, nodes, kubernetes_version),
+        state_metrics=_state_metrics(formulas.kube_state_metrics(nodes), kubernetes_version),
+        cloud_provider=_cloud_provider(kubernetes_version, formulas.cloud_controller_manager(nodes)),
         cloud=cloud or CloudSpec(),
         network=_network(network or NetworkSpec()),
     )

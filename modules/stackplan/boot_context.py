@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from ipaddress import IPv4Address
 
@@ -25,7 +24,7 @@ from modules.errors import ConfigError
 from modules.netplan.host_addresses import ClusterAddresses
 from modules.stackplan.config import BACKUP_CONTAINER, PROJECT, EtcdConfig, StackConfig
 from modules.stackplan.pools import ClusterPools, PoolPlan
-from modules.vm_sizing.recommend import prometheus_disk_gib
+from modules.vm_sizing import formulas
 from modules.vm_sizing.skus import sku
 
 GIB = 1024**3
@@ -55,21 +54,20 @@ def _etcd(role: EtcdRole, cluster: str, etcd: EtcdConfig, hosts: tuple[Host, ...
 
 
 def _control_plane(nodes: int, hosts: tuple[Host, ...], cfg: BootstrapConfig) -> ControlPlaneHosts:
-    """API server and client limits for ``nodes``, the cluster's sizing step."""
+    """API server and client limits for ``nodes``, the cluster's sizing step (modules.vm_sizing.formulas);
+    a value set in bootstrap.control_plane wins."""
     tuning = cfg.control_plane
-    # About one read seat per node each server fronts (kubelet watches and leases dominate), never
-    # below the upstream default of 400/200.
-    per_server = math.ceil(nodes / len(hosts) / 100) * 100
-    reads = tuning.max_requests_inflight or max(400, per_server)
-    mutating = tuning.max_mutating_requests_inflight or max(200, reads // 2)
-    qps = tuning.client_qps or (20 if nodes <= 500 else 100 if nodes <= 3000 else 200)
+    reads = tuning.max_requests_inflight or formulas.apiserver_inflight(nodes, len(hosts))[0]
+    # The default mutating limit follows the reads in force, so raising only the reads raises both.
+    mutating = tuning.max_mutating_requests_inflight or formulas.apiserver_inflight_mutating(reads)
+    qps = tuning.client_qps or formulas.client_qps(nodes)
     return ControlPlaneHosts(
         apiservers=hosts,
         max_requests_inflight=reads,
         max_mutating_requests_inflight=mutating,
         goaway_chance=0.001 if len(hosts) > 1 else None,
         client_qps=qps,
-        client_burst=tuning.client_burst or 2 * qps,
+        client_burst=tuning.client_burst or formulas.client_burst(qps),
         audit_log_max_age_days=tuning.audit_log_max_age_days,
     )
 
@@ -162,7 +160,9 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: C
             alertmanager_version=tuning.alertmanager_version,
             grafana_version=tuning.grafana_version,
             data_disk_gib=tuning.data_disk_gib
-            or prometheus_disk_gib(pools.sizing_nodes, cluster.prometheus.retention_days),
+            or formulas.prometheus_disk_gib(
+                pools.sizing_nodes, cluster.prometheus.retention_days, formulas.duration_seconds(tuning.scrape_interval)
+            ),
         ),
         nat=Host(f"{cluster.name}-nat-0", addresses.nat),
         preflight_timeout=cfg.preflight_timeout,

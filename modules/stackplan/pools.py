@@ -21,7 +21,7 @@ from modules.errors import ConfigError
 from modules.netplan.limits import Limits
 from modules.netplan.subnet_sizes import parse_surge
 from modules.stackplan.config import PROJECT, ClusterConfig, GpuPoolConfig, PoolConfig
-from modules.vm_sizing.recommend import sizing_step
+from modules.vm_sizing.formulas import sizing_step
 from modules.vm_sizing.scale_sets import ScaleSetPlan, split_pool
 from modules.vm_sizing.skus import sku
 
@@ -143,7 +143,7 @@ class ClusterPools:
     @property
     def sizing_nodes(self) -> int:
         """What the control plane and Prometheus are sized for: ``peak_nodes`` rounded up to its sizing step
-        (:func:`modules.vm_sizing.recommend.sizing_step`), so a small pool change resizes nothing."""
+        (:func:`modules.vm_sizing.formulas.sizing_step`), so a small pool change resizes nothing."""
         return sizing_step(self.peak_nodes)
 
     def with_agents(

@@ -27,6 +27,7 @@ from modules.stackplan.egress import EgressGroup, spoke_egress
 from modules.stackplan.pools import ClusterPools, plan_pools
 from modules.stackplan.prerequisites import Prerequisites, cluster_prerequisites
 from modules.stackplan.vm_choice import SizeChoice, size_cluster
+from modules.vm_sizing import formulas
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,65 @@ class ClusterPrep:
     addons: AddonsSpec
     """What the `<cluster>-addons` stack builds, validated with the pools (exported as `addons_spec`)."""
 
+    def chosen_sizes(self) -> list[dict[str, object]]:
+        """Every count-driven size in force, read back from what the hosts and add-ons are built with (a
+        stack's override included), each with the formula in modules.vm_sizing.formulas that proposes it and
+        that formula's source: the program's ``sizes`` output, which `agk plan` lists."""
+        cp, prom, addons = self.bootstrap.control_plane, self.bootstrap.prometheus, self.addons
+        nodes = self.pools.sizing_nodes
+        # The gang scheduler and cloud-controller-manager run with the spec's figures (objects/gang.py,
+        # objects/cloud_provider.py); kube-state-metrics likewise (objects/state_metrics.py).
+        rows: list[tuple[str, object, str, str]] = [
+            ("kube-apiserver --max-requests-inflight", cp.max_requests_inflight, "apiserver_inflight", formulas.APF),
+            (
+                "kube-apiserver --max-mutating-requests-inflight",
+                cp.max_mutating_requests_inflight,
+                "apiserver_inflight_mutating",
+                formulas.APF,
+            ),
+            ("kube-controller-manager, kube-scheduler API QPS", cp.client_qps, "client_qps", "client-go default 20"),
+            ("kube-controller-manager, kube-scheduler API burst", cp.client_burst, "client_burst", "2 x QPS"),
+            (
+                "kube-scheduler percentageOfNodesToScore",
+                formulas.scheduler_score_percent(self.bootstrap.total_nodes),
+                "scheduler_score_percent",
+                formulas.SCHEDULER_TUNING,
+            ),
+            ("Prometheus active series", formulas.prometheus_series(nodes), "prometheus_series", "project estimate"),
+            (
+                f"Prometheus data disk GiB ({prom.retention_days} d at {prom.scrape_interval})",
+                prom.data_disk_gib,
+                "prometheus_disk_gib",
+                formulas.PROM_STORAGE,
+            ),
+            ("CoreDNS replicas", addons.dns.replicas, "dns_replicas", "project rule"),
+            (
+                "kube-state-metrics CPU / memory",
+                f"{addons.state_metrics.cpu_millis}m / {addons.state_metrics.memory_mib}Mi",
+                "kube_state_metrics",
+                formulas.KSM_RESOURCES,
+            ),
+            (
+                "gang scheduler CPU / memory",
+                f"{addons.gang.cpu_millis}m / {addons.gang.memory_mib}Mi",
+                "gang_scheduler",
+                f"project estimate ({formulas.SCALE_TIER})",
+            ),
+            (
+                "cloud-controller-manager CPU / memory",
+                f"{addons.cloud_provider.controller_cpu_millis}m / {addons.cloud_provider.controller_memory_mib}Mi",
+                "cloud_controller_manager",
+                f"project estimate ({formulas.SCALE_TIER})",
+            ),
+            (
+                "XID remediation, idle re-test memory",
+                f"{formulas.PAGED_CONTROLLER.memory_mib}Mi",
+                "PAGED_CONTROLLER",
+                f"measured ({formulas.SCALE_TIER})",
+            ),
+        ]
+        return [{"name": n, "value": v, "formula": f, "source": src} for n, v, f, src in rows]
+
 
 def addons_for(stack: str, config: StackConfig, addresses: ClusterAddresses, pools: ClusterPools) -> AddonsSpec:
     """The add-ons spec: the ``addons`` section checked against the pools, plus the cluster DNS address."""
@@ -62,6 +122,10 @@ def addons_for(stack: str, config: StackConfig, addresses: ClusterAddresses, poo
         dns_service_ip=str(addresses.dns_service_ip),
         system_nodes=pools.system.nodes,
         peak_nodes=pools.peak_nodes,
+        # The GPU pools' maxPods, not the system pool's: its few nodes take more agents each, but counting every
+        # node at that figure would size the cache for pods that cannot exist; a pool's config, not its node
+        # count, so a resize within the step changes nothing.
+        pods_per_node=max((p.kubelet_max_pods for p in pools.gpu), default=pools.system.kubelet_max_pods),
         cloud=CloudSpec(
             resource_group=resource_group_name(stack),
             location=config.location or "",
@@ -152,8 +216,10 @@ def prepare_cluster(
         # skew in addons_spec, the component images in the versions table (bootstrap_context).
         versions.check_containerd(cluster.kubernetes_version, {kind: image.version for kind, image in config.images})
         pools = plan_pools(cluster, limits_for(config), scale_sets, large_pools)
+        # Which node agents land on which pool comes from the rendered add-ons; the pools' maxPods (and so the
+        # gang scheduler's Pod cache, sized in the spec) come from those agents: build the spec again with them.
+        pools = with_node_agents(pools, addons_for(stack, config, addresses, pools))
         addons = addons_for(stack, config, addresses, pools)
-        pools = with_node_agents(pools, addons)
         sizes = size_cluster(cluster, pools)
         egress = cluster_egress(config, plan, pools)
         prerequisites = cluster_prerequisites(

@@ -10,7 +10,7 @@ from typing import Any
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
 from modules import tags as tagnames
-from modules.vm_sizing import recommend
+from modules.vm_sizing import formulas
 from modules.vm_sizing.skus import SKUS
 from policies.rules import fields, limits
 from policies.rules.graph import Graph
@@ -23,9 +23,9 @@ CONTROL_PLANE_ROLES = ("apiserver", "etcd", "events-etcd")
 QUORUM_SIZES = frozenset({1, 3, 5})
 FAST_DISK_SKUS = frozenset({"PremiumV2_LRS", "UltraSSD_LRS"})
 
-# The sizing rules (GCE's vCPU table, OpenAI's 70 GB heap at 7,500 nodes) live in one place.
-apiserver_min_vcpus = recommend.apiserver_min_vcpus
-apiserver_min_memory_gib = recommend.apiserver_min_memory_gib
+# The sizing rules (GCE's vCPU table, OpenAI's 70 GB heap at 7,500 nodes) live in one place (modules/vm_sizing/formulas.py).
+apiserver_min_vcpus = formulas.apiserver_min_vcpus
+apiserver_min_memory_gib = formulas.apiserver_min_memory_gib
 
 
 def is_infiniband(vm_size: str) -> bool:

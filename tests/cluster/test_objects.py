@@ -348,10 +348,13 @@ def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec
     }
     assert {"name": "http-metrics", "containerPort": 8080} in c["ports"]
     assert c["image"].startswith("registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.19.1@sha256:")  # for 1.35
-    # Upstream's add-on rule: 140Mi + 2Mi and 100m + 1m per node, for the most nodes the cluster holds.
-    nodes = prepare_cluster("prod-7500", load_stack(STACKS, "prod-7500"), STACKS).pools.peak_nodes
-    assert c["resources"]["requests"] == {"cpu": f"{100 + nodes}m", "memory": f"{140 + 2 * nodes}Mi"}
-    assert c["resources"]["limits"]["memory"] == f"{140 + 2 * nodes}Mi"
+    # kube-state-metrics' published rule (formulas.kube_state_metrics): 200Mi + 2Mi and 100m + 1m per node, for
+    # the sizing step of the most nodes the cluster holds (7,588 -> 8,000), so a resize inside the step does not
+    # roll it.
+    prep = prepare_cluster("prod-7500", load_stack(STACKS, "prod-7500"), STACKS)
+    assert (prep.pools.peak_nodes, prep.pools.sizing_nodes) == (7588, 8000)
+    assert c["resources"]["requests"] == {"cpu": f"{100 + 8000}m", "memory": f"{200 + 2 * 8000}Mi"}
+    assert c["resources"]["limits"] == {"cpu": f"{2 * (100 + 8000)}m", "memory": f"{200 + 2 * 8000}Mi"}
     assert template["spec"]["affinity"] == system_only(prod_spec)
     assert _hardened(c, template["spec"])
     collected = next(a for a in c["args"] if a.startswith("--resources=")).removeprefix("--resources=").split(",")
@@ -361,9 +364,10 @@ def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec
     assert granted == sorted(collected)  # it may read exactly what it reports on
     assert all(rule["verbs"] == ["list", "watch"] for rule in rules)
     small = by_name(dev_spec, "Deployment", "kube-state-metrics")["spec"]["template"]["spec"]["containers"][0]
-    dev_nodes = prepare_cluster("dev", load_stack(STACKS, "dev"), STACKS).pools.peak_nodes
-    assert dev_nodes == (3 + 1) + (4 + 1) + (4 + 1)  # every pool with its surge
-    assert small["resources"]["requests"]["memory"] == f"{140 + 2 * dev_nodes}Mi"
+    dev = prepare_cluster("dev", load_stack(STACKS, "dev"), STACKS).pools
+    assert dev.peak_nodes == (3 + 1) + (4 + 1) + (4 + 1)  # every pool with its surge
+    assert dev.sizing_nodes == 50  # its sizing step
+    assert small["resources"]["requests"]["memory"] == f"{200 + 2 * 50}Mi"
 
 
 def test_gang_example_stays_inside_one_infiniband_island(dev_spec: AddonsSpec) -> None:

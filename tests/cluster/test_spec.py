@@ -17,7 +17,12 @@ POOLS = {
     "a100": PoolFacts("a100", "Standard_ND96asr_v4", 8, 4, "research"),
     "h100": PoolFacts("h100", "Standard_ND96isr_H100_v5", 8, 4, None),
 }
-CLUSTER: dict[str, Any] = {"dns_service_ip": "172.20.0.10", "system_nodes": 3, "peak_nodes": 3 + 1 + 8 + 2}
+CLUSTER: dict[str, Any] = {
+    "dns_service_ip": "172.20.0.10",
+    "system_nodes": 3,
+    "peak_nodes": 3 + 1 + 8 + 2,
+    "pods_per_node": 16,
+}
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod-7500"])
@@ -258,6 +263,7 @@ def test_dns_replicas(system_nodes: int, gpu_nodes: int, replicas: int, required
         dns_service_ip="10.0.0.10",
         system_nodes=system_nodes,
         peak_nodes=system_nodes + gpu_nodes,
+        pods_per_node=16,
     )
     assert (spec.dns.replicas, spec.dns.spread_required) == (replicas, required)
 
@@ -301,11 +307,11 @@ def test_the_versions_table_is_the_only_one() -> None:
     ("cluster", "message"),
     [
         (
-            {"dns_service_ip": "172.20.0.10", "system_nodes": 0, "peak_nodes": 8},
+            {"dns_service_ip": "172.20.0.10", "system_nodes": 0, "peak_nodes": 8, "pods_per_node": 16},
             "azure-gpu-k8s:cluster.system_pool.nodes: 0: cluster services need at least 1 system node",
         ),
         (
-            {"dns_service_ip": "172.20.0", "system_nodes": 3, "peak_nodes": 11},
+            {"dns_service_ip": "172.20.0", "system_nodes": 3, "peak_nodes": 11, "pods_per_node": 16},
             "azure-gpu-k8s:cluster.service_cidr: DNS service address '172.20.0' is not an IPv4 address: use an IPv4 "
             "service_cidr",
         ),

@@ -31,11 +31,13 @@ from modules.cluster.objects.common import (
     resources,
     restricted,
     service_account,
+    sized,
     system_nodes,
     tolerate_everything,
 )
 from modules.cluster.objects.health import HOST_NETWORK_WHY, IMDS_WHY, host_network
 from modules.cluster.spec import AddonsSpec
+from modules.vm_sizing.formulas import Resources
 
 NS = "kube-system"
 CCM = "cloud-controller-manager"
@@ -185,7 +187,14 @@ def controller_manager(spec: AddonsSpec) -> Obj:
                                 "ports": [{"name": "https", "containerPort": CCM_PORT}],
                                 "livenessProbe": {**probe, "initialDelaySeconds": 20},
                                 "readinessProbe": probe,
-                                "resources": resources("100m", "512Mi", cpu_limit="2"),
+                                # It caches every Node: sized for the cluster (formulas.cloud_controller_manager).
+                                "resources": sized(
+                                    Resources(
+                                        spec.cloud_provider.controller_cpu_millis,
+                                        spec.cloud_provider.controller_cpu_limit_millis,
+                                        spec.cloud_provider.controller_memory_mib,
+                                    )
+                                ),
                                 "securityContext": restricted(),
                                 "volumeMounts": [
                                     {"name": "cloud-config", "mountPath": CONFIG_DIR, "readOnly": True},

@@ -7,6 +7,7 @@ from typing import Any
 from modules import labels as labels_
 from modules.cluster.spec import AddonsSpec
 from modules.tags import JUSTIFICATION
+from modules.vm_sizing.formulas import Resources
 
 Obj = dict[str, Any]
 
@@ -82,6 +83,17 @@ def resources(cpu: str, memory: str, *, cpu_limit: str | None = None, extra: dic
         "requests": {"cpu": cpu, "memory": memory, **(extra or {})},
         "limits": {"cpu": limit_cpu, "memory": memory, **(extra or {})},
     }
+
+
+def sized(size: Resources) -> Obj:
+    """Requests and limits from a formula's figures (modules.vm_sizing.formulas). Whole cores are written
+    as cores ("2", not "2000m"): the same quantity as the literal the manifests carried before, so an
+    unchanged size is an unchanged manifest and rolls nothing."""
+    return resources(_cpu(size.cpu_millis), f"{size.memory_mib}Mi", cpu_limit=_cpu(size.cpu_limit_millis))
+
+
+def _cpu(millis: int) -> str:
+    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
 
 
 def _double(cpu: str) -> str:

@@ -22,14 +22,15 @@ from modules.cluster.objects.common import (
     meta,
     namespace,
     pod_security,
-    resources,
     restricted,
     service_account,
+    sized,
     system_nodes,
 )
 from modules.cluster.objects.rdma import RESOURCE as RDMA
 from modules.cluster.objects.teams import GPU
 from modules.cluster.spec import AddonsSpec, TeamSpec
+from modules.vm_sizing.formulas import Resources
 from modules.vm_sizing.skus import sku
 
 APP = "scheduler-plugins"
@@ -251,7 +252,10 @@ def gang(spec: AddonsSpec) -> list[Obj]:
                             "command": ["/bin/kube-scheduler", f"--config={CONFIG_PATH}", "--v=2"],
                             "livenessProbe": probe,
                             "readinessProbe": {"httpGet": probe["httpGet"]},
-                            "resources": resources("500m", "512Mi", cpu_limit="2"),
+                            # It caches every Node and Pod: sized for the cluster (formulas.gang_scheduler).
+                            "resources": sized(
+                                Resources(spec.gang.cpu_millis, spec.gang.cpu_limit_millis, spec.gang.memory_mib)
+                            ),
                             "securityContext": restricted(),
                             "volumeMounts": [
                                 {"name": "config", "mountPath": "/etc/kubernetes", "readOnly": True},

@@ -30,10 +30,12 @@ from modules.cluster.objects.common import (
     resources,
     restricted,
     service_account,
+    sized,
     system_nodes,
 )
 from modules.cluster.objects.health import HOST_ENGINE, HOST_NETWORK_WHY, host_network
 from modules.cluster.spec import AddonsSpec
+from modules.vm_sizing.formulas import PAGED_CONTROLLER
 
 APP = "gpu-preflight"
 RETEST = "gpu-preflight-retest"
@@ -168,7 +170,8 @@ def cronjob(spec: AddonsSpec) -> Obj:
                                         {"name": "MAX_NODES", "value": str(spec.preflight.retest_max_nodes)},
                                         {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
                                     ],
-                                    "resources": resources("50m", "128Mi", cpu_limit="500m"),
+                                    # Paged LISTs: memory does not follow the node count (formulas).
+                                    "resources": sized(PAGED_CONTROLLER),
                                     "securityContext": restricted(),
                                     "volumeMounts": [{"name": "scripts", "mountPath": "/scripts", "readOnly": True}],
                                 }

@@ -26,16 +26,17 @@ from modules.cluster.objects.common import (
     gpu_node_selector,
     meta,
     pod_security,
-    resources,
     restricted,
     role,
     role_binding,
     service_account,
+    sized,
     system_nodes,
 )
 from modules.cluster.objects.health import IMDS_WHY, XID_CONDITION, host_network
 from modules.cluster.spec import AddonsSpec
 from modules.netplan.addressing import IMDS
+from modules.vm_sizing.formulas import PAGED_CONTROLLER
 
 APP = "gpu-remediation"
 RULE = "gpu-remediation"
@@ -139,7 +140,8 @@ def cronjob(spec: AddonsSpec) -> Obj:
                                             {"name": "RULE_NAME", "value": RULE},
                                             {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
                                         ],
-                                        "resources": resources("50m", "128Mi", cpu_limit="500m"),
+                                        # Paged LISTs: memory does not follow the node count (formulas).
+                                        "resources": sized(PAGED_CONTROLLER),
                                         "securityContext": restricted(),
                                         "volumeMounts": [
                                             {"name": "scripts", "mountPath": "/scripts", "readOnly": True}

@@ -14,13 +14,14 @@ from modules.cluster.objects.common import (
     cluster_role_binding,
     meta,
     pod_security,
-    resources,
     restricted,
     scrape_annotations,
     service_account,
+    sized,
     system_nodes,
 )
 from modules.cluster.spec import AddonsSpec
+from modules.vm_sizing.formulas import Resources
 
 NS = "kube-system"
 APP = "kube-state-metrics"
@@ -109,9 +110,9 @@ def deployment(spec: AddonsSpec) -> Obj:
                                 "initialDelaySeconds": 5,
                                 "timeoutSeconds": 5,
                             },
-                            # Scales with the cluster (spec.state_metrics: upstream's per-node rule).
-                            "resources": resources(
-                                f"{sm.cpu_millis}m", f"{sm.memory_mib}Mi", cpu_limit=f"{sm.cpu_millis * 2}m"
+                            # Scales with the cluster (spec.state_metrics: formulas.kube_state_metrics).
+                            "resources": sized(
+                                Resources(sm.cpu_millis, sm.cpu_limit_millis or 2 * sm.cpu_millis, sm.memory_mib)
                             ),
                             "securityContext": restricted(),
                         }

@@ -1,0 +1,279 @@
+"""Every size that follows the cluster's node or pod count, in one place, each with its source.
+
+Pure arithmetic (no Pulumi, no config objects): the callers pass counts in and put the results where they
+belong (VM sizes in ``recommend``, API server flags in the boot context, add-on requests and limits in the
+add-ons spec, the Prometheus data disk). tests/sizing/test_formulas_only_here.py fails when node-count
+arithmetic appears anywhere else, so a reviewer reads this file to know how a cluster is sized.
+
+Counts passed in are the *sizing step* (``sizing_step``), not the node count itself: a size that a
+control-plane process or a Deployment reads changes only when the cluster crosses a step, so adding one
+node restarts nothing (issue 20, tests/plan/test_day2_control_plane.py).
+
+Where a figure is the project's own estimate rather than a published or measured one, the docstring says so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+GCE_TABLE = "https://kubernetes.io/docs/setup/best-practices/cluster-large/#size-of-master-and-master-components"
+OPENAI_7500 = "https://openai.com/research/scaling-kubernetes-to-7500-nodes"
+ETCD_HW = "https://etcd.io/docs/v3.5/op-guide/hardware/#example-hardware-configurations"
+PROM_STORAGE = "https://prometheus.io/docs/prometheus/latest/storage/#operational-aspects"
+APF = "https://kubernetes.io/docs/concepts/cluster-administration/flow-control/"
+KSM_RESOURCES = "https://github.com/kubernetes/kube-state-metrics#resource-recommendation"
+SCHEDULER_TUNING = "https://kubernetes.io/docs/concepts/scheduling-eviction/scheduler-perf-tuning/"
+SIG_SCALABILITY_FAQ = "https://github.com/kubernetes/community/blob/master/sig-scalability/configs-and-limits/faq.md"
+# The project's own figures: object sizes of the realistic fleet (tests/scale/load.py) and the paginated
+# controllers' peak memory under their cgroup limit (tests/scale/test_controllers_at_scale.py, commit ada11c2).
+SCALE_TIER = "tests/scale/load.py, tests/scale/test_controllers_at_scale.py"
+
+# -- the step -------------------------------------------------------------------------------------
+# Node-count-derived sizes (VM sizes, etcd IOPS, the Prometheus disk, API server and client limits, add-on
+# memory) follow the cluster's node count in steps, not node by node: a change inside a step resizes
+# nothing and rewrites no control-plane file, so adding one node restarts no API server (issue 20). The
+# steps hold the rules' own boundaries (GCE's 5/10/100/250/500/3,000 rows, etcd's 50/250/1,000/3,000 tiers)
+# and every 500 nodes up to 3,000, every 1,000 beyond; `agk plan --base` says when a change crosses one.
+SIZING_STEPS = (5, 10, 50, 100, 250, 500, 1000, 1500, 2000, 2500, 3000)
+SIZING_STEP_ABOVE = 1000
+
+
+def sizing_step(nodes: int) -> int:
+    """The node count a cluster of ``nodes`` is sized for: the smallest step at or above it."""
+    step = next((s for s in SIZING_STEPS if nodes <= s), None)
+    if step is not None:
+        return step
+    return -(-nodes // SIZING_STEP_ABOVE) * SIZING_STEP_ABOVE
+
+
+def cluster_pods(nodes: int, pods_per_node: int) -> int:
+    """The most Pod objects a cluster of ``nodes`` can hold: every node at its kubelet ``maxPods`` (the
+    pool's pod IPs plus its host-network pods, ``PoolPlan.kubelet_max_pods``; the caller passes the GPU pools'
+    largest)."""
+    return nodes * pods_per_node
+
+
+# -- API server VMs (GCE table, OpenAI's heap figure) ----------------------------------------------
+# GCE's control-plane sizing table (vCPUs by node count); DOMAIN.md: >500 nodes 32, >3,000 nodes 64.
+APISERVER_VCPUS = ((5, 1), (10, 2), (100, 4), (250, 8), (500, 16), (3000, 32))
+APISERVER_VCPUS_ABOVE = 64
+# OpenAI: up to 70 GB of API server heap at 7,500 nodes; memory grows linearly with nodes.
+APISERVER_HEAP_GB_AT_7500 = 70.0
+APISERVER_MEMORY_HEADROOM = 1.5
+APISERVER_MEMORY_FLOOR_GIB = 16.0
+
+
+def apiserver_min_vcpus(nodes: int) -> int:
+    """GCE's control-plane table (``GCE_TABLE``): the vCPUs an API server needs for ``nodes``."""
+    return next((v for limit, v in APISERVER_VCPUS if nodes <= limit), APISERVER_VCPUS_ABOVE)
+
+
+def apiserver_heap_gib(nodes: int) -> float:
+    """The API server heap OpenAI's figure implies for ``nodes`` (``OPENAI_7500``: linear, 70 GB at 7,500)."""
+    return APISERVER_HEAP_GB_AT_7500 * 1e9 * nodes / 7500 / 2**30
+
+
+def apiserver_memory_gib(nodes: int) -> float:
+    """An API server VM's memory: the heap x1.5 headroom (GC, watch cache bursts), at least 16 GiB."""
+    return max(APISERVER_MEMORY_FLOOR_GIB, apiserver_heap_gib(nodes) * APISERVER_MEMORY_HEADROOM)
+
+
+def apiserver_min_memory_gib(nodes: int) -> int:
+    """The memory floor the policy pack checks API server VMs against: the heap alone, no headroom."""
+    return math.ceil(apiserver_heap_gib(nodes))
+
+
+# -- etcd (the etcd hardware guide) ---------------------------------------------------------------
+# etcd's example hardware (``ETCD_HW``): (nodes up to, vCPUs, memory GB, IOPS).
+ETCD_TIERS = ((50, 2, 8, 3600), (250, 4, 16, 6000), (1000, 8, 32, 8000), (3000, 16, 64, 15000))
+ETCD_ABOVE = (32, 128, 20000)  # extrapolated beyond the guide's 3,000-node row
+
+
+def etcd_tier(nodes: int) -> tuple[int, int, int]:
+    """(vCPUs, memory GB, IOPS) of the etcd hardware guide's row for ``nodes`` (``ETCD_HW``)."""
+    return next(((c, m, i) for limit, c, m, i in ETCD_TIERS if nodes <= limit), ETCD_ABOVE)
+
+
+def etcd_iops(nodes: int) -> int:
+    """Provisioned IOPS for an etcd data disk (the guide's figure for the tier)."""
+    return etcd_tier(nodes)[2]
+
+
+# -- API server flags and control-plane clients ----------------------------------------------------
+# kube-apiserver's defaults (``APF``: the server's concurrency limit is the sum of these two flags).
+INFLIGHT_DEFAULT = 400
+MUTATING_INFLIGHT_DEFAULT = 200
+# About one read seat per node each server fronts (kubelet node-status and lease traffic dominates).
+NODES_PER_READ_SEAT = 1
+
+
+def apiserver_inflight(nodes: int, apiservers: int) -> tuple[int, int]:
+    """``--max-requests-inflight`` and ``--max-mutating-requests-inflight`` for one of ``apiservers``
+    servers in front of ``nodes``.
+
+    With API Priority and Fairness the two flags add up to the server's total concurrency limit, shared out
+    among priority levels (``APF``). Reads: about one seat per node the server fronts, rounded up to 100, never
+    below the upstream default of 400; mutating: half the reads, never below the default of 200 (the ratio
+    of the defaults)."""
+    per_server = math.ceil(nodes / NODES_PER_READ_SEAT / apiservers / 100) * 100
+    reads = max(INFLIGHT_DEFAULT, per_server)
+    return reads, apiserver_inflight_mutating(reads)
+
+
+def apiserver_inflight_mutating(reads: int) -> int:
+    """``--max-mutating-requests-inflight`` beside ``reads``: half, never below the default of 200."""
+    return max(MUTATING_INFLIGHT_DEFAULT, reads // 2)
+
+
+# (nodes up to, QPS) of kube-controller-manager's and kube-scheduler's API clients; the client-go default is
+# 20 (kube-controller-manager --kube-api-qps), raised with the node count because the node lifecycle, the
+# DaemonSet controller and the scheduler's bindings issue requests per node and per pod.
+CLIENT_QPS = ((500, 20), (3000, 100))
+CLIENT_QPS_ABOVE = 200
+
+
+def client_qps(nodes: int) -> int:
+    """kube-controller-manager's ``--kube-api-qps`` and kube-scheduler's ``clientConnection.qps``."""
+    return next((q for limit, q in CLIENT_QPS if nodes <= limit), CLIENT_QPS_ABOVE)
+
+
+def client_burst(qps: int) -> int:
+    """Their burst: twice the QPS (the ratio of client-go's defaults, 5 QPS / 10 burst)."""
+    return 2 * qps
+
+
+# Whole-node GPU pods: the scheduler's default percentage falls linearly from 50% at 100 nodes to 10% at 5,000,
+# never below 5% (``SCHEDULER_TUNING``), so beyond the 5,000-node envelope it scores fewer nodes than it does at
+# 5,000; keep scoring as many as the default does there (10% of 5,000 = 500).
+SCORED_NODES = 500
+SCORE_PERCENT_FLOOR = 5
+
+
+def scheduler_score_percent(nodes: int) -> int:
+    """``percentageOfNodesToScore`` that scores about ``SCORED_NODES`` feasible nodes (all in small clusters)."""
+    if nodes <= SCORED_NODES:
+        return 100
+    return max(SCORE_PERCENT_FLOOR, math.ceil(100 * SCORED_NODES / nodes))
+
+
+# -- Prometheus (the storage docs) -----------------------------------------------------------------
+# Series per node (node-exporter, kubelet/cAdvisor, dcgm-exporter on 8 GPUs: the project's estimate), bytes of
+# head memory per active series, bytes per sample on disk (``PROM_STORAGE``: "around 1-2 bytes per sample";
+# the upper figure).
+SERIES_PER_NODE = 3000
+HEAD_BYTES_PER_SERIES = 4096
+BYTES_PER_SAMPLE = 2
+DISK_HEADROOM = 1.3  # WAL (at least 2 h of raw samples), compaction's temporary second copy, indexes
+PROMETHEUS_DISK_FLOOR_GIB = 128
+PROMETHEUS_MEMORY_FLOOR_GIB = 16.0
+
+
+def prometheus_series(nodes: int) -> int:
+    """Active series for ``nodes`` (``SERIES_PER_NODE`` each)."""
+    return nodes * SERIES_PER_NODE
+
+
+def prometheus_memory_gib(nodes: int) -> float:
+    """A Prometheus VM's memory: head memory of every active series, x2 for queries, at least 16 GiB."""
+    return max(PROMETHEUS_MEMORY_FLOOR_GIB, 2 * prometheus_series(nodes) * HEAD_BYTES_PER_SERIES / 2**30)
+
+
+def prometheus_vcpus(nodes: int) -> int:
+    """A Prometheus VM's vCPUs: 8 beyond 100 nodes (rule evaluation and compaction), else 4."""
+    return 8 if nodes > 100 else 4
+
+
+def duration_seconds(text: str) -> int:
+    """A Prometheus-style duration of one unit (``30s``, ``5m``, ``1h``: what bootstrap.prometheus accepts)."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit() or int(text[:-1]) < 1:
+        raise ValueError(f"{text!r} is not a duration: use e.g. '30s', '5m' or '1h'")
+    return int(text[:-1]) * units[text[-1]]
+
+
+def prometheus_disk_gib(nodes: int, retention_days: int, scrape_interval_s: int) -> int:
+    """TSDB data disk: the storage docs' ``retention_time_seconds x ingested_samples_per_second x
+    bytes_per_sample`` (``PROM_STORAGE``), ingestion = series / scrape interval, x1.3 headroom, at least
+    128 GiB. Halving the scrape interval doubles the samples and so the disk."""
+    samples_per_s = prometheus_series(nodes) / scrape_interval_s
+    raw = retention_days * 86400 * samples_per_s * BYTES_PER_SAMPLE * DISK_HEADROOM
+    return max(PROMETHEUS_DISK_FLOOR_GIB, math.ceil(raw / 2**30))
+
+
+# -- cluster DNS -----------------------------------------------------------------------------------
+DNS_NODES_PER_REPLICA = 1000
+DNS_MIN_REPLICAS = 2
+
+
+def dns_replicas(nodes: int, system_nodes: int) -> int:
+    """CoreDNS replicas: two survive a node loss; beyond that one per ~1,000 nodes, never more than the
+    system pool can keep apart (query load at this scale is node-local caching's job; the project's rule)."""
+    return max(DNS_MIN_REPLICAS, min(system_nodes, math.ceil(nodes / DNS_NODES_PER_REPLICA)))
+
+
+# -- add-ons: requests and limits ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Resources:
+    """A container's CPU request and limit (millicores) and memory (MiB, request = limit: no overcommit)."""
+
+    cpu_millis: int
+    cpu_limit_millis: int
+    memory_mib: int
+
+
+# kube-state-metrics' published rule (``KSM_RESOURCES``, from scalability tests at 30 pods per node): 0.1 core
+# and 200 MiB, and beyond 100 nodes at least 0.001 core and 2 MiB per node. Applied as the addon-resizer the
+# project's examples ran it (pod_nanny --cpu=100m --extra-cpu=1m --extra-memory=2Mi): base plus the per-node
+# figure for every node, the README's 200 MiB as the base. CPU limit twice the request (its queues fall behind
+# when throttled, the README warns).
+KSM_BASE_CPU_MILLIS = 100
+KSM_BASE_MEMORY_MIB = 200
+KSM_CPU_MILLIS_PER_NODE = 1
+KSM_MEMORY_MIB_PER_NODE = 2
+
+
+def kube_state_metrics(nodes: int) -> Resources:
+    """kube-state-metrics for ``nodes`` (``KSM_RESOURCES``)."""
+    cpu = KSM_BASE_CPU_MILLIS + KSM_CPU_MILLIS_PER_NODE * nodes
+    return Resources(cpu, 2 * cpu, KSM_BASE_MEMORY_MIB + KSM_MEMORY_MIB_PER_NODE * nodes)
+
+
+# An informer holds every object it watches, decoded; a scheduler holds each Node and Pod twice more (its cache
+# and the snapshot of NodeInfo it schedules from). Object sizes as JSON from the project's realistic fleet
+# (tests/scale/load.py at prod-7500: a registered Node with kubelet status 12.1 KiB, an agent Pod 2.2 KiB),
+# x4 for the decoded copies and Go's heap overhead: the project's ESTIMATE, not a measurement. No kube-scheduler
+# memory at this scale is published: SIG Scalability gives no per-component figure, its 5,000-node tests run
+# the whole control plane on one 64-core, 256 GB VM (``SIG_SCALABILITY_FAQ``); measuring the gang scheduler's
+# RSS in `make bench-scale` is left to do.
+CACHED_NODE_KIB = 48
+CACHED_POD_KIB = 8
+# Today's 512 MiB, under which the gang scheduler and cloud-controller-manager run dev's fleet in the
+# real-control-plane tier (tests/controlplane), is the floor: the process without the cache's growth.
+CACHE_BASE_MEMORY_MIB = 512
+MEMORY_ROUND_MIB = 64
+
+
+def _round_up(mib: float) -> int:
+    return math.ceil(mib / MEMORY_ROUND_MIB) * MEMORY_ROUND_MIB
+
+
+def gang_scheduler(nodes: int, pods: int) -> Resources:
+    """scheduler-plugins' kube-scheduler (the gang scheduler): it caches every Node and Pod of the cluster
+    (``SCALE_TIER`` object sizes, the estimate above). CPU follows the pods scheduled per second, not the node
+    count: 0.5 core requested, 2 cores limit."""
+    memory = CACHE_BASE_MEMORY_MIB + (nodes * CACHED_NODE_KIB + pods * CACHED_POD_KIB) / 1024
+    return Resources(500, 2000, _round_up(memory))
+
+
+def cloud_controller_manager(nodes: int) -> Resources:
+    """cloud-provider-azure's cloud-controller-manager: its node lifecycle and service controllers cache every
+    Node, no Pod (``SCALE_TIER`` node size, the estimate above). 0.1 core requested, 2 cores limit."""
+    memory = CACHE_BASE_MEMORY_MIB + nodes * CACHED_NODE_KIB / 1024
+    return Resources(100, 2000, _round_up(memory))
+
+
+# The in-cluster controllers (XID remediation, the idle re-test) LIST nodes in pages of a few hundred and keep
+# only the fields they need, so their memory does not follow the node count: 38 and 49 MiB peak at prod-7500's
+# 7,510 nodes under this 128 MiB cgroup limit (``SCALE_TIER``, measured).
+PAGED_CONTROLLER = Resources(50, 500, 128)

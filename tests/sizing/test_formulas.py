@@ -1,0 +1,217 @@
+"""The sizing formulas (modules/vm_sizing/formulas.py) at the shipped stacks' counts, and what uses them.
+
+The table's expected values are worked out by hand from each formula's published rule (the arithmetic is in the
+comments), not read back from the code; ``test_the_table_is_the_shipped_stacks`` ties its inputs to the stacks.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from modules.cluster.manifests import render_manifests
+from modules.stackplan.config import load_stack, parse_config, read_stack_file, stack_file
+from modules.stackplan.prepare import ClusterPrep, prepare_cluster
+from modules.vm_sizing import formulas as f
+
+STACKS = Path(__file__).resolve().parents[2] / "stacks"
+
+# The counts each shipped stack is sized for: peak nodes (every pool at its maximum plus surge) rounded up to
+# the sizing step; API servers; the GPU pools' kubelet maxPods; system nodes; Prometheus retention and scrape.
+DEV = {"peak": 14, "step": 50, "apiservers": 3, "pods_per_node": 38, "retention": 15, "scrape": 30}
+PROD = {"peak": 7588, "step": 8000, "apiservers": 5, "pods_per_node": 15, "retention": 15, "scrape": 30}
+
+TABLE: list[tuple[str, Any, Any, Any]] = [
+    # (what, call, dev, prod-7500)
+    ("step", lambda c: f.sizing_step(c["peak"]), 50, 8000),
+    # GCE table: <=100 nodes 4 vCPUs; above 3,000 the project's 64.
+    ("apiserver vCPUs", lambda c: f.apiserver_min_vcpus(c["step"]), 4, 64),
+    # 70e9 B x 8,000 / 7,500 = 74.67e9 B = 69.54 GiB -> 70; 50 nodes: 0.43 GiB -> 1.
+    ("apiserver heap floor GiB", lambda c: f.apiserver_min_memory_gib(c["step"]), 1, 70),
+    # etcd guide: <=50 nodes 2 vCPU 8 GB 3,600 IOPS; past 3,000 the extrapolated row.
+    ("etcd tier", lambda c: f.etcd_tier(c["step"]), (2, 8, 3600), (32, 128, 20000)),
+    # ceil(50 / 3 / 100) x 100 = 100 < 400 -> 400; ceil(8,000 / 5 / 100) x 100 = 1,600.
+    ("inflight", lambda c: f.apiserver_inflight(c["step"], c["apiservers"]), (400, 200), (1600, 800)),
+    ("client QPS", lambda c: f.client_qps(c["step"]), 20, 200),
+    ("client burst", lambda c: f.client_burst(f.client_qps(c["step"])), 40, 400),
+    # 50 <= 500 -> all; ceil(100 x 500 / 8,000) = ceil(6.25) = 7.
+    ("score percent", lambda c: f.scheduler_score_percent(c["step"]), 100, 7),
+    ("series", lambda c: f.prometheus_series(c["step"]), 150_000, 24_000_000),
+    # 2 x 24e6 x 4,096 B = 183.1 GiB; dev below the 16 GiB floor.
+    ("prometheus memory GiB", lambda c: round(f.prometheus_memory_gib(c["step"]), 1), 16.0, 183.1),
+    # 24e6 / 30 s = 800,000 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 2.696e12 B = 2,510.6 GiB -> 2,511;
+    # dev: 5,000 samples/s -> 15.7 GiB, below the 128 GiB floor.
+    ("prometheus disk GiB", lambda c: f.prometheus_disk_gib(c["step"], c["retention"], c["scrape"]), 128, 2511),
+    # 50 / 1,000 -> 1, at least 2; 8,000 / 1,000 = 8 (prod-7500 has more system nodes than that).
+    ("dns replicas", lambda c: f.dns_replicas(c["step"], 10), 2, 8),
+    # 100m + 1m/node, 200Mi + 2Mi/node.
+    (
+        "kube-state-metrics",
+        lambda c: f.kube_state_metrics(c["step"]),
+        f.Resources(150, 300, 300),
+        f.Resources(8100, 16200, 16200),
+    ),
+    # 512 MiB + (nodes x 48 KiB + pods x 8 KiB), rounded up to 64 MiB: dev 50 x 48 + 1,900 x 8 = 17,600 KiB
+    # -> 529.2 -> 576; prod 8,000 x 48 + 120,000 x 8 = 1,344,000 KiB = 1,312.5 MiB -> 1,824.5 -> 1,856.
+    (
+        "gang scheduler",
+        lambda c: f.gang_scheduler(c["step"], f.cluster_pods(c["step"], c["pods_per_node"])),
+        f.Resources(500, 2000, 576),
+        f.Resources(500, 2000, 1856),
+    ),
+    # 512 MiB + nodes x 48 KiB: dev 514.3 -> 576; prod 512 + 375 = 887 -> 896.
+    (
+        "cloud-controller-manager",
+        lambda c: f.cloud_controller_manager(c["step"]),
+        f.Resources(100, 2000, 576),
+        f.Resources(100, 2000, 896),
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "call", "dev", "prod"), TABLE, ids=[row[0] for row in TABLE])
+def test_each_formula_at_the_shipped_stacks(what: str, call: Any, dev: Any, prod: Any) -> None:
+    assert (call(DEV), call(PROD)) == (dev, prod)
+
+
+@pytest.fixture(scope="module")
+def preps() -> dict[str, ClusterPrep]:
+    return {s: prepare_cluster(s, load_stack(STACKS, s), STACKS) for s in ("dev", "prod-7500")}
+
+
+@pytest.mark.parametrize(("stack", "counts"), [("dev", DEV), ("prod-7500", PROD)])
+def test_the_table_is_the_shipped_stacks(preps: dict[str, ClusterPrep], stack: str, counts: dict[str, int]) -> None:
+    prep = preps[stack]
+    assert prep.pools.peak_nodes == counts["peak"] and prep.pools.sizing_nodes == counts["step"]
+    assert len(prep.bootstrap.control_plane.apiservers) == counts["apiservers"]
+    assert max(p.kubelet_max_pods for p in prep.pools.gpu) == counts["pods_per_node"]
+    assert prep.bootstrap.prometheus.retention_days == counts["retention"]
+    assert f.duration_seconds(prep.bootstrap.prometheus.scrape_interval) == counts["scrape"]
+
+
+def _millis(cpu: str) -> int:
+    return int(cpu[:-1]) if cpu.endswith("m") else 1000 * int(cpu)
+
+
+@pytest.mark.parametrize(("stack", "counts", "column"), [("dev", DEV, 2), ("prod-7500", PROD, 3)])
+def test_the_stacks_are_built_with_the_table(
+    preps: dict[str, ClusterPrep], stack: str, counts: dict[str, int], column: int
+) -> None:
+    """What the hosts and the add-ons are built with is the formula's figure, through every caller."""
+    row = {r[0]: r[column] for r in TABLE}
+    prep = preps[stack]
+    cp = prep.bootstrap.control_plane
+    assert (cp.max_requests_inflight, cp.max_mutating_requests_inflight) == row["inflight"]
+    assert (cp.client_qps, cp.client_burst) == (row["client QPS"], row["client burst"])
+    assert prep.bootstrap.prometheus.data_disk_gib == row["prometheus disk GiB"]
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in render_manifests(prep.addons)}
+
+    def limits(kind: str, name: str, container: str) -> dict[str, str]:
+        spec = objs[(kind, name)]["spec"]["template"]["spec"]
+        (c,) = [c for c in spec["containers"] if c["name"] == container]
+        return dict(c["resources"]["limits"])
+
+    for (kind, name, container), size in {
+        ("Deployment", "kube-state-metrics", "kube-state-metrics"): row["kube-state-metrics"],
+        ("Deployment", "scheduler-plugins-scheduler", "kube-scheduler"): row["gang scheduler"],
+        ("Deployment", "cloud-controller-manager", "cloud-controller-manager"): row["cloud-controller-manager"],
+    }.items():
+        got = limits(kind, name, container)
+        assert (_millis(got["cpu"]), got["memory"]) == (size.cpu_limit_millis, f"{size.memory_mib}Mi")
+    # The plan lists every one of them (the program's `sizes` output, agk plan's "Sizes for" section).
+    shown = {r["formula"]: r["value"] for r in prep.chosen_sizes()}
+    assert shown["prometheus_disk_gib"] == row["prometheus disk GiB"]
+    assert shown["gang_scheduler"] == f"{row['gang scheduler'].cpu_millis}m / {row['gang scheduler'].memory_mib}Mi"
+    assert shown["scheduler_score_percent"] == row["score percent"]
+
+
+def test_the_prometheus_disk_follows_the_scrape_interval(tmp_path: Path) -> None:
+    """Halving the scrape interval doubles the samples ingested and so the disk (the storage docs' formula);
+    before, the disk was worked out at a fixed 30 s whatever the stack scraped at."""
+    doc = yaml.safe_load(stack_file(STACKS, "prod-7500").read_text())
+    doc["config"].setdefault("azure-gpu-k8s:bootstrap", {}).setdefault("prometheus", {})["scrape_interval"] = "15s"
+    path = tmp_path / "Pulumi.prod-7500.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    fast = prepare_cluster("prod-7500", parse_config(read_stack_file(path)), STACKS)
+    base = prepare_cluster("prod-7500", load_stack(STACKS, "prod-7500"), STACKS)
+    # 1.6e6 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 5.391e12 B = 5,021.1 GiB -> 5,022 (twice 2,510.6, rounded up).
+    assert (base.bootstrap.prometheus.data_disk_gib, fast.bootstrap.prometheus.data_disk_gib) == (2511, 5022)
+
+
+@pytest.mark.parametrize("text", ["0s", "30", "1d", "s", "-5m"])
+def test_a_duration_it_cannot_read_is_one_line(text: str) -> None:
+    with pytest.raises(ValueError, match=r"^'.*' is not a duration: use e.g. '30s', '5m' or '1h'$"):
+        f.duration_seconds(text)
+
+
+def _dev_with(tmp_path: Path, h100_nodes: int) -> ClusterPrep:
+    doc = yaml.safe_load(stack_file(STACKS, "dev").read_text())
+    doc["config"]["azure-gpu-k8s:cluster"]["gpu_pools"]["h100"]["nodes"] = h100_nodes
+    path = tmp_path / f"Pulumi.dev-{h100_nodes}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return prepare_cluster("dev", parse_config(read_stack_file(path)), STACKS)
+
+
+def test_sizes_change_only_when_the_step_does(preps: dict[str, ClusterPrep], tmp_path: Path) -> None:
+    """Two more h100 nodes stay inside dev's step of 50: no size moves, so no add-on rolls and no control-plane
+    file changes. Before, kube-state-metrics followed the peak node count itself and grew 4 MiB."""
+    base = preps["dev"]
+    grown = _dev_with(tmp_path, 6)
+    assert (base.pools.peak_nodes, grown.pools.peak_nodes, grown.pools.sizing_nodes) == (14, 16, 50)
+    assert grown.chosen_sizes() == base.chosen_sizes()
+    assert (grown.addons.state_metrics, grown.addons.gang, grown.addons.cloud_provider) == (
+        base.addons.state_metrics,
+        base.addons.gang,
+        base.addons.cloud_provider,
+    )
+    # 60 h100 nodes cross into the step of 100: the sizes that follow the count move together.
+    crossed = _dev_with(tmp_path, 60)
+    assert (crossed.pools.peak_nodes, crossed.pools.sizing_nodes) == (14 - 5 + 61, 100)
+    assert crossed.addons.state_metrics.memory_mib == 200 + 2 * 100
+    assert crossed.chosen_sizes() != base.chosen_sizes()
+
+
+def test_a_size_that_did_not_move_is_the_same_text(preps: dict[str, ClusterPrep]) -> None:
+    """Quantities are written as the manifests wrote them before ("2" cores, not "2000m"), so a size the
+    formulas leave where it was changes no object and rolls no pod: the paged controllers, measured under
+    their 128 Mi at prod-7500, keep exactly their resources; the gang scheduler keeps its CPU."""
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in render_manifests(preps["prod-7500"].addons)}
+    paged = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "128Mi"}}
+    jobs = [o for (kind, _), o in objs.items() if kind == "CronJob"]
+    containers = {
+        c["name"]: c["resources"]
+        for j in jobs
+        for c in j["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    }
+    assert (containers["remediate"], containers["retest"]) == (paged, paged)
+    (gang,) = objs[("Deployment", "scheduler-plugins-scheduler")]["spec"]["template"]["spec"]["containers"]
+    assert (gang["resources"]["requests"]["cpu"], gang["resources"]["limits"]["cpu"]) == ("500m", "2")
+
+
+def test_an_addons_spec_exported_before_the_formulas_still_reads(preps: dict[str, ClusterPrep]) -> None:
+    """The add-ons stack reads the cluster stack's last `addons_spec` output: one exported before these sizes
+    existed lacks their keys, and reads as the fixed sizes it was deployed with (512 Mi, KSM's CPU limit twice
+    its request), so the add-ons stack is not stuck between the two updates."""
+    from modules.cluster.spec import AddonsSpec
+
+    raw = json.loads(json.dumps(preps["prod-7500"].addons.to_json()))
+    for key in ("cpu_millis", "cpu_limit_millis", "memory_mib"):
+        del raw["gang"][key]
+    for key in ("controller_cpu_millis", "controller_cpu_limit_millis", "controller_memory_mib"):
+        del raw["cloud_provider"][key]
+    del raw["state_metrics"]["cpu_limit_millis"]
+    raw["state_metrics"] |= {"cpu_millis": 7688, "memory_mib": 15316}  # what main exported for prod-7500
+    old = AddonsSpec.from_json(json.dumps(raw))
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in render_manifests(old)}
+
+    def resources(name: str) -> dict[str, Any]:
+        (c, *_) = objs[("Deployment", name)]["spec"]["template"]["spec"]["containers"]
+        return dict(c["resources"])
+
+    assert resources("scheduler-plugins-scheduler")["limits"] == {"cpu": "2", "memory": "512Mi"}
+    assert resources("cloud-controller-manager")["limits"] == {"cpu": "2", "memory": "512Mi"}
+    assert resources("kube-state-metrics")["limits"] == {"cpu": "15376m", "memory": "15316Mi"}
