@@ -38,9 +38,35 @@ RestartSec=10
 [Install]
 WantedBy=multi-user.target
 """
+# Stand-in for what Ubuntu's etcd-server package installs as /usr/lib/systemd/system/etcd.service (its
+# Debian packaging, debian/etcd-server.service), which our drop-in extends: this machine has no Debian etcd
+# (3.4, out of support), so the unit is written here as the kubelet's is.
+ETCD_UNIT = """[Unit]
+Description=etcd - highly-available key value store
+Documentation=https://etcd.io/docs
+Documentation=man:etcd
+After=network.target
+Wants=network-online.target
+
+[Service]
+Environment=DAEMON_ARGS=
+Environment=ETCD_NAME=%H
+Environment=ETCD_DATA_DIR=/var/lib/etcd/default
+EnvironmentFile=-/etc/default/%p
+Type=notify
+User=etcd
+ExecStart=/usr/bin/etcd $DAEMON_ARGS
+Restart=on-abnormal
+LimitNOFILE=65536
+
+[Install]
+WantedBy=multi-user.target
+"""
 # Programs that exist only after a boot step has installed them.
 INSTALLED_BY_STEPS = {
     "/usr/bin/kubelet": "kubelet-package",
+    # Ubuntu's etcd-server (the packages step): not this machine's, which has no Debian etcd (3.4, out of support).
+    "/usr/bin/etcd": "packages",
     "/usr/local/bin/prometheus": "prometheus-release",
     "/usr/local/bin/alertmanager": "alertmanager-release",
 }
@@ -75,6 +101,8 @@ def _root(tmp: Path, node: NodeBundle) -> tuple[Path, list[str]]:
     shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
     (root / "lib").symlink_to("usr/lib")
     (root / "usr/lib/systemd/system/kubelet.service").write_text(KUBELET_UNIT)
+    if not (root / "usr/lib/systemd/system/etcd.service").exists():
+        (root / "usr/lib/systemd/system/etcd.service").write_text(ETCD_UNIT)
     units = []
     for f in node.files:
         if f.path.startswith(UNIT_DIR):
