@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -208,8 +209,13 @@ def test_snapshots_upload_to_blob_storage_and_restore_into_a_fresh_cluster(
             fake = StorageImds(f"client-{m.name}")
             s = etcd_snapshot.Settings.load(str(_settings(ctx, m, az, stack.enter_context(serve(fake)))))
             lines: list[str] = []
+            # The data directory goes to etcd's user on a host (Ubuntu's package makes it); here, to ours.
+            me = pwd.getpwuid(os.getuid()).pw_name
             assert (
-                etcd_restore.restore(s, "latest", yes=True, systemctl=lambda *a: calls.append(a), out=lines.append) == 0
+                etcd_restore.restore(
+                    s, "latest", yes=True, systemctl=lambda *a: calls.append(a), out=lines.append, owner=me
+                )
+                == 0
             )
             assert lines[0].startswith(f"snapshot {outcome.uploaded}: taken"), lines
         assert (

@@ -129,6 +129,7 @@ def restore(
     yes: bool,
     systemctl: Callable[..., None] = _systemctl,
     out: Callable[[str], None] = print,
+    owner: str | None = "etcd",
 ) -> int:
     conf = etcd_snapshot.etcd_config(s.etcd_config)
     container = etcd_snapshot.storage(s)
@@ -148,7 +149,7 @@ def restore(
     out(f"downloaded and checked: revision {status['revision']}, {status['totalKey']} keys, hash {status['hash']}")
     systemctl("stop", *UNITS_BEFORE)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    kept = rebuild(s.etcd_config, dest, stamp=stamp)
+    kept = rebuild(s.etcd_config, dest, stamp=stamp, owner=owner)
     os.unlink(dest)
     if kept:
         out(f"previous data directory kept as {kept}: remove it once the cluster is healthy")
