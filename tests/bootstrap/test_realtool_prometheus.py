@@ -325,7 +325,7 @@ def _node_targets(count: int) -> list[dict[str, Any]]:
 def _relabelled(
     config: dict[str, Any], job: str, targets: list[dict[str, Any]], promtool: str, root: Path
 ) -> dict[str, dict[str, str]]:
-    """promtool's relabelling of ``targets`` by ``job`` of ``config``: address -> labels, kept targets only."""
+    """promtool's relabelling of ``targets`` by ``job`` of ``config``: node name -> labels, kept targets only."""
     (scrape,) = [j for j in config["scrape_configs"] if j["job_name"] == job]
     assert scrape["kubernetes_sd_configs"][0]["role"] == "node"
     scrape = {k: v for k, v in scrape.items() if k != "kubernetes_sd_configs"}
@@ -335,7 +335,9 @@ def _relabelled(
     checked.write_text(yaml.safe_dump({**config, "scrape_configs": [scrape]}, sort_keys=False))
     run = _run(promtool, "check", "service-discovery", "--timeout=10s", str(checked), job)
     assert run.returncode == 0, run.stdout + run.stderr
-    return {t["discoveredLabels"]["__address__"]: t["labels"] for t in json.loads(run.stdout) if t["labels"]}
+    return {
+        t["discoveredLabels"]["__meta_kubernetes_node_name"]: t["labels"] for t in json.loads(run.stdout) if t["labels"]
+    }
 
 
 @pytest.mark.realtool
@@ -354,9 +356,10 @@ def test_kubelets_are_scraped_directly_with_the_cluster_ca(
     targets = _node_targets(40)
     kept = _relabelled(config, job, targets, require("promtool"), tmp_path)
     assert kept, "no kubelet kept"
-    for address, labels in kept.items():
-        name = next(t["labels"]["__meta_kubernetes_node_name"] for t in targets if t["targets"] == [address])
-        assert labels["__address__"] == address  # the node itself, not the API server
+    addresses = {t["labels"]["__meta_kubernetes_node_name"]: t["targets"][0] for t in targets}
+    for name, labels in kept.items():
+        # The node itself, not the API server's node proxy.
+        assert labels["__address__"] == addresses[name], (labels["__address__"], labels["__metrics_path__"])
         assert labels["__scheme__"] == "https"
         assert labels["__metrics_path__"] == path
         assert labels["instance"] == labels["node"] == name
@@ -380,7 +383,7 @@ def test_the_prometheus_hosts_split_the_kubelets_into_shares(
         config = yaml.safe_load(prometheus_config(ctx, host))
         share = set(_relabelled(config, job, targets, promtool, tmp_path / host.name))
         assert kept.setdefault(i % shards, share) == share, f"{host.name} is not a replica of share {i % shards}"
-    every = {t["targets"][0] for t in targets}
+    every = {t["labels"]["__meta_kubernetes_node_name"] for t in targets}
     assert set().union(*kept.values()) == every
     assert sum(len(s) for s in kept.values()) == len(every)  # disjoint
     for share in kept.values():
