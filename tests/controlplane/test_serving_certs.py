@@ -8,8 +8,9 @@
    Deployment's pod (created by the real ReplicaSet controller, bound by the real scheduler to a kwok system
    node) run by the container stand-in under its service account and memory limit, and signed by the real
    controller-manager's csrsigning controller with the cluster CA (``--cluster-signing-cert-file``).
-3. The same node asking for an address that is not its own, or for another node's name, gets no certificate:
-   the approver denies both with the reason, and nothing signs them.
+3. The same node asking for an address that is not its own gets no certificate, nor does anyone but the node
+   asking for its name: the approver denies them with the reason, and nothing signs them. A node asking for
+   another node's name is refused by the API server itself (NodeRestriction), before any approver.
 4. The kubelets authorize Prometheus through the API server (SubjectAccessReview, webhook mode): the real
    RBAC lets Prometheus' identity get nodes/metrics and nothing through nodes/proxy.
 """
@@ -20,6 +21,7 @@ import base64
 import datetime as dt
 import ipaddress
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,9 +80,11 @@ def node(dev_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) ->
     dev_cluster.call("DELETE", f"/api/v1/namespaces/kube-system/secrets/bootstrap-token-{token.id}")
 
 
-def serving_csr(cp: ControlPlane, kubeconfig: Path, cn: str, dns: list[str], ips: list[str]) -> tuple[str, Any]:
+def file_csr(
+    cp: ControlPlane, kubeconfig: Path, cn: str, dns: list[str], ips: list[str]
+) -> tuple[subprocess.CompletedProcess[str], Any]:
     """File a kubelet serving CSR with ``kubeconfig`` (as a kubelet's certificate manager does: ECDSA P-256,
-    O=system:nodes, the addresses as subjectAltNames): its name and key."""
+    O=system:nodes, the addresses as subjectAltNames): kubectl's result and the key."""
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name(
         [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"), x509.NameAttribute(NameOID.COMMON_NAME, cn)]
@@ -103,7 +107,12 @@ def serving_csr(cp: ControlPlane, kubeconfig: Path, cn: str, dns: list[str], ips
             "usages": ["digital signature", "server auth"],
         },
     }
-    made = cp.kubectl("create", "-f", "-", "-o", "name", kubeconfig=kubeconfig, input=json.dumps(csr))
+    return cp.kubectl("create", "-f", "-", "-o", "name", kubeconfig=kubeconfig, input=json.dumps(csr)), key
+
+
+def serving_csr(cp: ControlPlane, kubeconfig: Path, cn: str, dns: list[str], ips: list[str]) -> tuple[str, Any]:
+    """``file_csr``, which must be accepted: the CSR's name and the key."""
+    made, key = file_csr(cp, kubeconfig, cn, dns, ips)
     assert made.returncode == 0, made.stderr
     return made.stdout.strip().rsplit("/", 1)[-1], key
 
@@ -120,6 +129,16 @@ def settled(cp: ControlPlane, name: str, approver: Running, timeout: float = 60)
         assert approver.alive(), approver.output()[-3000:]
         assert time.monotonic() < deadline, (csr, approver.output()[-3000:])
         time.sleep(0.5)
+
+
+def logged(approver: Running, line: str, timeout: float = 10) -> bool:
+    """Whether the approver printed ``line`` (it prints after the API server took its decision)."""
+    deadline = time.monotonic() + timeout
+    while line not in approver.output():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def condition(csr: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -144,14 +163,17 @@ def test_a_nodes_serving_csr_is_approved_and_signed_by_the_cluster_ca(
     assert [str(i) for i in san.get_values_for_type(x509.IPAddress)] == [ADDRESS]
     eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert list(eku) == [ExtendedKeyUsageOID.SERVER_AUTH]
-    assert f"approved {name}" in approver.output()
+    assert logged(approver, f"approved {name}"), approver.output()
 
 
 @pytest.mark.parametrize(
-    ("case", "cn", "ips", "reason"),
+    ("case", "filer", "cn", "ips", "reason"),
     [
-        ("an address that is not the node's", f"system:node:{NAME}", [ADDRESS, OTHER], "not node"),
-        ("another node's name", f"system:node:{PEER}", [ADDRESS], "subject is"),
+        ("an address that is not the node's", "node", f"system:node:{NAME}", [ADDRESS, OTHER], "not node"),
+        # Filed by a cluster admin (system:masters may create any CSR): a well-formed request for the node's
+        # name and addresses, but not from the node.
+        ("another identity asking for the node's name", "admin", f"system:node:{NAME}", [ADDRESS], "not a node"),
+        ("another identity asking for another node's name", "admin", f"system:node:{PEER}", [ADDRESS], "not a node"),
     ],
 )
 def test_a_serving_csr_for_anything_else_gets_no_certificate(
@@ -159,17 +181,30 @@ def test_a_serving_csr_for_anything_else_gets_no_certificate(
     approver: Running,
     node: tuple[PoolNode, Path],
     case: str,
+    filer: str,
     cn: str,
     ips: list[str],
     reason: str,
 ) -> None:
     _, as_node = node
-    name, _ = serving_csr(dev_cluster, as_node, cn, [NAME], ips)
+    name, _ = serving_csr(dev_cluster, as_node if filer == "node" else dev_cluster.admin, cn, [NAME], ips)
     csr = settled(dev_cluster, name, approver)
     denied = condition(csr, "Denied")
     assert denied is not None and reason in denied["message"], (case, csr["status"])
     assert condition(csr, "Approved") is None and not csr["status"].get("certificate"), case
-    assert f"denied {name}" in approver.output()
+    assert logged(approver, f"denied {name}"), approver.output()
+
+
+def test_a_node_cannot_even_file_a_serving_csr_for_another_nodes_name(
+    dev_cluster: ControlPlane, node: tuple[PoolNode, Path]
+) -> None:
+    """The API server refuses it before any approver sees it: NodeRestriction admits a node's kubelet-serving
+    or kubelet client CSR only with CN=system:node:<its name> (k8s.io/kubernetes v1.35.8
+    plugin/pkg/admission/noderestriction/admission.go, admitCSR). The approver checks the CN all the same
+    (``approve_serving.check``): it does not rely on an admission plugin being on."""
+    _, as_node = node
+    made, _ = file_csr(dev_cluster, as_node, f"system:node:{PEER}", [NAME], [ADDRESS])
+    assert made.returncode != 0 and f"can only create a node CSR with CN=system:node:{NAME}" in made.stderr, made
 
 
 def test_the_approver_stays_within_its_memory_limit(approver: Running) -> None:
