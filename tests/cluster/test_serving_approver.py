@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import json
+import threading
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from cryptography.x509.oid import NameOID
 
 from modules.cluster.objects import serving_certs
 from modules.cluster.scripts import approve_serving as ap
+from modules.cluster.scripts.kube import Api
 from modules.cluster.spec import AddonsSpec
 
 NODE = "dev-h100-000003"
@@ -169,3 +172,99 @@ def test_the_approver_may_approve_kubelet_serving_and_nothing_else(dev_spec: Add
     assert sorted(map(str, writes)) == sorted(map(str, [approve, update]))
     (container,) = objs[("Deployment", serving_certs.APP)]["spec"]["template"]["spec"]["containers"]
     assert container["resources"]["limits"]["memory"] == serving_certs.MEMORY
+
+
+class FakeCsrApi:
+    """The API server's CSR and Node endpoints as the approver uses them: a LIST in pages of two (with
+    ``continue``), a watch that streams ``events`` and then ends, the approval subresource (PUT)."""
+
+    def __init__(self, csrs: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
+        self.csrs, self.events = csrs, events
+        self.approvals: list[tuple[str, str, dict[str, Any]]] = []
+        self.queries: list[dict[str, list[str]]] = []
+
+    def serve(self) -> tuple[Any, Any]:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import parse_qs, urlparse
+
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _send(self, code: int, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                url = urlparse(self.path)
+                query = parse_qs(url.query)
+                if url.path == f"/api/v1/nodes/{NODE}":
+                    return self._send(200, node())
+                if url.path.startswith("/api/v1/nodes/"):
+                    return self._send(404, {"reason": "NotFound"})
+                assert url.path == ap.CSRS, url.path
+                fake.queries.append(query)
+                if query.get("watch") == ["1"]:
+                    self.send_response(200)
+                    self.end_headers()
+                    for event in fake.events:  # one JSON object a line, as the API server streams a watch
+                        self.wfile.write(json.dumps(event).encode() + b"\n")
+                    return None
+                start = int(query.get("continue", ["0"])[0])
+                page = fake.csrs[start : start + 2]
+                more = {"continue": str(start + 2)} if start + 2 < len(fake.csrs) else {}
+                return self._send(200, {"metadata": {"resourceVersion": "10", **more}, "items": page})
+
+            def do_PUT(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.approvals.append((self.path, self.headers["Content-Type"], body))
+                self._send(200, body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server, Api(f"http://127.0.0.1:{server.server_port}", "t", None)
+
+
+def named(name: str, obj: dict[str, Any], conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {**obj, "metadata": {"name": name}, "status": {"conditions": conditions} if conditions else {}}
+
+
+def test_the_controller_pages_then_watches_and_decides_each_undecided_csr_once() -> None:
+    good, bad = csr(serving_request()), csr(serving_request(ips=(IP, "10.16.64.8")))
+    approved = [{"type": "Approved", "status": "True", "reason": "x"}]
+    listed = [
+        named("a-good", good),
+        named("b-done", good, approved),  # decided already: left alone
+        named("c-bad", bad),
+        named("d-early", csr(serving_request(cn="system:node:late"), username="system:node:late")),  # no Node yet: left
+        named("e-good", good),
+    ]
+    events = [
+        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "11"}}},
+        {"type": "ADDED", "object": named("f-watched", good)},
+        {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}},
+        {"type": "ADDED", "object": named("g-after-error", good)},  # never read: the watch ended at the error
+    ]
+    fake = FakeCsrApi(listed, events)
+    server, api = fake.serve()
+    try:
+        version = ap.sweep(api)
+        ap.watch(api, version)
+    finally:
+        server.shutdown()
+        server.server_close()
+    decisions = {path.split("/")[-2]: (kind, body) for path, kind, body in fake.approvals}
+    assert sorted(decisions) == ["a-good", "c-bad", "e-good", "f-watched"]
+    for name, (content_type, body) in decisions.items():
+        assert content_type == "application/json"  # an update of the whole object, not a patch
+        (cond,) = body["status"]["conditions"]
+        assert cond["type"] == ("Denied" if name == "c-bad" else "Approved"), (name, cond)
+    lists = [q for q in fake.queries if "watch" not in q]
+    assert len(lists) == 3 and all(q["fieldSelector"] == [f"spec.signerName={ap.SIGNER}"] for q in lists)
+    (watch,) = [q for q in fake.queries if "watch" in q]
+    assert watch["resourceVersion"] == ["10"] and watch["fieldSelector"] == [f"spec.signerName={ap.SIGNER}"]
