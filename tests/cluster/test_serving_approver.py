@@ -147,6 +147,13 @@ def test_anything_else_is_denied_with_its_reason(case: str) -> None:
     assert phrase in verdict.reason, (case, verdict.reason)
 
 
+def test_the_nodes_addresses_are_read_as_the_kubelet_reads_them() -> None:
+    # A Hostname that is an IP address is an IP SAN (the kubelet's addressesToHostnamesAndIPs); ExternalIP too.
+    ip_named = node(addresses=(("InternalIP", IP), ("Hostname", "10.16.64.9"), ("ExternalIP", "20.1.2.3")))
+    assert ap.check(csr(serving_request(dns=(), ips=(IP, "10.16.64.9", "20.1.2.3"))), ip_named).approve
+    assert not ap.check(csr(serving_request(dns=("10.16.64.9",), ips=(IP, "20.1.2.3"))), ip_named).approve
+
+
 def test_a_request_before_its_node_exists_is_left_for_later() -> None:
     verdict = ap.check(csr(serving_request()), None)
     assert not verdict.approve and verdict.wait

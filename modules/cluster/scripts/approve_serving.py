@@ -10,8 +10,9 @@ approve serving certificates"). This controller does, and only what a kubelet wo
   and ``spec.groups`` from the requester's credential; nobody can set them);
 - the request's subject is exactly ``O=system:nodes, CN=system:node:<name>``, the same ``<name>``;
 - its subjectAltNames are exactly the Node's ``status.addresses``: the Hostname/InternalDNS/ExternalDNS
-  addresses as DNS names and the InternalIP/ExternalIP addresses as IP addresses, which is what the
-  kubelet puts in (k8s.io/kubernetes pkg/kubelet/certificate/kubelet.go, addressesToHostnamesAndIPs);
+  addresses as DNS names (a Hostname that is an IP address as an IP) and the InternalIP/ExternalIP
+  addresses as IP addresses, which is what the kubelet puts in (k8s.io/kubernetes v1.35.8
+  pkg/kubelet/certificate/kubelet.go, addressesToHostnamesAndIPs);
   no other name type (e-mail, URI), and at least one name;
 - no other extension and no other attribute than the extension request;
 - usages exactly those the signer permits: ``digital signature`` and ``server auth``, with or without
@@ -205,17 +206,28 @@ def node_name(csr: dict[str, Any]) -> str | None:
     return user.removeprefix(NODE_PREFIX) if user.startswith(NODE_PREFIX) and len(user) > len(NODE_PREFIX) else None
 
 
+def _ip(text: str) -> str | None:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None
+
+
 def node_addresses(node: dict[str, Any]) -> tuple[set[str], set[str]]:
-    """The DNS names and IPs a serving certificate of ``node`` names (as the kubelet derives them)."""
+    """The DNS names and IPs a serving certificate of ``node`` names, derived as the kubelet derives them
+    (k8s.io/kubernetes v1.35.8 pkg/kubelet/certificate/kubelet.go, addressesToHostnamesAndIPs): a Hostname
+    that is an IP address counts as an IP, InternalIP/ExternalIP that are not IPs are skipped."""
     dns, ips = set(), set()
     for a in node.get("status", {}).get("addresses") or []:
-        if a.get("type") in DNS_ADDRESSES and a.get("address"):
-            dns.add(str(a["address"]))
-        elif a.get("type") in IP_ADDRESSES and a.get("address"):
-            try:
-                ips.add(str(ipaddress.ip_address(a["address"])))
-            except ValueError:
-                continue
+        kind, text = a.get("type"), str(a.get("address") or "")
+        if not text:
+            continue
+        if kind == "Hostname" and (ip := _ip(text)) is not None:
+            ips.add(ip)
+        elif kind in DNS_ADDRESSES:
+            dns.add(text)
+        elif kind in IP_ADDRESSES and (ip := _ip(text)) is not None:
+            ips.add(ip)
     return dns, ips
 
 
