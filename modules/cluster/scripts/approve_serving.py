@@ -34,7 +34,6 @@ import base64
 import datetime
 import ipaddress
 import json
-import os
 import time
 import urllib.error
 import urllib.parse
@@ -67,6 +66,7 @@ WATCH_SECONDS = 300
 OID_CN, OID_O = "2.5.4.3", "2.5.4.10"
 OID_EXTENSION_REQUEST = "1.2.840.113549.1.9.14"
 OID_SAN = "2.5.29.17"
+SUBJECT_NAMES = {OID_CN: "CN", OID_O: "O"}
 
 
 class Malformed(ValueError):
@@ -253,7 +253,7 @@ def check(csr: dict[str, Any], node: dict[str, Any] | None) -> Verdict:
         (OID_CN, f"{NODE_PREFIX}{name}"),
         (OID_O, NODES_GROUP),
     ):
-        shown = ", ".join(f"{ {OID_CN: 'CN', OID_O: 'O'}.get(o, o) }={v}" for o, v in request.subject)
+        shown = ", ".join(f"{SUBJECT_NAMES.get(o, o)}={v}" for o, v in request.subject)
         return Verdict(False, f"subject is {shown!r}, not O={NODES_GROUP}, CN={NODE_PREFIX}{name}")
     if set(request.attributes) - {OID_EXTENSION_REQUEST}:
         return Verdict(False, f"request carries attributes {sorted(set(request.attributes))}")
@@ -359,8 +359,6 @@ def main() -> None:
         except (urllib.error.URLError, OSError, json.JSONDecodeError) as err:
             print(f"API error, listing again in 5 s: {err}", flush=True)
             time.sleep(5)
-        if os.environ.get("ONCE") == "1":
-            return
 
 
 if __name__ == "__main__":
