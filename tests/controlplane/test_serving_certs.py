@@ -210,6 +210,7 @@ def test_a_node_cannot_even_file_a_serving_csr_for_another_nodes_name(
 def test_the_approver_stays_within_its_memory_limit(approver: Running) -> None:
     assert approver.alive() and not approver.oom_killed(), approver.output()[-3000:]
     assert approver.limit is not None and approver.peak_bytes() < approver.limit
+    print(f"kubelet-serving-approver peak {approver.peak_bytes() / 2**20:.1f} MiB of {approver.limit / 2**20:.0f} MiB")
 
 
 def access_review(cp: ControlPlane, subresource: str) -> bool:
