@@ -9,7 +9,7 @@ These rules sit before it (priorities 300 to 399, allows first, then the denies)
   from the members only, metrics and health port 2381 from the Prometheus hosts and the members (their restart
   gates) only; nothing else in the VNet.
 - every subnet with a kubelet (pools and fixed hosts: the static pods run under one): 10250 from the API
-  servers (logs, exec, port-forward) and from Prometheus (metrics) only.
+  servers (logs, exec, port-forward) and from Prometheus (metrics, scraped directly over HTTPS) only.
 - monitoring: Prometheus' HTTP port (its API, the admin and lifecycle endpoints included) from the hub's
   researchers and the Prometheus hosts only; no pod or node of the cluster reaches it.
 

@@ -173,6 +173,8 @@ class PrometheusSettings:
     version: str
     """Upstream release (distribution builds lack Kubernetes service discovery)."""
     hosts: tuple[Host, ...]
+    shards: int
+    """The kubelet/cAdvisor targets are split into this many shares; host i scrapes share i % shards."""
     retention_days: int
     gomaxprocs: int
     query_timeout: str

@@ -89,6 +89,9 @@ ALERTS: dict[str, Alert] = {
     "KubeletClientCertificateExpiresSoon": Alert(
         "warning", f"a kubelet's client certificate expires within {CERT_WARN_DAYS} days"
     ),
+    "KubeletServingCertificateExpiresSoon": Alert(
+        "warning", f"a kubelet's serving certificate expires within {CERT_WARN_DAYS} days"
+    ),
     "CertificateExpiryNotReported": Alert("warning", "a control-plane host reports no certificate expiry"),
 }
 BACKUP_ALERTS: dict[str, Alert] = {

@@ -744,6 +744,12 @@ def _pool(ctx: BootstrapContext, pool: PoolBoot) -> NodeBundle:
     )
 
 
+def prometheus_shard(ctx: BootstrapContext, host: Host) -> int:
+    """The share of the kubelet targets ``host`` scrapes: its position among the Prometheus hosts modulo the
+    shard count, so hosts i and i + shards (the share's replicas) scrape the same nodes."""
+    return ctx.prometheus.hosts.index(host) % ctx.prometheus.shards
+
+
 def prometheus_config(ctx: BootstrapContext, host: Host) -> str:
     etcd_jobs = [("etcd", ctx.etcd.members)]
     if ctx.events_etcd is not None:
@@ -762,7 +768,7 @@ def prometheus_config(ctx: BootstrapContext, host: Host) -> str:
         p=ctx.prometheus,
         rules_dir=PATHS.prom_rules,
         apiserver_url=ctx.apiserver_url,
-        apiserver_address=f"{ctx.apiserver_vip}:{PORTS.apiserver}",
+        shard=prometheus_shard(ctx, host),
         pki=PATHS.prom_pki,
         prometheus_port=PROMETHEUS_PORT,
         drop_rules=DROP_RULES,

@@ -15,6 +15,7 @@ from modules.cluster.objects import (
     priorities,
     rdma,
     remediation,
+    serving_certs,
     state_metrics,
     teams,
 )
@@ -32,6 +33,7 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         + admission.admission(spec)
         + coredns.dns(spec)
         + state_metrics.state_metrics(spec)
+        + serving_certs.serving_certs(spec)
         + cloud_provider.cloud_provider(spec)
         + health.health(spec)
         + rdma.rdma(spec)

@@ -151,6 +151,7 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: C
         prometheus=PrometheusSettings(
             version=tuning.version,
             hosts=_hosts(addresses.prometheus),
+            shards=cluster.prometheus.shards,
             retention_days=cluster.prometheus.retention_days,
             gomaxprocs=tuning.gomaxprocs,
             query_timeout=tuning.query_timeout,

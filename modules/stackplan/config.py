@@ -402,9 +402,33 @@ class EtcdConfig(_Model):
 class PrometheusConfig(_Model):
     """Dedicated Prometheus hosts (an HA pair by default)."""
 
-    count: int = Field(default=2, ge=1, le=4, description="Prometheus VMs (identical replicas).")
+    count: int = Field(
+        default=2,
+        ge=1,
+        le=4,
+        description="Prometheus VMs. With shards 1 they are identical replicas; see shards.",
+    )
+    shards: int = Field(
+        default=1,
+        ge=1,
+        le=4,
+        description=(
+            "Shares the kubelet and cAdvisor targets are split into (hashmod of the target address): host i "
+            "scrapes share i mod shards, so count / shards hosts hold each share (its replicas). Every other "
+            "job is scraped by every host. Must divide count."
+        ),
+    )
     vm_size: str | None = Field(default=None, description="Override the size the sizing rules recommend.")
     retention_days: int = Field(default=15, ge=1, le=365, description="TSDB retention.")
+
+    @model_validator(mode="after")
+    def _shards_divide_hosts(self) -> PrometheusConfig:
+        if self.count % self.shards:
+            raise ValueError(
+                f"shards {self.shards} does not divide count {self.count}: every share needs the same number of "
+                "hosts (replicas), so set count to a multiple of shards"
+            )
+        return self
 
 
 class NatConfig(_Model):

@@ -170,6 +170,7 @@ def _expiring(days: int) -> list[dict[str, str]]:
 
 def _cert_cases() -> dict[str, dict[str, Any]]:
     kubelet = 'kubelet_certificate_manager_client_ttl_seconds{job="kubernetes-nodes",node="gpu-node-1"}'
+    serving = 'kubelet_certificate_manager_server_ttl_seconds{job="kubernetes-nodes",node="gpu-node-1"}'
     up = 'up{job="control-plane-hosts",instance="10.0.0.4:9100"}'
     return {
         "CertificateExpiresSoon": {
@@ -189,6 +190,14 @@ def _cert_cases() -> dict[str, dict[str, Any]]:
         "KubeletClientCertificateExpiresSoon": {
             "fire": [{"series": kubelet, "values": f"{20 * DAY}x20"}],
             "calm": [{"series": kubelet, "values": f"{300 * DAY}x20"}],
+            "at": "10m",
+            "labels": {"job": "kubernetes-nodes", "node": "gpu-node-1"},
+            "value": "20d 0h 0m 0s",
+        },
+        "KubeletServingCertificateExpiresSoon": {
+            "fire": [{"series": serving, "values": f"{20 * DAY}x20"}],
+            # +Inf: the kubelet has no serving certificate yet (its first CSR is pending).
+            "calm": [{"series": serving, "values": " ".join(["+Inf"] * 21)}],
             "at": "10m",
             "labels": {"job": "kubernetes-nodes", "node": "gpu-node-1"},
             "value": "20d 0h 0m 0s",

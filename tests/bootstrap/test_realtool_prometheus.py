@@ -303,41 +303,299 @@ def test_live_scrape_drops_only_unused_series(
         proc.wait(timeout=30)
 
 
+KUBELET_JOBS = {"kubernetes-nodes": "/metrics", "kubernetes-cadvisor": "/metrics/cadvisor"}
+
+
+def _node_targets(count: int) -> list[dict[str, Any]]:
+    """Targets shaped as Kubernetes node discovery gives them (address: InternalIP and the kubelet's port),
+    each node with the labels a pool node carries."""
+    out = []
+    for i in range(count):
+        name, ip = f"prod-gpu-h100-a{i:06d}", f"10.64.{8 + i // 250}.{4 + i % 250}"
+        labels = {
+            "__meta_kubernetes_node_name": name,
+            "__meta_kubernetes_node_label_kubernetes_io_hostname": name,
+            "__meta_kubernetes_node_label_gpu_example_com_ib_island": f"h100-a-{i // 99:02d}",
+            "__meta_kubernetes_node_address_InternalIP": ip,
+        }
+        out.append({"targets": [f"{ip}:10250"], "labels": labels})
+    return out
+
+
+def _relabelled(
+    config: dict[str, Any], job: str, targets: list[dict[str, Any]], promtool: str, root: Path
+) -> dict[str, dict[str, str]]:
+    """promtool's relabelling of ``targets`` by ``job`` of ``config``: node name -> labels, kept targets only."""
+    (scrape,) = [j for j in config["scrape_configs"] if j["job_name"] == job]
+    assert scrape["kubernetes_sd_configs"][0]["role"] == "node"
+    scrape = {k: v for k, v in scrape.items() if k != "kubernetes_sd_configs"}
+    (root / "nodes.json").write_text(json.dumps(targets))
+    scrape["file_sd_configs"] = [{"files": [str(root / "nodes.json")]}]
+    checked = root / f"{job}.yml"
+    checked.write_text(yaml.safe_dump({**config, "scrape_configs": [scrape]}, sort_keys=False))
+    run = _run(promtool, "check", "service-discovery", "--timeout=10s", str(checked), job)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return {
+        t["discoveredLabels"]["__meta_kubernetes_node_name"]: t["labels"] for t in json.loads(run.stdout) if t["labels"]
+    }
+
+
 @pytest.mark.realtool
-@pytest.mark.parametrize(
-    ("job", "path"), [("kubernetes-nodes", "metrics"), ("kubernetes-cadvisor", "metrics/cadvisor")]
-)
-def test_kubelets_are_scraped_through_the_api_server(
+@pytest.mark.parametrize(("job", "path"), sorted(KUBELET_JOBS.items()))
+def test_kubelets_are_scraped_directly_with_the_cluster_ca(
     ctx: BootstrapContext, require: Callable[[str], str], tmp_path: Path, job: str, path: str
 ) -> None:
-    """Kubelet serving certificates are self-signed: Prometheus verifies the API server instead, which
-    proxies. promtool runs the job's relabeling on a target shaped like Kubernetes node discovery's."""
+    """Each kubelet at its node's address and port, over HTTPS verified against the cluster CA with
+    Prometheus' client certificate: no request through the API servers' node proxy. promtool runs the
+    job's relabelling on targets shaped as node discovery's; every node label stays off the series."""
     config = yaml.safe_load(_install(ctx, tmp_path).read_text())
     (scrape,) = [j for j in config["scrape_configs"] if j["job_name"] == job]
     assert scrape["scheme"] == "https"
-    assert scrape["tls_config"] == scrape["kubernetes_sd_configs"][0]["tls_config"]
-    assert scrape["kubernetes_sd_configs"][0]["role"] == "node"
-    node = "prod-gpu-h100-a000042"
-    discovered = {
-        "__address__": "10.64.8.9:10250",
-        "__meta_kubernetes_node_name": node,
-        "__meta_kubernetes_node_label_kubernetes_io_hostname": node,
-        "__meta_kubernetes_node_address_InternalIP": "10.64.8.9",
-    }
-    targets = tmp_path / "nodes.json"
-    targets.write_text(json.dumps([{"targets": [discovered.pop("__address__")], "labels": discovered}]))
-    del scrape["kubernetes_sd_configs"]
-    scrape["file_sd_configs"] = [{"files": [str(targets)]}]
-    config["scrape_configs"] = [scrape]
-    checked = tmp_path / "sd.yml"
-    checked.write_text(yaml.safe_dump(config, sort_keys=False))
-    run = _run(require("promtool"), "check", "service-discovery", "--timeout=10s", str(checked), job)
-    assert run.returncode == 0, run.stdout + run.stderr
-    (target,) = json.loads(run.stdout)
-    labels = target["labels"]
-    assert labels["__address__"] == f"{ctx.apiserver_vip}:6443"
-    assert labels["__scheme__"] == "https"
-    assert labels["__metrics_path__"] == f"/api/v1/nodes/{node}/proxy/{path}"
-    assert labels["instance"] == node
-    assert labels["node"] == node
-    assert labels["kubernetes_io_hostname"] == node
+    assert scrape["tls_config"]["ca_file"].endswith("/pki/ca.crt")  # the cluster CA (pki.KUBERNETES_CA)
+    assert "insecure_skip_verify" not in scrape["tls_config"]
+    targets = _node_targets(40)
+    kept = _relabelled(config, job, targets, require("promtool"), tmp_path)
+    assert kept, "no kubelet kept"
+    addresses = {t["labels"]["__meta_kubernetes_node_name"]: t["targets"][0] for t in targets}
+    for name, labels in kept.items():
+        # The node itself, not the API server's node proxy.
+        assert labels["__address__"] == addresses[name], (labels["__address__"], labels["__metrics_path__"])
+        assert labels["__scheme__"] == "https"
+        assert labels["__metrics_path__"] == path
+        assert labels["instance"] == labels["node"] == name
+        # Only Prometheus' own labels, instance and node: no node label copied onto the series.
+        assert {k for k in labels if not k.startswith("__")} == {"job", "instance", "node"}, labels
+
+
+@pytest.mark.realtool
+@pytest.mark.parametrize("job", sorted(KUBELET_JOBS))
+def test_the_prometheus_hosts_split_the_kubelets_into_shares(
+    ctx: BootstrapContext, require: Callable[[str], str], tmp_path: Path, job: str
+) -> None:
+    """Each host keeps its share of the nodes (promtool's hashmod): hosts with the same share keep the same
+    nodes, the shares are disjoint and together hold every node once."""
+    promtool = require("promtool")
+    targets = _node_targets(400)
+    shards, hosts = ctx.prometheus.shards, ctx.prometheus.hosts
+    kept: dict[int, set[str]] = {}
+    for i, host in enumerate(hosts):
+        (tmp_path / host.name).mkdir()
+        config = yaml.safe_load(prometheus_config(ctx, host))
+        share = set(_relabelled(config, job, targets, promtool, tmp_path / host.name))
+        assert kept.setdefault(i % shards, share) == share, f"{host.name} is not a replica of share {i % shards}"
+    every = {t["labels"]["__meta_kubernetes_node_name"] for t in targets}
+    assert set().union(*kept.values()) == every
+    assert sum(len(s) for s in kept.values()) == len(every)  # disjoint
+    for share in kept.values():
+        # hashmod spreads 400 addresses evenly enough: each share within 25% of its fair part.
+        assert abs(len(share) - len(every) / shards) <= 0.25 * len(every) / shards, {k: len(v) for k, v in kept.items()}
+    assert len(kept) == shards
+
+
+def test_prod_shards_its_kubelets_across_its_prometheus_hosts(prod: BootstrapContext) -> None:
+    # prod-7500's two hosts each scrape half the kubelets and cAdvisors (the stack file says why).
+    assert (len(prod.prometheus.hosts), prod.prometheus.shards) == (2, 2)
+
+
+KUBELET_EXPOSITION = """\
+kubelet_running_pods 3
+container_cpu_usage_seconds_total{container="trainer",namespace="research",pod="job-0"} 2
+"""
+
+
+def _serving_cert(ca_key: Any, ca_cert: Any, root: Path, name: str, *, signed: bool) -> tuple[Path, Path]:
+    """A kubelet serving certificate for 127.0.0.1: from the cluster CA (what the kubelet-serving signer
+    issues: CN system:node:<name>, O system:nodes, the node's IP) or self-signed (a kubelet without
+    serverTLSBootstrap)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
+            x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{name}"),
+        ]
+    )
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_cert.subject if signed else subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)
+        .sign(ca_key if signed else key, hashes.SHA256())
+    )
+    crt, pem = root / f"{name}.crt", root / f"{name}.key"
+    crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    pem.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+        )
+    )
+    return crt, pem
+
+
+@pytest.fixture
+def kubelets(prod: BootstrapContext, tmp_path: Path) -> Iterator[tuple[dict[str, int], str, dict[str, str], list[str]]]:
+    """Loopback HTTPS 'kubelets' that, like a kubelet with webhook authentication, accept only client
+    certificates from the cluster CA: node -> port. One (``rogue``) serves a self-signed certificate. Also the
+    PKI's PEMs and the client subjects each kubelet saw."""
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    pems = issue(pki.pki_spec(prod), only={pki.PROMETHEUS})
+    ca_cert = x509.load_pem_x509_certificate(pems[f"cert:{pki.KUBERNETES_CA}"].encode())
+    ca_key = serialization.load_pem_private_key(pems[f"key:{pki.KUBERNETES_CA}"].encode(), None)
+    ca_file = tmp_path / "ca.crt"
+    ca_file.write_text(pems[f"cert:{pki.KUBERNETES_CA}"])
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            peer = self.connection.getpeercert()  # type: ignore[attr-defined]
+            seen.append(dict(x[0] for x in peer["subject"])["commonName"])
+            body = KUBELET_EXPOSITION.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    servers, ports = [], {}
+    names = [f"prod-gpu-h100-a{i:06d}" for i in range(16)] + ["rogue"]
+    for name in names:
+        crt, key = _serving_cert(ca_key, ca_cert, tmp_path, name, signed=name != "rogue")
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(str(crt), str(key))
+        tls.verify_mode = ssl.CERT_REQUIRED  # anonymous requests are refused (authentication.anonymous off)
+        tls.load_verify_locations(str(ca_file))
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        ports[name] = int(server.server_address[1])
+    try:
+        yield ports, str(ca_file), pems, seen
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
+def _targets(base: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"{base}/api/v1/targets?state=active", timeout=5) as resp:
+        return list(json.load(resp)["data"]["activeTargets"])
+
+
+@pytest.mark.realtool
+def test_live_prometheus_scrapes_its_share_of_kubelets_over_verified_tls(
+    prod: BootstrapContext,
+    require: Callable[[str], str],
+    tmp_path: Path,
+    kubelets: tuple[dict[str, int], str, dict[str, str], list[str]],
+) -> None:
+    """prod-7500's two rendered configs (only discovery, file paths and the interval changed) in two real
+    Prometheus processes: each scrapes its share of 17 loopback HTTPS kubelets with Prometheus' client
+    certificate, verifies their serving certificates against the cluster CA (the self-signed one is down
+    with a certificate error, as every kubelet would be today), and keeps no node label on the series."""
+    prometheus = require("prometheus")
+    ports, ca_file, pems, seen = kubelets
+    crt, key = tmp_path / "prometheus.crt", tmp_path / "prometheus.key"
+    crt.write_text(pems[f"cert:{pki.PROMETHEUS}"])
+    key.write_text(pems[f"key:{pki.PROMETHEUS}"])
+    discovered = tmp_path / "nodes.json"
+    discovered.write_text(
+        json.dumps(
+            [
+                {
+                    "targets": [f"127.0.0.1:{port}"],
+                    "labels": {
+                        "__meta_kubernetes_node_name": name,
+                        "__meta_kubernetes_node_label_gpu_example_com_ib_island": "h100-a-00",
+                    },
+                }
+                for name, port in ports.items()
+            ]
+        )
+    )
+    shares: dict[str, dict[str, dict[str, Any]]] = {}
+    bases: dict[str, str] = {}
+    procs = []
+    try:
+        for host in prod.prometheus.hosts:
+            config = yaml.safe_load(prometheus_config(prod, host))
+            config.pop("rule_files", None)
+            config.pop("alerting", None)
+            config["global"]["scrape_interval"] = "1s"
+            config["global"]["scrape_timeout"] = "1s"
+            jobs = [j for j in config["scrape_configs"] if j["job_name"] in KUBELET_JOBS]
+            for job in jobs:
+                del job["kubernetes_sd_configs"]
+                job["file_sd_configs"] = [{"files": [str(discovered)]}]
+                job["tls_config"] = {"ca_file": ca_file, "cert_file": str(crt), "key_file": str(key)}
+            config["scrape_configs"] = jobs
+            path = tmp_path / f"{host.name}.yml"
+            path.write_text(yaml.safe_dump(config))
+            port = _free_port()
+            procs.append(
+                subprocess.Popen(
+                    [
+                        prometheus,
+                        f"--config.file={path}",
+                        f"--storage.tsdb.path={tmp_path / host.name}",
+                        f"--web.listen-address=127.0.0.1:{port}",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+            bases[host.name] = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        for host, proc in zip(prod.prometheus.hosts, procs, strict=True):
+            base = bases[host.name]
+            while True:
+                assert proc.poll() is None, f"{host.name}'s prometheus exited"
+                try:
+                    targets = _targets(base)
+                except OSError:
+                    targets = []
+                if targets and all(t["lastScrape"] != "0001-01-01T00:00:00Z" for t in targets):
+                    break
+                assert time.monotonic() < deadline, targets
+                time.sleep(0.5)
+            shares[host.name] = {f"{t['labels']['job']}/{t['labels']['node']}": t for t in targets}
+            query = urllib.parse.urlencode({"match[]": "container_cpu_usage_seconds_total"})
+            with urllib.request.urlopen(f"{base}/api/v1/series?{query}", timeout=5) as resp:
+                for series in json.load(resp)["data"]:
+                    assert "gpu_example_com_ib_island" not in series and series["node"], series
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=30)
+    every = {f"{job}/{name}" for job in KUBELET_JOBS for name in ports}
+    first, second = (set(shares[h.name]) for h in prod.prometheus.hosts)
+    assert first | second == every and not first & second, (sorted(first), sorted(second))
+    assert first and second  # both hosts got a share
+    for share in shares.values():
+        for target, t in share.items():
+            if target.endswith("/rogue"):
+                assert t["health"] == "down" and "certificate" in t["lastError"], t
+            else:
+                assert t["health"] == "up", t
+    # Every scrape that reached a kubelet came with Prometheus' own client certificate.
+    assert seen and set(seen) == {pki.pki_spec(prod).cert(pki.PROMETHEUS).common_name}

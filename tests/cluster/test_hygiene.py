@@ -23,6 +23,8 @@ NO_ENDPOINT = {
     "rdma-shared-device-plugin": "gRPC on a kubelet unix socket only",
     "report": "reports once, then sleeps until the DaemonSet lets go of the node",
     "pause": "the pause container serves nothing",
+    # A hung watch cannot outlive its server-side timeout plus the socket timeout; then it lists again.
+    "approve": "the kubelet serving CSR approver only lists and watches the API server",
 }
 
 

@@ -88,6 +88,12 @@ CASES: list[tuple[str, Mutation, str]] = [
         "dev: azure-gpu-k8:kind: unknown config namespace 'azure-gpu-k8': use azure-gpu-k8s:kind",
     ),
     (
+        "prometheus shards not dividing its hosts",
+        _set("cluster.prometheus", {"count": 3, "shards": 2}),
+        "dev: azure-gpu-k8s:cluster.prometheus: shards 2 does not divide count 3: every share needs the same "
+        "number of hosts (replicas), so set count to a multiple of shards",
+    ),
+    (
         "api servers 4",
         _set("cluster.api_servers.count", 4),
         "dev: azure-gpu-k8s:cluster.api_servers.count: 4 API servers is not supported: use 1, 3 or 5",

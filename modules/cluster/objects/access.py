@@ -7,7 +7,8 @@ which is what may file node CSRs. The API server hosts' token issuer may create 
 ``kube-system`` and nothing else: a Role cannot narrow ``create`` by name (RBAC ``resourceNames``
 do not apply to create), so it could create any Secret there, but it can read none (no get, list or
 watch), and its certificate lives on the API server hosts, which hold the cluster CA key anyway.
-Prometheus's client certificate carries the group ``<label_domain>:monitoring``.
+Prometheus's client certificate carries the group ``<label_domain>:monitoring``; the kubelets authorize
+it (webhook mode) with the same RBAC, so ``nodes/metrics`` is what lets it scrape them.
 """
 
 from __future__ import annotations
@@ -57,8 +58,11 @@ def access(spec: AddonsSpec) -> list[Obj]:
         "rules": [
             {
                 "apiGroups": [""],
-                # nodes/proxy: kubelet metrics are scraped through the API server's node proxy.
-                "resources": ["nodes", "nodes/metrics", "nodes/proxy", "pods", "endpoints", "services"],
+                # nodes/metrics: Prometheus scrapes each kubelet directly (not through the API server's node
+                # proxy); the kubelet asks the API server (SubjectAccessReview) for get on nodes/metrics for
+                # /metrics, /metrics/cadvisor and /metrics/resource (kubernetes.io, Kubelet
+                # authentication/authorization). No nodes/proxy: that one reaches exec, attach and logs.
+                "resources": ["nodes", "nodes/metrics", "pods", "endpoints", "services"],
                 "verbs": ["get", "list", "watch"],
             },
             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list", "watch"]},

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from modules.cluster.objects import cloud_provider, coredns, state_metrics
+from modules.cluster.objects import cloud_provider, coredns, serving_certs, state_metrics
 from modules.cluster.objects.common import BALLOON_NS, GANG_NS, HEALTH_NS, Obj, meta
 from modules.cluster.objects.preflight import RETEST
 from modules.cluster.objects.remediation import APP as REMEDIATION
@@ -147,5 +147,9 @@ def network_policies(spec: AddonsSpec) -> list[Obj]:
             ingress=None,
             egress=[api_server(spec), instance_metadata(), azure_public(), cluster_dns()],
         )
+    )
+    # The serving certificate approver talks to the API server and nothing else; nothing talks to it.
+    objs.append(
+        _policy(serving_certs.APP, serving_certs.NS, _name(serving_certs.APP), ingress=None, egress=[api_server(spec)])
     )
     return objs

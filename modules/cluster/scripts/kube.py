@@ -39,14 +39,22 @@ class Api:
             token = f.read().strip()
         return cls(f"https://{host}:{port}", token, ssl.create_default_context(cafile=f"{SA}/ca.crt"))
 
-    def request(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        *,
+        content_type: str = "application/merge-patch+json",
+    ) -> Any:
         url = self.base + path + ("?" + urllib.parse.urlencode(query) if query else "")
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(url, data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.token}")
         req.add_header("Accept", "application/json")
         if data is not None:
-            req.add_header("Content-Type", "application/merge-patch+json")
+            req.add_header("Content-Type", content_type)
         try:
             with urllib.request.urlopen(req, context=self.context, timeout=30) as resp:
                 return json.loads(resp.read() or b"{}")
@@ -71,6 +79,30 @@ class Api:
             token = (page.get("metadata") or {}).get("continue") or ""
             if not token:
                 return
+
+    def pages_with_meta(
+        self, path: str, *, limit: int = PAGE, **query: str
+    ) -> Iterator[tuple[list[dict[str, Any]], dict[str, Any]]]:
+        """``pages`` with each page's list metadata (its ``resourceVersion`` is where a watch starts)."""
+        token = ""
+        while True:
+            page = self.get(path, **query, limit=str(limit), **({"continue": token} if token else {}))
+            meta = page.get("metadata") or {}
+            yield list(page.get("items") or []), meta
+            token = meta.get("continue") or ""
+            if not token:
+                return
+
+    def stream(self, path: str, query: dict[str, str], *, timeout: float) -> Iterator[dict[str, Any]]:
+        """A watch: one event (``type``, ``object``) per line of the response, read as it arrives."""
+        url = self.base + path + "?" + urllib.parse.urlencode(query)
+        req = urllib.request.Request(url, method="GET")
+        req.add_header("Authorization", f"Bearer {self.token}")
+        req.add_header("Accept", "application/json")
+        with urllib.request.urlopen(req, context=self.context, timeout=timeout) as resp:
+            for line in resp:
+                if line.strip():
+                    yield json.loads(line)
 
     def patch(self, path: str, body: Any) -> Any:
         return self.request("PATCH", path, body)
