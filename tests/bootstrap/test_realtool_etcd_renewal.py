@@ -246,7 +246,9 @@ def test_renewing_every_members_certificates_one_at_a_time_keeps_quorum_and_ever
             writer.join(timeout=30)
             # No write failed (quorum held throughout), and none that was acknowledged is lost.
             assert writer.failed == []
-            assert len(writer.acked) > 50
+            # And the writer wrote throughout: at least two writes per member restart (hundreds on an idle
+            # machine, 39 on a loaded one: a count of writes a second would test the machine, not etcd).
+            assert len(writer.acked) >= 2 * (len(members) + 1), len(writer.acked)
             got = cluster.ctl("get", "--prefix", "/renewal/", "--keys-only")
             assert got.returncode == 0, got.stderr
             assert set(writer.acked) <= set(got.stdout.split())

@@ -22,6 +22,7 @@ from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import bundle, names
 
 from .certs import issue
+from .conftest import tool
 from .test_realtool_etcd import Cluster, Member, lay_out
 
 
@@ -73,7 +74,9 @@ def members(require: Callable[[str], str], tmp_path: Path) -> Iterator[Cluster]:
 
 def _joined_step(member: Member, wait_s: int) -> subprocess.CompletedProcess[str]:
     script = member.config.parent / "etcd-joined.sh"
-    env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "AGK_ETCD_WAIT_S": str(wait_s)}
+    # The host's etcdctl is on its PATH (the packages step); here, the pinned build's folder.
+    built = str(Path(tool("etcdctl")).parent)
+    env = {"PATH": f"{built}:/usr/bin:/bin:/usr/sbin:/sbin", "AGK_ETCD_WAIT_S": str(wait_s)}
     return subprocess.run(["sh", str(script)], capture_output=True, text=True, check=False, env=env, timeout=300)
 
 
