@@ -40,6 +40,17 @@ def _stacks(where: Path, edit: Any) -> Path:
     return where
 
 
+def _add_h200(config: dict[str, Any]) -> None:
+    """A new pool of 300 H200 nodes in dev."""
+    config["azure-gpu-k8s:cluster"]["gpu_pools"]["h200"] = {
+        "vm_size": "Standard_ND96isr_H200_v5",
+        "nodes": 300,
+        "pod_ips": 1,
+        "surge": 1,
+        "infiniband": True,
+    }
+
+
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("base")
@@ -49,16 +60,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_new_pool_leads_with_its_nodes_scale_sets_and_quota(base: Path, tmp_path: Path) -> None:
-    def add(config: dict[str, Any]) -> None:
-        config["azure-gpu-k8s:cluster"]["gpu_pools"]["h200"] = {
-            "vm_size": "Standard_ND96isr_H200_v5",
-            "nodes": 300,
-            "pod_ips": 1,
-            "surge": 1,
-            "infiniband": True,
-        }
-
-    stacks = _stacks(tmp_path / "stacks", add)
+    stacks = _stacks(tmp_path / "stacks", _add_h200)
     code, out = agk("plan", "--stack", "dev", "--base", str(base), "--stacks-dir", str(stacks), "--format", "markdown")
     assert code == 0
     lines = out.splitlines()
@@ -141,16 +143,7 @@ def _price(size: str, price: float, **extra: str) -> dict[str, Any]:
 
 
 def test_the_cost_line_prices_a_new_pool_at_linux_pay_as_you_go(base: Path, tmp_path: Path) -> None:
-    def add(config: dict[str, Any]) -> None:
-        config["azure-gpu-k8s:cluster"]["gpu_pools"]["h200"] = {
-            "vm_size": "Standard_ND96isr_H200_v5",
-            "nodes": 300,
-            "pod_ips": 1,
-            "surge": 1,
-            "infiniband": True,
-        }
-
-    stacks = _stacks(tmp_path / "stacks", add)
+    stacks = _stacks(tmp_path / "stacks", _add_h200)
     h200 = "Standard_ND96isr_H200_v5"
     # Test figures, not Azure's: the API lists Windows, Spot, Low Priority and dev/test meters and other
     # regions beside the one price that counts, on two pages.
