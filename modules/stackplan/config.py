@@ -8,6 +8,7 @@ files (``stacks/schema.json``).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import re
@@ -144,9 +145,43 @@ class AdminConfig(_Model):
         if not keys:
             raise ValueError("no SSH public key: add at least one 'ssh-ed25519 ...' or 'ssh-rsa ...' key")
         for key in keys:
-            if not re.match(r"^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/=]+( .*)?$", key):
+            if re.match(r"^ecdsa-sha2-nistp(256|384|521) ", key):
+                # The compute API takes RSA of 2048 bits or more and Ed25519 (SshPublicKey.keyData; the
+                # SshEncryptionTypes enum: RSA, Ed25519): an ECDSA key fails at `pulumi up`.
+                raise ValueError(f"{key[:40]!r}: Azure takes no ECDSA key: use an ssh-ed25519 or ssh-rsa (2048+) key")
+            if not re.match(r"^ssh-(ed25519|rsa) [A-Za-z0-9+/=]+( .*)?$", key):
                 raise ValueError(f"{key[:40]!r} is not an OpenSSH public key: paste the one line of your *.pub file")
+            bits = _rsa_bits(key)
+            if bits is not None and bits < RSA_MIN_BITS:
+                raise ValueError(
+                    f"{key[:40]!r} is a {bits}-bit RSA key; Azure needs {RSA_MIN_BITS} bits or more:"
+                    " use ssh-keygen -t ed25519 (or -t rsa -b 4096)"
+                )
         return keys
+
+
+RSA_MIN_BITS = 2048
+"""The compute API's floor for an ssh-rsa key (SshPublicKey.keyData: "at least 2048-bit and in ssh-rsa format")."""
+
+
+def _rsa_bits(key: str) -> int | None:
+    """The modulus length of an ``ssh-rsa`` key (RFC 4253 6.6: string "ssh-rsa", mpint e, mpint n), None for
+    another type or a blob that does not parse (left to Azure)."""
+    kind, _, rest = key.partition(" ")
+    if kind != "ssh-rsa":
+        return None
+    try:
+        blob = base64.b64decode(rest.split(" ", 1)[0], validate=True)
+        fields, at = [], 0
+        for _ in range(3):
+            size = int.from_bytes(blob[at : at + 4], "big")
+            fields.append(blob[at + 4 : at + 4 + size])
+            at += 4 + size
+    except (ValueError, IndexError):
+        return None
+    if fields[0] != b"ssh-rsa" or not fields[2]:
+        return None
+    return int.from_bytes(fields[2], "big").bit_length()
 
 
 class ImageConfig(_Model):

@@ -113,3 +113,17 @@ def test_the_render_layout_named_in_the_readme_exists(tmp_path: Path) -> None:
     assert len(named) >= 4, named
     for rel in named:
         assert (tmp_path / rel).exists(), rel
+
+
+def test_the_kubernetes_versions_table_is_the_versions_module() -> None:
+    from modules.bootstrap import versions
+
+    rows = re.findall(r"^\| \**(1\.\d+)\**(?: \(default\))? \| (.+) \|$", _section("Kubernetes versions"), re.M)
+    assert [m for m, _ in rows] == list(versions.SUPPORTED)
+    for minor, rest in rows:
+        r = versions.release(minor)
+        cells = [c.strip() for c in rest.split(" | ")]
+        assert cells[0].split()[0] == r.release(), minor
+        assert cells[1:6] == [r.end_of_life, r.pause, r.coredns, r.kube_state_metrics, r.gang_scheduler or "none"], minor
+        assert cells[6] == f"{r.containerd_min} or newer", minor
+        assert ("*unverified*" in cells[0]) == bool(versions.unverified_rows(minor)), minor

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import importlib.util
 import json
 import shlex
 import subprocess
@@ -63,6 +64,40 @@ def image_programs() -> dict[str, dict[str, str]]:
         # No command: the image's entrypoint (/kube-state-metrics) takes the args.
         versions.KUBE_STATE_METRICS_REPO: {"": tool("kube-state-metrics")},
     }
+
+
+def _components() -> Any:
+    """tools/components/components.py (a script, not a package): its SUBSTITUTES table."""
+    path = Path(__file__).resolve().parents[2] / "tools" / "components" / "components.py"
+    spec = importlib.util.spec_from_file_location("agk_components", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("agk_components", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def built_module_version(program: str, module: str) -> str:
+    """The version of ``module`` a Go binary was built from (its build information, `go version -m`)."""
+    out = subprocess.run(["go", "version", "-m", program], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if parts[:2] == ["mod", module] or parts[:2] == ["dep", module]:
+            return parts[2]
+    raise AssertionError(f"{program} was not built from {module}")
+
+
+def check_gang_build(image: str, program: str) -> str:
+    """The scheduler-plugins release that stands for ``image``: its own tag, or the substitute
+    tools/components builds in its place (named, never silent). Another tag fails: the pod would run a
+    release the rendered add-ons do not pin."""
+    tag = image.split("@", 1)[0].rsplit(":", 1)[-1]
+    built = built_module_version(program, "sigs.k8s.io/scheduler-plugins")
+    if built == tag:
+        return f"{image} runs {program}, built from scheduler-plugins {built}"
+    sub = _components().SUBSTITUTES.get(("sigs.k8s.io/scheduler-plugins", tag))
+    assert sub is not None and sub.version == built, f"{image}: {program} is scheduler-plugins {built}, not {tag}"
+    return f"{image} runs {program}, built from scheduler-plugins {built} IN PLACE OF {tag}: {sub.why}"
 
 
 def repository(image: str) -> str:
@@ -258,6 +293,9 @@ class Runtime:
         assert command[0] in programs, f"{container['image']}: {command[:1]} has no stand-in program"
         argv = [programs[command[0]], *command[1:], *(container.get("args") or [])]
         mounts += program_mounts(argv[0])
+        notes = []
+        if repository(container["image"]) == versions.GANG_SCHEDULER_REPO:
+            notes.append(f"stand-in: {check_gang_build(container['image'], argv[0])}\n")
         env = self.env(pod, container) | dict(extra_env or {})
         limit = None
         cgroup = None
@@ -274,6 +312,8 @@ class Runtime:
         script = _script(rootfs, mounts, cgroup, security, env, argv)
         log = base / container_name / "log"
         with log.open("ab") as out:
+            out.write("".join(notes).encode())
+            out.flush()
             proc = subprocess.Popen(
                 [tool("unshare"), "--mount", "--propagation", "private", "--", "sh", "-ec", script],
                 stdout=out,

@@ -21,6 +21,12 @@ P = "azure-gpu-k8s:"
 Mutation = Callable[[dict[str, Any]], None]
 
 
+# Public keys made for these tests (ssh-keygen -t rsa -b 1024 / -t ecdsa): Azure refuses both kinds.
+RSA_1024 = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAgQDSlv8S46tuQ2HMjKonflXK5FTk6NttSd/7hkFUngEu/l6RmewdlKNSBst+GQ1rbEVzQXBU4ku201yZ0dolvzomTy1YL/d7mCYJhiadDiZPk6vTmGZml8aVKMzYHS8nGFe3qtimV7ULQVG1/SAUvxudptw0lQhsd46Y8bYe3C/rxw=="
+ECDSA = "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBOsxgWjvhlcX4ptJ9ct62WzdwiescmbJGxR7HkQT7RjIwWi04goXaJ7FBbnWDzQ74aeBDeTFhiwRL878zb1EeEQ="
+RSA_2048 = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQDp/aWospHZGGhzcwZ8m0Pet7t8m9gt/jdODcYlarA44y1fcxX/4uAI9DceBAbrn3raCxN/d7Lu4QWybEe0hDEuc0A2q4fDtW45tkNdHbkYE6nE/FaPtrBA740LtGzzNmMT6eh6RouSVPctZ9d0Sj5ofMGZjyZ6yFTizpV39vGOlGYjKSDy5kYgf4DHF+KOZniGzAWO2eIUB5WkfshMTqJ+DlHad4TvHF+Th04avlZ5sqs5jPeEDf27c1G5g0H/XxW19ora0C+sAHCDnt+VIbg6L5Ydw/qqboZlmC9JabPGPA2kAmO473VYgiSqT38CaMzhJqawkRaZOmVmIGY5H59n"
+
+
 def _set(path: str, value: Any) -> Mutation:
     def apply(config: dict[str, Any]) -> None:
         keys = path.split(".")
@@ -128,6 +134,18 @@ CASES: list[tuple[str, Mutation, str]] = [
         "not an ssh key",
         _set("admin.ssh_public_keys", ["hunter2"]),
         "dev: azure-gpu-k8s:admin.ssh_public_keys: 'hunter2' is not an OpenSSH public key: paste the one line of your *.pub file",
+    ),
+    (
+        "a 1024-bit RSA key",
+        _set("admin.ssh_public_keys", [RSA_1024]),
+        f"dev: azure-gpu-k8s:admin.ssh_public_keys: {RSA_1024[:40]!r} is a 1024-bit RSA key; Azure needs 2048 bits or"
+        " more: use ssh-keygen -t ed25519 (or -t rsa -b 4096)",
+    ),
+    (
+        "an ECDSA key",
+        _set("admin.ssh_public_keys", [ECDSA]),
+        f"dev: azure-gpu-k8s:admin.ssh_public_keys: {ECDSA[:40]!r}: Azure takes no ECDSA key: use an ssh-ed25519 or"
+        " ssh-rsa (2048+) key",
     ),
     (
         "missing admin",
@@ -491,3 +509,14 @@ def test_yaml_merge_keys_work_as_pulumi_reads_them(tmp_path: Path) -> None:
     assert doc == {"a": {"vm_size": "X", "nodes": 2}, "b": {"vm_size": "X", "nodes": 5}}
     with pytest.raises(AgkError, match=r"^f line 3: duplicate key 'nodes' \(first on line 2\): give each key once$"):
         parse_yaml("b:\n  nodes: 1\n  nodes: 2\n", "f")
+
+
+def test_rsa_key_length_is_read_from_the_key() -> None:
+    from modules.stackplan.config import _rsa_bits
+
+    assert (_rsa_bits(RSA_1024), _rsa_bits(RSA_2048), _rsa_bits(ECDSA), _rsa_bits("ssh-rsa AAAA")) == (
+        1024,
+        2048,
+        None,
+        None,
+    )
