@@ -280,6 +280,22 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "azure-native:compute:VirtualMachineScaleSet",
+        "virtualMachineProfile.osProfile.adminUsername",
+        Effect.REFUSED,
+        "azure-rest-api-specs compute VirtualMachineScaleSetUpdateOSProfile: an update takes customData,"
+        " linuxConfiguration, secrets and windowsConfiguration only (no adminUsername)",
+        _NEW_SCALE_SET,
+    ),
+    Rule(
+        "azure-native:compute:VirtualMachineScaleSet",
+        "virtualMachineProfile.osProfile.computerNamePrefix",
+        Effect.REFUSED,
+        "azure-rest-api-specs compute VirtualMachineScaleSetUpdateOSProfile: an update takes customData,"
+        " linuxConfiguration, secrets and windowsConfiguration only (no computerNamePrefix)",
+        _NEW_SCALE_SET,
+    ),
+    Rule(
+        "azure-native:compute:VirtualMachineScaleSet",
         "singlePlacementGroup",
         Effect.ONE_WAY,
         f"{_VMSS_DOC}: changes depend on the current value; REST convertToSinglePlacementGroup converts to false only",

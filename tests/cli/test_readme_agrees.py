@@ -124,6 +124,8 @@ def test_the_kubernetes_versions_table_is_the_versions_module() -> None:
         r = versions.release(minor)
         cells = [c.strip() for c in rest.split(" | ")]
         assert cells[0].split()[0] == r.release(), minor
-        assert cells[1:6] == [r.end_of_life, r.pause, r.coredns, r.kube_state_metrics, r.gang_scheduler or "none"], minor
+        assert cells[1:6] == [r.end_of_life, r.pause, r.coredns, r.kube_state_metrics, r.gang_scheduler or "none"], (
+            minor
+        )
         assert cells[6] == f"{r.containerd_min} or newer", minor
         assert ("*unverified*" in cells[0]) == bool(versions.unverified_rows(minor)), minor

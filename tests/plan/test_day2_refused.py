@@ -118,3 +118,19 @@ def test_every_refusal_says_how_to_do_it() -> None:
     for rule in RULES:
         if rule.effect in (Effect.REFUSED, Effect.GROW_ONLY, Effect.ONE_WAY):
             assert rule.fix, rule
+
+
+def test_renaming_the_admin_user_is_refused_on_scale_sets_too(tmp_path: Path, base: dict[str, Any]) -> None:
+    """A scale set's update model takes no adminUsername (VirtualMachineScaleSetUpdateOSProfile): before, the
+    pools showed plain updates while only the VMs were refused."""
+
+    def rename(config: dict[str, Any]) -> None:
+        config["azure-gpu-k8s:admin"]["username"] = "operator"
+
+    found, _, _ = _case(tmp_path, base, rename)
+    sets = [line(c) for c in found.changes if c.type.endswith(":VirtualMachineScaleSet")]
+    assert sets == [
+        f"update VirtualMachineScaleSet {s} [virtualMachineProfile]"
+        " refused=virtualMachineProfile.osProfile.adminUsername"
+        for s in ("a100-00", "h100-00", "system-00")
+    ]
