@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-# Azure's node health checks (azurehpc-health-checks) fail a node on these XIDs (DOMAIN.md).
+# Azure's node health checks (azurehpc-health-checks) fail a node on these XIDs (github.com/Azure/azurehpc-health-checks, its GPU XID check).
 FATAL_XIDS: tuple[int, ...] = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120)
 
 

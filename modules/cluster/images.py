@@ -1,6 +1,6 @@
 """Every container image the add-ons run: one table, each row with its registry, tag, digest and evidence.
 
-Images come only from registries without anonymous pull limits (DOMAIN.md, "First-boot facts": Docker
+Images come only from registries without anonymous pull limits (docs.docker.com/docker-hub/usage: Docker
 Hub allows 10 anonymous pulls an hour per IP, and a cluster behind one NAT IP pulls as one client).
 A digest is written only where a public, pinned source pairs it with the tag (an OLM bundle's
 ``relatedImages``, the Kubernetes image promoter's manifest, a node's ``status.images``); a row whose
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from modules.errors import ConfigError
 
-# Registries a node may pull from without an anonymous rate limit (DOMAIN.md, "First-boot facts").
+# Registries a node may pull from without an anonymous rate limit (docs.docker.com/docker-hub/usage: Docker Hub limits anonymous pulls per IP).
 RATE_LIMIT_FREE = ("registry.k8s.io", "mcr.microsoft.com", "nvcr.io")
 
 

@@ -456,7 +456,10 @@ def _health(addons: AddonsConfig) -> HealthSpec:
     cfg = addons.health
     xids = cfg.fatal_xids
     if not xids:
-        raise _fail("addons.health.fatal_xids", "empty: list the XIDs that fail a node (see DOMAIN.md)")
+        raise _fail(
+            "addons.health.fatal_xids",
+            "empty: list the XIDs that fail a node (Azure's list: github.com/Azure/azurehpc-health-checks)",
+        )
     bad = [x for x in xids if x <= 0]
     if bad:
         raise _fail("addons.health.fatal_xids", f"{bad[0]} is not an XID: use positive numbers")

@@ -72,7 +72,8 @@ _FEWER_PODS = (
 
 HARD_LIMITS: tuple[Limit, ...] = (
     _hard("vnet-private-ips", 65_536, "private IP addresses per VNet", _NET_LIMITS, _FEWER_PODS),
-    # The newest stored copy of this row is from 2022 (DOMAIN.md); no newer figure has been published.
+    # The newest published copy of this row we found is from 2022 (MicrosoftDocs/azure-docs
+    # includes/azure-virtual-network-limits.md); no newer figure has been published.
     _hard(
         "peered-group-private-ips",
         128_000,

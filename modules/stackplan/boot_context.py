@@ -104,7 +104,9 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: C
     domain = cluster.label_domain
     xids = config.addons.health.fatal_xids
     if not xids:
-        raise ConfigError(f"{PROJECT}:addons.health.fatal_xids: empty: list the XIDs that fail a node (see DOMAIN.md)")
+        raise ConfigError(
+            f"{PROJECT}:addons.health.fatal_xids: empty: list the XIDs that fail a node (Azure's list: github.com/Azure/azurehpc-health-checks)"
+        )
     events = None
     if cluster.events_etcd is not None:
         events = _etcd("events-etcd", cluster.name, cluster.events_etcd, _hosts(addresses.events_etcd), cfg)

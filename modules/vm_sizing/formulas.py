@@ -55,7 +55,8 @@ def cluster_pods(nodes: int, pods_per_node: int) -> int:
 
 
 # -- API server VMs (GCE table, OpenAI's heap figure) ----------------------------------------------
-# GCE's control-plane sizing table (vCPUs by node count); DOMAIN.md: >500 nodes 32, >3,000 nodes 64.
+# GCE's control-plane sizing table (vCPUs by node count: >500 nodes 32, >3,000 nodes 64), from
+# kubernetes.io/docs/setup/best-practices/cluster-large (the section older releases of the page carried).
 APISERVER_VCPUS = ((5, 1), (10, 2), (100, 4), (250, 8), (500, 16), (3000, 32))
 APISERVER_VCPUS_ABOVE = 64
 # OpenAI: up to 70 GB of API server heap at 7,500 nodes; memory grows linearly with nodes.

@@ -150,5 +150,5 @@ def test_empty_fatal_xid_list_is_refused() -> None:
     with pytest.raises(ConfigError) as err:
         prepare_cluster("dev", config, STACKS)
     assert str(err.value) == (
-        f"dev: {P}:addons.health.fatal_xids: empty: list the XIDs that fail a node (see DOMAIN.md)"
+        f"dev: {P}:addons.health.fatal_xids: empty: list the XIDs that fail a node (Azure's list: github.com/Azure/azurehpc-health-checks)"
     )

@@ -74,7 +74,8 @@ def calc(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(CALC), *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
 
 
-# DOMAIN.md's reference table, plus the 5,000 + 1 surge case it notes.
+# The reference table (AKS IP planning: kubenet nodes + 1, Azure CNI (nodes + 1) x (1 + max pods);
+# learn.microsoft.com/azure/aks/concepts-network-ip-address-planning), plus the 5,000 + 1 surge case.
 REFERENCE = [
     (["--plugin", "kubenet", "--nodes", "50"], 51, 26, 59, []),
     (["--plugin", "kubenet", "--nodes", "4999"], 5000, 19, 8187, ["kubenet-node-limit", "vmss-instance-limit"]),

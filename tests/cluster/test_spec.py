@@ -128,7 +128,7 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
         "empty XID list",
         {"health": {"fatal_xids": []}},
         {},
-        "azure-gpu-k8s:addons.health.fatal_xids: empty: list the XIDs that fail a node (see DOMAIN.md)",
+        "azure-gpu-k8s:addons.health.fatal_xids: empty: list the XIDs that fail a node (Azure's list: github.com/Azure/azurehpc-health-checks)",
     ),
     (
         "bad scheduler image tag",

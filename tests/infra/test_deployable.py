@@ -229,7 +229,7 @@ def test_prod_7500_lists_its_prerequisites(state: Callable[[str], State]) -> Non
     h100 = sku("Standard_ND96isr_H100_v5")
     peak = sum(p["nodes"] + math.ceil(p["nodes"] / 100) for p in cluster["gpu_pools"].values())  # 1% surge
     assert quotas[h100.family] == peak * h100.vcpus
-    assert quotas[h100.family] >= 720_000  # DOMAIN.md: about 720,000 ND H100 v5 vCPUs
+    assert quotas[h100.family] >= 720_000  # 7,500 nodes x 96 vCPUs = 720,000 ND H100 v5 vCPUs
     assert prereq["regional_vcpus"] == sum(quotas.values())
     assert all(q["declared"] is None for q in prereq["quotas"])
 

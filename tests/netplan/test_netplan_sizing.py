@@ -1,4 +1,5 @@
-"""Sizing formulas: DOMAIN.md's reference table, each plugin, and the limit warnings."""
+"""Sizing formulas: the reference table (learn.microsoft.com/azure/aks/concepts-network-ip-address-planning),
+each plugin, and the limit warnings."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from modules.netplan.limits import Limits
 from modules.netplan.subnet_sizes import SizingError, parse_surge, prefix_for, size, usable
 
-# DOMAIN.md's reference table: (plugin, nodes, max pods) -> needed, prefix, usable, warning codes.
+# The reference table: (plugin, nodes, max pods) -> needed, prefix, usable, warning codes.
 REFERENCE = [
     ("kubenet", 50, None, 51, 26, 59, []),
     ("kubenet", 4999, None, 5000, 19, 8187, ["kubenet-node-limit", "vmss-instance-limit"]),

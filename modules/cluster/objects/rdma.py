@@ -1,7 +1,7 @@
 """InfiniBand in pods: Mellanox's RDMA shared device plugin advertises ``rdma/ib`` on GPU nodes.
 
 A pod that requests ``rdma/ib: 1`` gets the node's InfiniBand devices (``/dev/infiniband/uverbs*``,
-``rdma_cm``) mounted; GPUs alone give NCCL no InfiniBand path (DOMAIN.md, "First-boot facts"). The
+``rdma_cm``) mounted; GPUs alone give NCCL no InfiniBand path (github.com/Mellanox/k8s-rdma-shared-dev-plugin). The
 HCAs are shared, not split: every requesting pod sees all of them, which is what one training pod
 per node (all GPUs, all rails) wants. Selection: Mellanox's vendor id and the InfiniBand link type,
 so the node's accelerated-networking Ethernet VF (also a Mellanox device) is left out.
