@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from modules import labels as labels_
@@ -14,6 +15,8 @@ Obj = dict[str, Any]
 HEALTH_NS = "gpu-health"
 BALLOON_NS = "balloons"
 GANG_NS = "scheduler-plugins"
+SCRIPT_DIR = Path(__file__).resolve().parent.parent / "scripts"
+"""The stdlib-only programs the in-cluster controllers run from a ConfigMap on the python3 image."""
 
 
 def exception_key(spec: AddonsSpec) -> str:
@@ -202,4 +205,14 @@ def system_nodes(spec: AddonsSpec) -> Obj:
                 "nodeSelectorTerms": [{"matchExpressions": [{"key": spec.accelerator_key, "operator": "DoesNotExist"}]}]
             }
         }
+    }
+
+
+def scripts_configmap(name: str, ns: str, scripts: tuple[str, ...] | list[str], *, app: str) -> Obj:
+    """A ConfigMap of ``scripts`` from ``SCRIPT_DIR``, mounted by the controller that runs them."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta(name, ns, app=app),
+        "data": {script: (SCRIPT_DIR / script).read_text() for script in scripts},
     }

@@ -20,7 +20,6 @@ unprivileged = false``, written by the node bootstrap); admission refuses the wa
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from modules.cluster import images
@@ -35,6 +34,7 @@ from modules.cluster.objects.common import (
     namespace,
     resources,
     scrape_annotations,
+    scripts_configmap,
     service_account,
     tolerate_everything,
 )
@@ -46,7 +46,6 @@ DCGM_PORT, IPTABLES_PORT, NPD_PORT, NPD_HEALTH_PORT = 9400, 9119, 20257, 20256
 HOST_ENGINE = "localhost:5555"
 IPTABLES_APP = "iptables-exporter"
 IPTABLES_SCRIPTS = ("iptables_exporter.py",)
-SCRIPT_DIR = Path(__file__).resolve().parent.parent / "scripts"
 
 DEVICE_PLUGIN_WHY = (
     "root with SYS_ADMIN only (no privilege escalation): the plugin creates its socket in the root-owned "
@@ -200,12 +199,7 @@ def dcgm_exporter(spec: AddonsSpec) -> Obj:
 
 
 def iptables_scripts() -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": meta(f"{IPTABLES_APP}-scripts", HEALTH_NS, app=IPTABLES_APP),
-        "data": {name: (SCRIPT_DIR / name).read_text() for name in IPTABLES_SCRIPTS},
-    }
+    return scripts_configmap(f"{IPTABLES_APP}-scripts", HEALTH_NS, IPTABLES_SCRIPTS, app=IPTABLES_APP)
 
 
 def iptables_exporter(spec: AddonsSpec) -> list[Obj]:

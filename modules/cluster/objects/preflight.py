@@ -14,8 +14,6 @@ The CronJob re-labels a few idle nodes so that nodes are re-tested between jobs.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from modules.cluster import images
 from modules.cluster.objects.common import (
     HEALTH_NS,
@@ -33,6 +31,9 @@ from modules.cluster.objects.common import (
     sized,
     system_nodes,
 )
+from modules.cluster.objects.common import (
+    scripts_configmap as _scripts_configmap,
+)
 from modules.cluster.objects.health import HOST_ENGINE, HOST_NETWORK_WHY, host_network
 from modules.cluster.spec import AddonsSpec
 from modules.vm_sizing.formulas import PAGED_CONTROLLER
@@ -40,7 +41,6 @@ from modules.vm_sizing.formulas import PAGED_CONTROLLER
 APP = "gpu-preflight"
 RETEST = "gpu-preflight-retest"
 SCRIPTS = ("kube.py", "preflight_report.py", "retest_idle.py")
-SCRIPT_DIR = Path(__file__).resolve().parent.parent / "scripts"
 DIAG_WHY = (
     "both containers are restricted (non-root, no capabilities); the pod is on the host network because the "
     "diagnostics run in the host's DCGM engine, which listens on localhost:5555 only"
@@ -58,12 +58,7 @@ def diag_script(spec: AddonsSpec) -> str:
 
 
 def scripts_configmap() -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": meta("gpu-preflight-scripts", HEALTH_NS, app=APP),
-        "data": {name: (SCRIPT_DIR / name).read_text() for name in SCRIPTS},
-    }
+    return _scripts_configmap("gpu-preflight-scripts", HEALTH_NS, SCRIPTS, app=APP)
 
 
 def tolerations(spec: AddonsSpec) -> list[Obj]:

@@ -13,7 +13,6 @@ the GPU nodes fenced, at most ``MAX_REPLACED_PER_RUN`` VMs deleted per run (one 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from modules.cluster import images
@@ -33,6 +32,9 @@ from modules.cluster.objects.common import (
     sized,
     system_nodes,
 )
+from modules.cluster.objects.common import (
+    scripts_configmap as _scripts_configmap,
+)
 from modules.cluster.objects.health import IMDS_WHY, XID_CONDITION, host_network
 from modules.cluster.spec import AddonsSpec
 from modules.netplan.addressing import IMDS
@@ -40,7 +42,6 @@ from modules.vm_sizing.formulas import PAGED_CONTROLLER
 
 APP = "gpu-remediation"
 RULE = "gpu-remediation"
-SCRIPT_DIR = Path(__file__).resolve().parent.parent / "scripts"
 # At most this share of the GPU nodes is ever fenced automatically (a wrong rule's blast radius).
 MAX_FENCED_PERCENT = 10
 # At most this many VMs deleted per run (a run a minute): a wrong rule replaces one VM a minute at
@@ -93,12 +94,7 @@ def rule_configmap(spec: AddonsSpec) -> Obj:
 
 
 def scripts_configmap() -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": meta(f"{APP}-scripts", HEALTH_NS, app=APP),
-        "data": {name: (SCRIPT_DIR / name).read_text() for name in SCRIPTS},
-    }
+    return _scripts_configmap(f"{APP}-scripts", HEALTH_NS, SCRIPTS, app=APP)
 
 
 def cronjob(spec: AddonsSpec) -> Obj:

@@ -14,8 +14,6 @@ RBAC is the documented minimum for an approver (kubernetes.io, Certificate Signi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from modules.cluster import images
 from modules.cluster.objects.common import (
     Obj,
@@ -28,12 +26,14 @@ from modules.cluster.objects.common import (
     service_account,
     system_nodes,
 )
+from modules.cluster.objects.common import (
+    scripts_configmap as _scripts_configmap,
+)
 from modules.cluster.spec import AddonsSpec
 
 NS = "kube-system"
 APP = "kubelet-serving-approver"
 SIGNER = "kubernetes.io/kubelet-serving"
-SCRIPT_DIR = Path(__file__).resolve().parent.parent / "scripts"
 SCRIPTS = ("kube.py", "approve_serving.py")
 MEMORY = "64Mi"
 """One CSR and one Node in memory at a time (paged list, then a watch): the interpreter is most of it."""
@@ -51,12 +51,7 @@ RULES: list[Obj] = [
 
 
 def scripts_configmap() -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": meta(f"{APP}-scripts", NS, app=APP),
-        "data": {name: (SCRIPT_DIR / name).read_text() for name in SCRIPTS},
-    }
+    return _scripts_configmap(f"{APP}-scripts", NS, SCRIPTS, app=APP)
 
 
 def deployment(spec: AddonsSpec) -> Obj:
