@@ -58,6 +58,20 @@ def issuer(cp: ControlPlane, vault_url: str) -> tuple[bt.IssuerConfig, bt.KubeAp
     return config, bt.KubeApi(config.apiserver, config.ca_file, config.cert_file, config.key_file)
 
 
+def csr_object(request: x509.CertificateSigningRequest, signer: str, usages: list[str]) -> dict[str, Any]:
+    """A CertificateSigningRequest object for ``request`` (PEM, base64), to ``kubectl create``."""
+    return {
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {"generateName": "csr-"},
+        "spec": {
+            "request": base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode(),
+            "signerName": signer,
+            "usages": usages,
+        },
+    }
+
+
 class PoolNode:
     """A pool node's files (from the pool's bundle) under ``root``; kubectl as the node would be."""
 
@@ -89,16 +103,7 @@ class PoolNode:
             ]
         )
         request = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(key, hashes.SHA256())
-        csr = {
-            "apiVersion": "certificates.k8s.io/v1",
-            "kind": "CertificateSigningRequest",
-            "metadata": {"generateName": "csr-"},
-            "spec": {
-                "request": base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode(),
-                "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
-                "usages": ["digital signature", "client auth"],
-            },
-        }
+        csr = csr_object(request, "kubernetes.io/kube-apiserver-client-kubelet", ["digital signature", "client auth"])
         made = self.cp.kubectl("create", "-f", "-", "-o", "name", kubeconfig=bootstrap, input=json.dumps(csr))
         assert made.returncode == 0, made.stderr
         name = made.stdout.strip()

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
@@ -41,7 +41,7 @@ from modules.cluster.scripts import approve_serving
 from .cluster import ControlPlane
 from .conftest import Nodes
 from .containers import Running, wait_pods
-from .test_node_join import PoolNode, patch_as, token_secret
+from .test_node_join import PoolNode, csr_object, patch_as, token_secret
 
 CSRS = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
 NAME, PEER = "dev-h100-0000s0", "dev-h100-0000s1"
@@ -97,16 +97,7 @@ def file_csr(
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .sign(key, hashes.SHA256())
     )
-    csr = {
-        "apiVersion": "certificates.k8s.io/v1",
-        "kind": "CertificateSigningRequest",
-        "metadata": {"generateName": "csr-"},
-        "spec": {
-            "request": base64.b64encode(request.public_bytes(serialization.Encoding.PEM)).decode(),
-            "signerName": approve_serving.SIGNER,
-            "usages": ["digital signature", "server auth"],
-        },
-    }
+    csr = csr_object(request, approve_serving.SIGNER, ["digital signature", "server auth"])
     return cp.kubectl("create", "-f", "-", "-o", "name", kubeconfig=kubeconfig, input=json.dumps(csr)), key
 
 
