@@ -71,7 +71,7 @@ schema-check: $(STAMP)
 	  (echo "error: stacks/schema.json is stale: run 'make schema'" >&2; exit 1)
 
 pytest: $(STAMP)
-	$(BIN)/pytest -q -n 2 --dist loadgroup
+	$(BIN)/pytest -q -n 2 --dist loadgroup --durations=20
 
 test: tools azurite components lint typecheck schema-check pytest
 

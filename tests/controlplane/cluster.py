@@ -26,6 +26,7 @@ import json
 import re
 import ssl
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -62,19 +63,53 @@ class Process:
     argv: list[str]
     log: Path
     proc: subprocess.Popen[bytes] | None = None
+    restart: bool = False
+    """Restarted when it exits, as the kubelet restarts a static pod's container (restartPolicy Always, back-off
+    10 s doubling to 5 min): kube-controller-manager and kube-scheduler exit by design when they lose their
+    leader lease (``Leaderelection lost``), which a loaded API server can cause."""
+    restarts: int = 0
+    _stopped: bool = False
+    _supervisor: threading.Thread | None = None
 
     def start(self) -> None:
+        self._stopped = False
+        self._spawn()
+        if self.restart and self._supervisor is None:
+            self._supervisor = threading.Thread(target=self._supervise, name=f"restart {self.name}", daemon=True)
+            self._supervisor.start()
+
+    def _spawn(self) -> None:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT)
 
+    def _supervise(self) -> None:
+        backoff = 10.0
+        while not self._stopped:
+            proc = self.proc
+            if proc is None or proc.poll() is None:
+                time.sleep(0.5)
+                continue
+            time.sleep(backoff)
+            if self._stopped:
+                return
+            self.restarts += 1
+            with self.log.open("ab") as out:
+                out.write(f"--- restarted (exit {proc.returncode}), restart {self.restarts}\n".encode())
+            self._spawn()
+            backoff = min(backoff * 2, 300.0)
+
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        """Running, or (``restart``) to be restarted."""
+        if self.proc is None or self._stopped:
+            return False
+        return self.restart or self.proc.poll() is None
 
     def tail(self, lines: int = 25) -> str:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
 
     def stop(self) -> None:
+        self._stopped = True
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -83,6 +118,9 @@ class Process:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=2)
+            self._supervisor = None
 
 
 @dataclass
@@ -306,7 +344,8 @@ def build(ctx: BootstrapContext, root: Path) -> ControlPlane:
         for pod in STATIC_PODS:
             argv = [tool("unshare"), "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', host.name]
             argv += argv_on_loopback(cp, host, pod)
-            host.processes[pod] = Process(f"{host.name}/{pod}", argv, root / f"{host.name}-{pod}.log")
+            log = root / f"{host.name}-{pod}.log"
+            host.processes[pod] = Process(f"{host.name}/{pod}", argv, log, restart=pod != "kube-apiserver")
     return cp
 
 

@@ -187,21 +187,30 @@ class Kwok:
 
 
 def ready(cp: ControlPlane, names: Iterable[str], timeout: float = 120) -> None:
-    """Wait until every named node reports Ready (kwok's node-initialize stage)."""
+    """Wait until every named node reports Ready (kwok's node-initialize stage). Listed in pages, as a
+    client of a 7,500-node cluster must: one whole LIST is ~100 MB and outlasts a 30 s read."""
     want = set(names)
     deadline = time.monotonic() + timeout
     while True:
-        code, body = cp.call("GET", "/api/v1/nodes")
-        assert code == 200, body
-        done = {
-            n["metadata"]["name"]
-            for n in body["items"]
-            if any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions") or [])
-        }
+        done: set[str] = set()
+        token = ""
+        while True:
+            code, body = cp.call("GET", "/api/v1/nodes?limit=500" + (f"&continue={token}" if token else ""))
+            assert code == 200, body
+            done |= {
+                n["metadata"]["name"]
+                for n in body["items"]
+                if any(
+                    c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions") or []
+                )
+            }
+            token = body["metadata"].get("continue", "")
+            if not token:
+                break
         if want <= done:
             return
         assert time.monotonic() < deadline, f"not Ready: {sorted(want - done)[:10]}"
-        time.sleep(0.5)
+        time.sleep(0.5 if len(want) < 1000 else 5)
 
 
 def nodes_json(cp: ControlPlane, selector: str = "") -> Iterator[dict[str, Any]]:

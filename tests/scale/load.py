@@ -151,8 +151,14 @@ class Loader:
         url = urlsplit(self.cp.url)
         return http.client.HTTPSConnection(url.hostname or "", url.port, context=self.cp.context(), timeout=120)
 
-    def run(self, jobs: Iterable[tuple[str, str, dict[str, Any]]]) -> tuple[int, float]:
-        """(method, path, body) jobs; returns (requests done, seconds). Any refusal but 409 fails."""
+    def run(
+        self,
+        jobs: Iterable[tuple[str, str, dict[str, Any]]],
+        as_user: Callable[[dict[str, Any]], dict[str, str]] | None = None,
+    ) -> tuple[int, float]:
+        """(method, path, body) jobs; returns (requests done, seconds). Any refusal but 409 fails.
+        ``as_user``: body -> extra headers for its request (``Impersonate-User`` and ``-Group``: the admin acting as
+        a node, as each node's kubelet would with its own credential)."""
         work: queue.Queue[tuple[str, str, dict[str, Any]] | None] = queue.Queue(maxsize=self.workers * 8)
         errors: list[str] = []
         done = [0]
@@ -163,9 +169,11 @@ class Loader:
             while (job := work.get()) is not None:
                 method, path, body = job
                 data = json.dumps(body).encode()
+                headers = {"Content-Type": _ctype(method), "Accept": "application/json"}
+                headers |= as_user(body) if as_user else {}
                 for attempt in range(5):
                     try:
-                        conn.request(method, path, data, {"Content-Type": _ctype(method), "Accept": "application/json"})
+                        conn.request(method, path, data, headers)
                         resp = conn.getresponse()
                         out = resp.read()
                         break

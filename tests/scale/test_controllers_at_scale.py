@@ -11,19 +11,27 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import ipaddress
 import json
 import time
 import urllib.request
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from modules.cluster.manifests import render_manifests
-from modules.cluster.objects import gang
+from modules.cluster.objects import gang, serving_certs
+from modules.cluster.scripts import approve_serving
 from tests.controlplane.cluster import ControlPlane, wait
 from tests.controlplane.containers import Running, Runtime, quantity_bytes
+from tests.controlplane.test_node_join import csr_object
 
 from .conftest import Fleet
+from .load import Loader, node_body
 
 HEALTH = "gpu-health"
 
@@ -132,6 +140,151 @@ def _retest(fleet_api: Fleet, runtime: Runtime, name: str) -> None:
         f"\nidle re-test at {len(fleet_api.nodes)} nodes, {fleet_api.pods} pods: peak {peak / 2**20:.0f} MiB of {limit_of(pod, 'retest') / 2**20:.0f} MiB"
     )
     assert peak < limit_of(pod, "retest")
+
+
+def serving_csrs(fleet: Fleet) -> list[dict[str, Any]]:
+    """Every node's kubelet serving CSR, as a kubelet with ``serverTLSBootstrap: true`` files it: O=system:nodes,
+    CN=system:node:<name>, its Node's addresses as subjectAltNames (one key for all: signing 7,586 requests is
+    the test's cost, not the approver's)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    out = []
+    for i, node in enumerate(fleet.nodes):
+        body = node_body(node, i, fleet.prep.addons.preflight_key)
+        dns, ips = approve_serving.node_addresses(body)
+        names: list[x509.GeneralName] = [x509.DNSName(d) for d in sorted(dns)]
+        names += [x509.IPAddress(ipaddress.ip_address(a)) for a in sorted(ips)]
+        subject = x509.Name(
+            [
+                x509.NameAttribute(NameOID.ORGANIZATION_NAME, approve_serving.NODES_GROUP),
+                x509.NameAttribute(NameOID.COMMON_NAME, f"{approve_serving.NODE_PREFIX}{node.name}"),
+            ]
+        )
+        request = (
+            x509.CertificateSigningRequestBuilder()
+            .subject_name(subject)
+            .add_extension(x509.SubjectAlternativeName(names), critical=False)
+            .sign(key, hashes.SHA256())
+        )
+        csr = csr_object(request, approve_serving.SIGNER, ["digital signature", "server auth"])
+        csr["metadata"] = {"name": f"serving-{node.name}"}
+        out.append(csr)
+    return out
+
+
+def as_node(csr: dict[str, Any]) -> dict[str, str]:
+    """The CSR filed as its node: the API server fills ``spec.username``/``groups`` from the (impersonated)
+    requester, as it does from a kubelet's client certificate."""
+    node = csr["metadata"]["name"].removeprefix("serving-")
+    return {
+        "Impersonate-User": f"{approve_serving.NODE_PREFIX}{node}",
+        "Impersonate-Group": approve_serving.NODES_GROUP,
+    }
+
+
+def approved(cp: ControlPlane) -> tuple[int, int]:
+    """(approved, denied) kubelet-serving CSRs, counted page by page."""
+    yes = no = 0
+    token = ""
+    while True:
+        page = cp.get(
+            f"{approve_serving.CSRS}?limit=1000&fieldSelector=spec.signerName%3D{approve_serving.SIGNER}"
+            + (f"&continue={token}" if token else "")
+        )
+        for csr in page["items"]:
+            types = {c["type"] for c in csr.get("status", {}).get("conditions") or []}
+            yes += "Approved" in types
+            no += "Denied" in types
+        token = page["metadata"].get("continue", "")
+        if not token:
+            return yes, no
+
+
+def test_the_serving_approver_approves_every_nodes_csr_within_its_limit(fleet_api: Fleet, runtime: Runtime) -> None:
+    """A mass boot: every node's kubelet files its serving CSR, half before the approver starts (its paged
+    sweep finds them) and half while it watches. Each is checked against its Node and approved, with the
+    approver under its manifest's memory limit throughout."""
+    cp = fleet_api.cp
+    csrs = serving_csrs(fleet_api)
+    half = len(csrs) // 2
+    loader = Loader(cp)
+    loader.run((("POST", approve_serving.CSRS, c) for c in csrs[:half]), as_user=as_node)
+    pod = pod_of(fleet_api, rendered(fleet_api, "Deployment", serving_certs.APP), "approver-at-scale")
+    run = runtime.start(pod, "approve")
+    try:
+        loader.run((("POST", approve_serving.CSRS, c) for c in csrs[half:]), as_user=as_node)
+        began = time.monotonic()
+
+        def done() -> bool:
+            assert run.alive() and not run.oom_killed(), f"approver died (limit {run.limit}):\n{run.output()[-2000:]}"
+            return sum(approved(cp)) >= len(csrs)
+
+        wait(f"the approver to decide {len(csrs):,} CSRs", done, [], timeout=1200)
+        took = time.monotonic() - began
+        yes, no = approved(cp)
+        assert (yes, no) == (len(csrs), 0), run.output()[-3000:]
+        peak = run.peak_bytes()
+        print(
+            f"\nkubelet-serving approver at {len(fleet_api.nodes)} nodes: {yes:,} CSRs approved, the last {took:.0f} s "
+            f"after the last was filed; peak {peak / 2**20:.0f} MiB of {limit_of(pod, 'approve') / 2**20:.0f} MiB"
+        )
+        assert peak < limit_of(pod, "approve")
+    finally:
+        run.stop()
+
+
+def test_the_preflight_reporter_releases_its_node_within_its_limit_at_fleet_size(
+    fleet_api: Fleet, runtime: Runtime
+) -> None:
+    """One GPU node back in preflight (label and taint, as a re-test or a new node has them) among 7,586: the
+    rendered gpu-preflight DaemonSet's ``report`` container, under its limit, releases that node and only it.
+    It reads one Node (never a list), so its memory does not follow the fleet; this proves it at that size."""
+    cp, key = fleet_api.cp, fleet_api.prep.addons.preflight_key
+    node = next(n for n in fleet_api.nodes if n.pool == "h100-d")
+    held = cp.get(f"/api/v1/nodes/{node.name}")
+    taint = {"key": key, "value": "pending", "effect": "NoSchedule"}
+    code, out = cp.call_patch(
+        f"/api/v1/nodes/{node.name}",
+        {"metadata": {"labels": {key: "pending"}}, "spec": {"taints": [*(held["spec"].get("taints") or []), taint]}},
+    )
+    assert code == 200, out
+    (ds,) = [
+        d
+        for d in render_manifests(fleet_api.prep.addons)
+        if d["kind"] == "DaemonSet" and d["metadata"]["name"] == "gpu-preflight"
+    ]
+    template = ds["spec"]["template"]
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"preflight-{node.name}",
+            "namespace": ds["metadata"]["namespace"],
+            "labels": template["metadata"]["labels"],
+        },
+        "spec": copy.deepcopy(template["spec"]) | {"nodeName": node.name},
+    }
+    code, pod = cp.call("POST", f"/api/v1/namespaces/{ds['metadata']['namespace']}/pods", body)
+    assert code == 201, pod
+    (runtime.volume(pod, "results") / "status").write_text("pass\n")
+    run = runtime.start(pod, "report")
+    try:
+        wait(
+            f"the reporter to release {node.name}",
+            lambda: key not in cp.get(f"/api/v1/nodes/{node.name}")["metadata"]["labels"],
+            [],
+            timeout=120,
+        )
+        after = cp.get(f"/api/v1/nodes/{node.name}")
+        assert not [t for t in after["spec"].get("taints") or [] if t["key"] == key], after["spec"]
+        assert after["metadata"]["annotations"][f"{key}-result"] == "passed"
+        peak = run.peak_bytes()
+        print(
+            f"\npreflight reporter at {len(fleet_api.nodes)} nodes: peak {peak / 2**20:.0f} MiB of "
+            f"{limit_of(pod, 'report') / 2**20:.0f} MiB"
+        )
+        assert run.alive() and not run.oom_killed() and peak < limit_of(pod, "report")
+    finally:
+        run.stop()
 
 
 def test_kube_state_metrics_serves_the_fleet_within_its_limit(fleet_with_pods: Fleet, runtime: Runtime) -> None:
