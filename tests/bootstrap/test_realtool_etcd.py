@@ -37,7 +37,7 @@ class Member:
     config: Path
     client_url: str
     log: Path
-    unit: str = ""
+    unit: str
     """The member's rendered etcd.service: ``Cluster.start`` runs its ExecStart."""
     proc: subprocess.Popen[bytes] | None = None
 
