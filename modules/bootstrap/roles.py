@@ -450,8 +450,8 @@ def _etcd_joined(member: Host, endpoint: str) -> NodeFile:
 ETCD_UNIT = PATHS.unit("etcd.service")
 ETCD_USER_STEP = Step(
     "etcd-user",
-    # The image may carry the user, or only its group; Debian's etcd-server package made the same system
-    # user (home /var/lib/etcd, no login), which a host reimaged from an older image keeps.
+    # etcd.service runs as etcd. The image may carry the user, or only its group (useradd --user-group
+    # refuses a name whose group exists): create what is missing, once; a later boot finds the user.
     "id -u etcd >/dev/null 2>&1 || useradd --system --no-create-home --home-dir "
     f"{PATHS.etcd_mount} --shell /usr/sbin/nologin "
     "$(getent group etcd >/dev/null && echo --gid etcd || echo --user-group) etcd",
