@@ -86,6 +86,7 @@ def member_files(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> MemberB
         textfile=f"{TEXTFILE_DIR}/agk_etcd_backup.prom",
         account_url_file=etcd_snapshot.ACCOUNT_URL_FILE,
         host_config=host_boot.HOST_CONFIG,
+        etcd_bin=PATHS.etcd_bin,
     )
     service = render(
         "agk-etcd-snapshot.service.j2",

@@ -54,6 +54,9 @@ class NodePaths:
     etcd_pki: str = "/etc/etcd/pki"
     etcd_config: str = "/etc/etcd/etcd.conf.yml"
     etcd_mount: str = "/var/lib/etcd"
+    etcd_bin: str = "/usr/local/bin"
+    """Where the node image installs etcd, etcdctl and etcdutl of the versions table's release
+    (``versions.ETCD``, upstream's tarball); nothing on an etcd member runs another etcd."""
     node_exporter_textfiles: str = "/var/lib/prometheus/node-exporter"
     """node-exporter's textfile directory (Debian's and Ubuntu's package reads it by default)."""
     prom_pki: str = "/etc/prometheus/pki"
@@ -70,6 +73,10 @@ class NodePaths:
 
     def unit(self, name: str) -> str:
         return f"/etc/systemd/system/{name}"
+
+    def etcd_program(self, name: str) -> str:
+        """``etcd``, ``etcdctl`` or ``etcdutl`` as the node image installs it."""
+        return f"{self.etcd_bin}/{name}"
 
 
 PATHS = NodePaths()

@@ -436,8 +436,40 @@ ETCD_JOIN_WAIT_S = 600
 
 
 def _etcd_joined(member: Host, endpoint: str) -> NodeFile:
-    text = render("etcd-joined.sh.j2", name=member.name, endpoint=endpoint, pki=PATHS.etcd_pki, wait_s=ETCD_JOIN_WAIT_S)
+    text = render(
+        "etcd-joined.sh.j2",
+        name=member.name,
+        endpoint=endpoint,
+        pki=PATHS.etcd_pki,
+        wait_s=ETCD_JOIN_WAIT_S,
+        etcdctl=PATHS.etcd_program("etcdctl"),
+    )
     return _script("etcd-joined.sh", text)
+
+
+ETCD_UNIT = PATHS.unit("etcd.service")
+ETCD_USER_STEP = Step(
+    "etcd-user",
+    # etcd.service runs as etcd. The image may carry the user, or only its group (useradd --user-group
+    # refuses a name whose group exists): create what is missing, once; a later boot finds the user.
+    "id -u etcd >/dev/null 2>&1 || useradd --system --no-create-home --home-dir "
+    f"{PATHS.etcd_mount} --shell /usr/sbin/nologin "
+    "$(getent group etcd >/dev/null && echo --gid etcd || echo --user-group) etcd",
+)
+
+
+def _etcd_release(role: Role) -> tuple[NodeFile, ...]:
+    """The member's own unit for the image's upstream etcd, and the step script that checks its release."""
+    unit = render(
+        "etcd.service.j2",
+        role=role,
+        bin=PATHS.etcd_bin,
+        etcd=PATHS.etcd_program("etcd"),
+        data_mount=PATHS.etcd_mount,
+        config_file=PATHS.etcd_config,
+    )
+    check = render("etcd-version.sh.j2", bin=PATHS.etcd_bin, version=versions.ETCD)
+    return _unit("etcd.service", unit), _script("etcd-version.sh", check)
 
 
 def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBundle:
@@ -453,7 +485,6 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
         peer_port=ETCD_PEER_PORT,
         metrics_port=ETCD_METRICS_PORT,
     )
-    unit = render("etcd-service-override.conf.j2", data_mount=PATHS.etcd_mount, config_file=PATHS.etcd_config)
     d = PATHS.etcd_pki
     secrets = (
         SecretFile(f"{d}/ca.crt", f"cert:{pki.ETCD_CA}"),
@@ -465,7 +496,8 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
         SecretFile(f"{d}/healthcheck-client.key", f"key:{pki.ETCD_HEALTHCHECK}"),
     )
     device = PATHS.local_nvme if etcd.storage == "local-nvme" else PATHS.azure_data_disk
-    packages = ("etcd-server", "etcd-client", "prometheus-node-exporter")
+    # etcd itself is the image's (PATHS.etcd_bin, the versions table's release), never a distribution package.
+    packages = ("prometheus-node-exporter",)
     # Scheduled snapshots to blob storage: the main etcd only, when enabled (etcd_backup.py says why).
     from modules.bootstrap.etcd_backup import member_files
 
@@ -478,7 +510,7 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
         files=(
             *_common(etcd.role),
             NodeFile(PATHS.etcd_config, "etcd.conf.yml", config),
-            NodeFile(PATHS.unit("etcd.service.d/10-agk.conf"), "systemd/etcd.service.d/10-agk.conf", unit),
+            *_etcd_release(etcd.role),
             _etcd_joined(member, f"https://{member.ip}:{ETCD_CLIENT_PORT}"),
             _sysctl(ctx, etcd.role, node=False, forwarding=False),
             *backup.files,
@@ -487,9 +519,11 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
         facts=backup.facts,
         disk=DataDisk(device, "etcd", PATHS.etcd_mount),
         steps=(
+            Step("etcd-version", f"sh {PATHS.script('etcd-version.sh')}", tries=1),
             Step("packages", apt_install(*packages)),
             UNBLOCK_STEP,
             SYSCTL_STEP,
+            ETCD_USER_STEP,
             Step("etcd-data", f"install -d -o etcd -g etcd -m 0700 {PATHS.etcd_mount}/data"),
             Step("etcd-pki", f"chown -R etcd:etcd {PATHS.etcd_pki}"),
             RELOAD_STEP,
@@ -1108,7 +1142,7 @@ def _restart_for(path: str) -> Restart | None:
     if path.startswith(PATHS.manifests + "/"):
         pod = path.rsplit("/", 1)[1].removesuffix(".yaml")
         return Restart(pod, "static-pod", (path,), "apiserver" if pod == "kube-apiserver" else "")
-    if path in (PATHS.etcd_config, PATHS.unit("etcd.service.d/10-agk.conf")) or path.startswith(PATHS.etcd_pki + "/"):
+    if path in (PATHS.etcd_config, ETCD_UNIT) or path.startswith(PATHS.etcd_pki + "/"):
         return Restart("etcd.service", "restart", (path,), "etcd")
     if path in (PATHS.kubelet_config, PATHS.kubelet_dropin):
         return Restart("kubelet.service", "restart", (path,))

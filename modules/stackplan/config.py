@@ -206,7 +206,8 @@ class ImageConfig(_Model):
 
 
 # Defaults (verify with `az vm image list ... --all` and raise them deliberately): Ubuntu 24.04 for
-# the control plane (its etcd-server package is the etcd line the bootstrap tests run), and Azure's
+# the control plane (its etcd members run the versions table's upstream etcd, which the image build
+# installs, never Ubuntu's etcd-server package: the 3.4 line, out of support), and Azure's
 # HPC image for GPU nodes (NVIDIA driver, MOFED/InfiniBand, DCGM, container toolkit preinstalled).
 # Versions seen pinned in public deployments (Azure/azhpc-images tags map to `22.04.<YYYYMMDD>01`).
 UBUNTU_2404 = {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "24.04.202609040"}

@@ -1,4 +1,5 @@
-"""Real etcd clusters (3 members for dev, 5 for prod-7500) from the rendered etcd.conf.yml.
+"""Real etcd clusters (3 members for dev, 5 for prod-7500) from the rendered etcd.conf.yml, each member
+started by its rendered etcd.service's ExecStart (``as_the_unit_starts``).
 
 Only addresses, ports and paths are rewritten (every member on 127.0.0.1, its own ports, a
 temporary directory); TLS, timing, quota and compaction are the rendered values. Certificates
@@ -7,7 +8,9 @@ come from the same PKI spec ClusterPki deploys.
 
 from __future__ import annotations
 
+import os
 import random
+import shlex
 import socket
 import subprocess
 import time
@@ -34,7 +37,19 @@ class Member:
     config: Path
     client_url: str
     log: Path
+    unit: str
+    """The member's rendered etcd.service: ``Cluster.start`` runs its ExecStart."""
     proc: subprocess.Popen[bytes] | None = None
+
+
+def as_the_unit_starts(unit: str, etcd: str, config: Path) -> list[str]:
+    """The rendered unit's ExecStart, with the image's etcd replaced by ``etcd`` (the table's release, built
+    here) and the config file path by ``config`` (the member's config rewritten onto loopback)."""
+    execs = [v for k, _, v in (line.partition("=") for line in unit.splitlines()) if k.strip() == "ExecStart"]
+    assert len(execs) == 1, unit
+    argv = shlex.split(execs[0])
+    assert argv[0] == PATHS.etcd_program("etcd"), argv
+    return [etcd, *(str(config) if a == PATHS.etcd_config else a for a in argv[1:])]
 
 
 _HANDED_OUT: set[int] = set()
@@ -109,9 +124,11 @@ class Cluster:
     etcdctl: str
     client_cert: tuple[Path, Path, Path]
 
-    def start(self, member: Member) -> None:
+    def start(self, member: Member, env: dict[str, str] | None = None) -> None:
+        """The member's etcd as its unit starts it (``env``: added to the environment)."""
+        argv = as_the_unit_starts(member.unit, self.etcd, member.config)
         with member.log.open("ab") as log:
-            member.proc = subprocess.Popen([self.etcd, "--config-file", str(member.config)], stdout=log, stderr=log)
+            member.proc = subprocess.Popen(argv, stdout=log, stderr=log, env={**os.environ, **(env or {})})
 
     def kill(self, member: Member) -> None:
         assert member.proc is not None
@@ -176,7 +193,8 @@ def lay_out(
             path.chmod(0o600)
         config = home / "etcd.conf.yml"
         config.write_text(_rewrite(node.file("etcd.conf.yml").content, ports, home))
-        out.append(Member(name, config, f"https://127.0.0.1:{ports[(hosts[name], 2379)]}", home / "etcd.log"))
+        unit = node.file("systemd/etcd.service").content
+        out.append(Member(name, config, f"https://127.0.0.1:{ports[(hosts[name], 2379)]}", home / "etcd.log", unit))
     return out, ports
 
 

@@ -107,6 +107,8 @@ def _settings(ctx: BootstrapContext, member: Member, az: Azurite, imds_url: str)
         textfile=str(home / "textfile" / "agk_etcd_backup.prom"),
         imds=imds_url,
         cafile=az.cafile,
+        # The image's etcdctl and etcdutl (PATHS.etcd_bin): here, the table's build.
+        etcd_bin=str(Path(tool("etcdctl")).parent),
         # Where the member's files are: its host.json and the account URL its bundle carries.
         **host_facts(home / "facts", az.account_url, f"client-{member.name}"),
     )
@@ -130,8 +132,7 @@ def test_snapshots_upload_to_blob_storage_and_restore_into_a_fresh_cluster(
 ) -> None:
     require("etcd")
     require("etcdctl")
-    # The host programs find etcdctl and etcdutl on PATH, as on a member: the pinned build's, first.
-    monkeypatch.setenv("PATH", f"{Path(require('etcdutl')).parent}:{os.environ['PATH']}")
+    require("etcdutl")
     ctx = context("dev")
     assert ctx.etcd.backup is not None
     interval = ctx.etcd.backup.every_minutes * 60
@@ -156,7 +157,8 @@ def test_snapshots_upload_to_blob_storage_and_restore_into_a_fresh_cluster(
         idents = {m.name: StorageImds(f"client-{m.name}") for m in old.members}
         urls = {name: stack.enter_context(serve(fake)) for name, fake in idents.items()}
         settings = {m.name: _settings(ctx, m, az, urls[m.name]) for m in old.members}
-        env = {**os.environ, "PATH": f"{Path(tool('etcdctl')).parent}:/usr/bin:/bin"}
+        # Nothing of etcd on PATH: the host programs run the image's by its path (the settings' etcd_bin).
+        env = {**os.environ, "PATH": "/usr/bin:/bin"}
 
         # Member 0's timer, as the host runs it: python3 /opt/agk/lib/etcd_snapshot.py (its own imports).
         run = subprocess.run(
@@ -218,6 +220,7 @@ def test_snapshots_upload_to_blob_storage_and_restore_into_a_fresh_cluster(
                 == 0
             )
             assert lines[0].startswith(f"snapshot {outcome.uploaded}: taken"), lines
+            assert etcd_restore.WATCHERS in lines and lines.index(etcd_restore.WATCHERS) < len(lines) - 1
         assert (
             calls
             == [

@@ -165,6 +165,7 @@ def test_renewing_every_members_certificates_one_at_a_time_keeps_quorum_and_ever
                 roots[n] / PATHS.etcd_config.lstrip("/"),
                 f"https://127.0.0.1:{ports[(ip[n], ETCD_CLIENT_PORT)]}",
                 tmp_path / f"{n}.log",
+                node_bundle(dev, "etcd", n).file("systemd/etcd.service").content,
             )
             for n in members
         ],

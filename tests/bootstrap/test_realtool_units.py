@@ -2,9 +2,11 @@
 drop-in, `containerd config dump` on every containerd configuration.
 
 `systemd-analyze verify --root` loads the units from a throwaway root holding the image's units
-(this machine's /usr/lib/systemd/system, which has containerd's and etcd's from the Debian
-packages), the kubelet package's unit, and the files the role writes. A command a unit runs must be
-a real program here, or one a named boot step installs (then an empty stand-in marks its place).
+(this machine's /usr/lib/systemd/system, which has containerd's from the Debian package), the kubelet
+package's unit, and the files the role writes. etcd's unit is ours, whole (no package's unit under it),
+and runs the real etcd of the versions table (tools/bin, built at that release) from where the image
+puts it. A command a unit runs must be a real program here, or one a named boot step installs (then an
+empty stand-in marks its place).
 """
 
 from __future__ import annotations
@@ -18,8 +20,12 @@ from typing import Any
 
 import pytest
 
+from modules.bootstrap import versions
 from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import ROLES, NodeBundle, bundle, names
+
+from .conftest import tool
 
 # kubernetes/release cmd/krel/templates/latest/kubelet/kubelet.service: what the pkgs.k8s.io
 # kubelet package installs as /usr/lib/systemd/system/kubelet.service.
@@ -38,38 +44,14 @@ RestartSec=10
 [Install]
 WantedBy=multi-user.target
 """
-# Stand-in for what Ubuntu's etcd-server package installs as /usr/lib/systemd/system/etcd.service (its
-# Debian packaging, debian/etcd-server.service), which our drop-in extends: this machine has no Debian etcd
-# (3.4, out of support), so the unit is written here as the kubelet's is.
-ETCD_UNIT = """[Unit]
-Description=etcd - highly-available key value store
-Documentation=https://etcd.io/docs
-Documentation=man:etcd
-After=network.target
-Wants=network-online.target
-
-[Service]
-Environment=DAEMON_ARGS=
-Environment=ETCD_NAME=%H
-Environment=ETCD_DATA_DIR=/var/lib/etcd/default
-EnvironmentFile=-/etc/default/%p
-Type=notify
-User=etcd
-ExecStart=/usr/bin/etcd $DAEMON_ARGS
-Restart=on-abnormal
-LimitNOFILE=65536
-
-[Install]
-WantedBy=multi-user.target
-"""
 # Programs that exist only after a boot step has installed them.
 INSTALLED_BY_STEPS = {
     "/usr/bin/kubelet": "kubelet-package",
-    # Ubuntu's etcd-server (the packages step): not this machine's, which has no Debian etcd (3.4, out of support).
-    "/usr/bin/etcd": "packages",
     "/usr/local/bin/prometheus": "prometheus-release",
     "/usr/local/bin/alertmanager": "alertmanager-release",
 }
+IMAGE_ETCD = ("etcd", "etcdctl", "etcdutl")
+"""Installed by the node image build into PATHS.etcd_bin (no boot step, no package)."""
 UNIT_DIR = "/etc/systemd/system/"
 # Keys newer than Debian bookworm's containerd (1.6.20): the nodes run 1.7 or later (Ubuntu's and
 # the HPC image's packages), and `config dump` of 1.6 drops what it does not know.
@@ -101,8 +83,6 @@ def _root(tmp: Path, node: NodeBundle) -> tuple[Path, list[str]]:
     shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
     (root / "lib").symlink_to("usr/lib")
     (root / "usr/lib/systemd/system/kubelet.service").write_text(KUBELET_UNIT)
-    if not (root / "usr/lib/systemd/system/etcd.service").exists():
-        (root / "usr/lib/systemd/system/etcd.service").write_text(ETCD_UNIT)
     units = []
     for f in node.files:
         if f.path.startswith(UNIT_DIR):
@@ -126,6 +106,9 @@ def _root(tmp: Path, node: NodeBundle) -> tuple[Path, list[str]]:
         target.parent.mkdir(parents=True, exist_ok=True)
         if Path(program).is_file():
             shutil.copy2(program, target)
+        elif Path(program).parent == Path(PATHS.etcd_bin) and Path(program).name in IMAGE_ETCD:
+            # The node image's etcd: the versions table's release, which is what tools/bin holds.
+            shutil.copy2(tool(Path(program).name), target)
         elif program in INSTALLED_BY_STEPS and any(s.name == INSTALLED_BY_STEPS[program] for s in node.steps):
             target.write_text(f"#!/bin/sh\n# stand-in: the {INSTALLED_BY_STEPS[program]} boot step installs it\n")
             target.chmod(0o755)
@@ -153,6 +136,29 @@ def test_systemd_accepts_every_unit(ctx: BootstrapContext, require: Callable[[st
         checked |= set(units)
     assert {"kubelet.service", "containerd.service", "agk-node-network.service", "agk-boot-health.service"} <= checked
     assert {"etcd.service", "prometheus.service", "agk-node-identity.service", "agk-service-nat.service"} <= checked
+
+
+@pytest.mark.realtool
+def test_etcd_runs_from_a_whole_unit_of_ours(
+    dev: BootstrapContext, require: Callable[[str], str], tmp_path: Path
+) -> None:
+    """etcd's unit stands alone: verified in a root with no other etcd.service, no drop-in beside it, and
+    what it starts is the table's etcd where the image installs it."""
+    analyze = require("systemd-analyze")
+    node = bundle(dev, "etcd", names(dev, "etcd")[0])
+    assert not [f.path for f in node.files if f.path.startswith(UNIT_DIR + "etcd.service.d/")]
+    root, units = _root(tmp_path, node)
+    assert not (root / "usr/lib/systemd/system/etcd.service").exists()
+    assert (root / PATHS.unit("etcd.service").lstrip("/")).is_file() and "etcd.service" in units
+    run = subprocess.run(
+        [analyze, "verify", f"--root={root}", "--man=no", "etcd.service"], capture_output=True, text=True, check=False
+    )
+    assert run.returncode == 0 and not (run.stdout + run.stderr).strip(), run.stdout + run.stderr
+    assert _exec_paths(node.file("systemd/etcd.service").content) == [PATHS.etcd_program("etcd")]
+    version = subprocess.run(
+        [str(root / PATHS.etcd_program("etcd").lstrip("/")), "--version"], capture_output=True, text=True, check=True
+    )
+    assert version.stdout.splitlines()[0] == f"etcd Version: {versions.ETCD}"
 
 
 @pytest.mark.realtool

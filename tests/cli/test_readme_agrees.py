@@ -129,3 +129,37 @@ def test_the_kubernetes_versions_table_is_the_versions_module() -> None:
         )
         assert cells[6] == f"{r.containerd_min} or newer", minor
         assert ("*unverified*" in cells[0]) == bool(versions.unverified_rows(minor)), minor
+
+
+def test_the_etcd_boot_names_the_tables_release_and_where_the_image_puts_it() -> None:
+    from modules.bootstrap import versions
+    from modules.bootstrap.layout import PATHS
+
+    boot = _section("Node boot, role by role")
+    etcd = " ".join(boot[boot.index("**etcd, events-etcd**") :].split("\n\n")[0].split())
+    assert f"({versions.ETCD}, `versions.ETCD`)" in etcd
+    assert f"`{PATHS.etcd_program('etcd')} --config-file {PATHS.etcd_config}`" in etcd
+    assert "etcd-server" not in etcd.replace("Ubuntu's `etcd-server` is the 3.4 line", "")
+
+
+def test_the_restore_runbook_restarts_every_watcher_the_addons_run() -> None:
+    """Every Deployment and DaemonSet the add-ons render holds watches (the balloons' pause pods aside) and
+    the pool nodes' static pods too: after a restore the runbook restarts each, with a command that reaches it."""
+    from modules.bootstrap.roles import POOL_STATIC_PODS
+    from modules.cluster.manifests import render_manifests
+    from modules.cluster.objects.common import BALLOON_NS
+    from tests.cluster.conftest import spec_of
+
+    runbook = _section("etcd backup and restore")
+    step = runbook[runbook.index("\n6. ") : runbook.index("\n7. ")]
+    objects = render_manifests(spec_of("prod-7500"))
+    deployments = {o["metadata"]["namespace"] for o in objects if o["kind"] == "Deployment"} - {BALLOON_NS}
+    assert deployments >= {"kube-system", "scheduler-plugins"}
+    for ns in deployments:
+        assert f"`kubectl -n {ns} rollout restart deployment`" in " ".join(step.split()), ns
+    assert any(o["kind"] == "DaemonSet" for o in objects)
+    assert '"$ns" rollout restart daemonset' in " ".join(step.split())
+    for ref in POOL_STATIC_PODS:
+        assert f"crictl ps -q --name {ref.split('/')[1]}" in " ".join(step.split()), ref
+    for control in ("kube-apiserver.yaml", "kube-controller-manager.yaml", "kube-scheduler.yaml", "restart kubelet"):
+        assert control in step, control

@@ -15,6 +15,7 @@ from modules.bootstrap.etcd_backup import ACCOUNT_URL_FACT
 from modules.bootstrap.host import etcd_snapshot
 from modules.bootstrap.host.boot import HOST_CONFIG
 from modules.bootstrap.host.etcd_snapshot import BackupError, Outcome, Settings, due
+from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import alert_rules, bundle
 from tests.bootstrap.conftest import context, tool
 from tests.host.loopback import serve
@@ -169,7 +170,7 @@ def test_a_failed_run_exits_1_with_one_line_and_records_it(tmp_path: Path) -> No
     assert etcd_snapshot.main(["--config", str(tmp_path / "absent.json")]) == 2
 
 
-def test_a_save_refused_while_etcd_restarts_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_save_refused_while_etcd_restarts_is_tried_again(tmp_path: Path) -> None:
     # A stand-in etcdctl: refused on the first call (its member restarting), the snapshot on the second.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -181,11 +182,11 @@ def test_a_save_refused_while_etcd_restarts_is_tried_again(tmp_path: Path, monke
         'for last; do :; done; echo snapshot > "$last"\n'
     )
     (bin_dir / "etcdctl").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     conf = {"advertise-client-urls": "https://10.0.0.1:2379"}
     waits: list[float] = []
     dest = tmp_path / "s.db"
-    etcd_snapshot.save(_settings(tmp_path), conf, str(dest), 60, sleep=waits.append)
+    s = _settings(tmp_path, etcd_bin=str(bin_dir))
+    etcd_snapshot.save(s, conf, str(dest), 60, sleep=waits.append)
     assert dest.read_text() == "snapshot\n" and waits == [etcd_snapshot.SAVE_RETRY_S]
     # Refused every time: the run fails after its tries, naming the endpoint and etcdctl's last line.
     calls.write_text("")
@@ -193,5 +194,29 @@ def test_a_save_refused_while_etcd_restarts_is_tried_again(tmp_path: Path, monke
     with pytest.raises(
         BackupError, match=r"^etcdctl snapshot save from https://10\.0\.0\.1:2379: exit 1: connection refused$"
     ):
-        etcd_snapshot.save(_settings(tmp_path), conf, str(dest), 60, sleep=waits.append)
+        etcd_snapshot.save(s, conf, str(dest), 60, sleep=waits.append)
     assert len(waits) == etcd_snapshot.SAVE_TRIES
+
+
+def test_etcds_programs_run_from_the_images_folder_not_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The image's etcdctl and etcdutl (the table's release, PATHS.etcd_bin) are the ones run, even with another
+    release first on PATH (an image may still carry Debian's 3.4 etcdctl in /usr/bin); none there: one line."""
+    raw = json.loads(bundle(context("dev"), "etcd", "dev-etcd-0").file("etcd-backup.json").content)
+    assert raw["etcd_bin"] == PATHS.etcd_bin
+    image, other = tmp_path / "image", tmp_path / "other"
+    for folder, says in ((image, "table"), (other, "other")):
+        folder.mkdir()
+        for name in ("etcdctl", "etcdutl"):
+            (folder / name).write_text(
+                f'#!/bin/sh\necho {says} >> "{tmp_path}/ran"\nfor last; do :; done; echo x > "$last"\n'
+            )
+            (folder / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{other}:/usr/bin:/bin")
+    s = _settings(tmp_path, etcd_bin=str(image))
+    etcd_snapshot.save(s, {"advertise-client-urls": "https://10.0.0.1:2379"}, str(tmp_path / "s.db"), 60)
+    assert (tmp_path / "ran").read_text() == "table\n"
+    with pytest.raises(BackupError) as err:
+        etcd_snapshot.snapshot_status(str(tmp_path / "empty"), str(tmp_path / "s.db"))
+    assert str(err.value) == (
+        f"{tmp_path}/empty/etcdutl is not installed: it ships with etcd in the node image (the versions table's etcd)"
+    )

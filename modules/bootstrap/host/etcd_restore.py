@@ -22,7 +22,10 @@ and an older etcdctl's restore leaves the snapshot's member list in the v3 backe
 membership from: the restored member then looks for the old cluster's peers; seen with Debian's etcdctl
 3.4 against etcd 3.6.16). It bumps the revision past anything the old cluster wrote and marks it compacted
 (``--bump-revision``/``--mark-compacted``, etcd-io/etcd#16029; etcd's v3.6 recovery guide, "Restoring
-with revision bump"), so Kubernetes watchers see revisions move forward, get "compacted" and relist.
+with revision bump"), so Kubernetes watchers see revisions move forward, get "compacted" and relist. The
+runbook then restarts every watcher anyway (``WATCHERS``), as Kubernetes' guide recommends
+(kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd, "Restoring an etcd cluster").
+etcdutl runs from the settings' ``etcd_bin`` (the image's release), never from PATH.
 """
 
 from __future__ import annotations
@@ -50,6 +53,13 @@ UNITS_BEFORE = ("agk-etcd-snapshot.timer", "agk-etcd-snapshot.service", "etcd.se
 """Stopped before the data directory changes (the timer first, so no snapshot of a half-restored member)."""
 BUMP_REVISION = 1_000_000_000
 """Revisions etcdutl adds on restore: more than a cluster writes between two snapshots."""
+WATCHERS = (
+    "then restart every watcher (README, etcd backup and restore, step 6): the API servers, kube-controller-manager, "
+    "kube-scheduler, the gang scheduler and kube-system's Deployments, every DaemonSet, and on every node the "
+    "kubelet and kube-proxy"
+)
+"""What the operator does once every member is restored: every client holding a watch or a cache starts afresh
+(Kubernetes' "Operating etcd clusters", Restoring an etcd cluster)."""
 
 
 def choose(container: blob.Container, s: Settings, name: str) -> blob.Blob:
@@ -65,25 +75,17 @@ def choose(container: blob.Container, s: Settings, name: str) -> blob.Blob:
     raise BackupError(f"no snapshot {name!r} under {s.container}/{s.prefix}: `list` shows the names held")
 
 
-def fetch(container: blob.Container, snapshot: blob.Blob, dest: str) -> dict[str, int]:
+def fetch(container: blob.Container, snapshot: blob.Blob, dest: str, etcd_bin: str) -> dict[str, int]:
     """Download ``snapshot`` to ``dest`` and check it: returns its ``snapshot status``."""
     got = container.get(snapshot.name, dest)
-    status = etcd_snapshot.snapshot_status(dest)
+    status = etcd_snapshot.snapshot_status(etcd_bin, dest)
     recorded = got.metadata.get("revision")
     if recorded and int(recorded) != status["revision"]:
         raise BackupError(f"{snapshot.name}: revision {status['revision']} is not the {recorded} recorded at upload")
     return status
 
 
-def _restore_tool() -> list[str]:
-    """``etcdutl snapshot restore``: the only restore etcd 3.6 ships."""
-    util = etcd_snapshot.tool("etcdutl")
-    if util is None:
-        raise BackupError("etcdutl is not installed: it ships with etcd in the node image (/usr/local/bin/etcdutl)")
-    return [util, "snapshot", "restore"]
-
-
-def rebuild(config_path: str, snapshot_file: str, *, stamp: str, owner: str | None = "etcd") -> str:
+def rebuild(config_path: str, snapshot_file: str, *, etcd_bin: str, stamp: str, owner: str | None = "etcd") -> str:
     """Restore ``snapshot_file`` as this member (from etcd's config file) into a new data directory and
     swap it in; returns the directory kept aside (empty string when there was none)."""
     conf = etcd_snapshot.etcd_config(config_path)
@@ -92,7 +94,10 @@ def rebuild(config_path: str, snapshot_file: str, *, stamp: str, owner: str | No
     if os.path.exists(staged):
         shutil.rmtree(staged)
     argv = [
-        *_restore_tool(),
+        # etcdutl's restore, the only one etcd 3.6 ships, of the member's own release (the module docstring).
+        etcd_snapshot.tool(etcd_bin, "etcdutl"),
+        "snapshot",
+        "restore",
         snapshot_file,
         f"--name={conf['name']}",
         f"--initial-cluster={conf['initial-cluster']}",
@@ -145,11 +150,11 @@ def restore(
         return 0
     os.makedirs(s.spool, mode=0o700, exist_ok=True)
     dest = os.path.join(s.spool, snapshot.name.rsplit("/", 1)[-1])
-    status = fetch(container, snapshot, dest)
+    status = fetch(container, snapshot, dest, s.etcd_bin)
     out(f"downloaded and checked: revision {status['revision']}, {status['totalKey']} keys, hash {status['hash']}")
     systemctl("stop", *UNITS_BEFORE)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    kept = rebuild(s.etcd_config, dest, stamp=stamp, owner=owner)
+    kept = rebuild(s.etcd_config, dest, etcd_bin=s.etcd_bin, stamp=stamp, owner=owner)
     os.unlink(dest)
     if kept:
         out(f"previous data directory kept as {kept}: remove it once the cluster is healthy")
@@ -158,6 +163,7 @@ def restore(
     # The snapshot timer stays stopped until every member is restored (the runbook's last step starts
     # it): a snapshot of a half-restored cluster would become the "latest" a later member restores.
     out(f"{conf['name']} restored; etcd starting. Restore the other members from {snapshot.name}, then check health")
+    out(WATCHERS)
     out("then, on every member: sudo systemctl start agk-etcd-snapshot.timer; sudo rm /etc/agk/hold")
     with open(os.path.join(s.spool, "last-restore.json"), "w") as f:
         json.dump({"snapshot": snapshot.name, "at": stamp, "revision": status["revision"], "kept": kept}, f)

@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -84,6 +83,9 @@ class Settings:
     """Holds the storage account's blob service URL, ``https://<account>.blob.core.windows.net``."""
     host_config: str
     """The host's facts (``/etc/agk/host.json``): ``client_id`` names its identity for IMDS tokens."""
+    etcd_bin: str
+    """Where the node image installs etcdctl and etcdutl of the member's own release (layout ``etcd_bin``):
+    the programs run from there, whatever else is on PATH (an image may still carry Debian's 3.4 etcdctl)."""
     imds: str = imds.ENDPOINT
     account_url: str | None = None
     """Blob service URL; None: read ``account_url_file`` at each run."""
@@ -184,8 +186,12 @@ def due(latest: float | None, now: float, every_minutes: int, members: int) -> b
     return now - latest >= interval - interval / (2 * members)
 
 
-def tool(name: str) -> str | None:
-    return shutil.which(name) or shutil.which(name, path="/usr/bin:/usr/local/bin")
+def tool(etcd_bin: str, name: str) -> str:
+    """``etcd_bin/name`` (etcdctl, etcdutl); BackupError when the image does not carry it there."""
+    path = os.path.join(etcd_bin, name)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise BackupError(f"{path} is not installed: it ships with etcd in the node image (the versions table's etcd)")
+    return path
 
 
 def etcd_env() -> dict[str, str]:
@@ -204,11 +210,9 @@ def _run(argv: list[str], what: str) -> str:
     return done.stdout
 
 
-def snapshot_status(path: str) -> dict[str, int]:
+def snapshot_status(etcd_bin: str, path: str) -> dict[str, int]:
     """``snapshot status -w json`` (hash, revision, totalKey, totalSize): reads the whole file and checks it."""
-    util = tool("etcdutl")
-    if util is None:  # etcd 3.6 removed etcdctl's snapshot status
-        raise BackupError("etcdutl is not installed: it ships with etcd in the node image (/usr/local/bin/etcdutl)")
+    util = tool(etcd_bin, "etcdutl")  # etcd 3.6 removed etcdctl's snapshot status
     out = _run([util, "snapshot", "status", path, "-w", "json"], f"snapshot status {path}")
     try:
         status = json.loads(out)
@@ -226,9 +230,7 @@ the save is tried again after the restart rather than failing the interval."""
 def save(
     s: Settings, conf: dict[str, str], dest: str, timeout_s: int, sleep: Callable[[float], None] = time.sleep
 ) -> None:
-    ctl = tool("etcdctl")
-    if ctl is None:
-        raise BackupError("etcdctl is not installed: it ships with etcd in the node image (/usr/local/bin/etcdctl)")
+    ctl = tool(s.etcd_bin, "etcdctl")
     endpoint = conf["advertise-client-urls"].split(",")[0]
     argv = [
         ctl,
@@ -283,7 +285,7 @@ def run(
     with tempfile.TemporaryDirectory(dir=s.spool) as work:
         path = os.path.join(work, "snapshot.db")
         save(s, conf, path, timeout_s=max(600, s.every_minutes * 60))
-        status = snapshot_status(path)
+        status = snapshot_status(s.etcd_bin, path)
         name = blob_name(s, member, now)
         size = os.path.getsize(path)
         container.put(
