@@ -10,6 +10,8 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from modules.bootstrap.encryption import MAX_KEYS
+
 _DURATION = re.compile(r"^[1-9][0-9]*(s|m|h)$")
 UNSET_SHA256 = "0" * 64
 """A checksum not yet taken: nodes refuse the download (so fail closed) and `agk plan` lists the step."""
@@ -19,6 +21,7 @@ AZURE_CNI_URL = (
 )
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_KEY_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
 
 
 class _Model(BaseModel):
@@ -88,6 +91,30 @@ class ControlPlaneTuning(_Model):
     )
     client_burst: int | None = Field(default=None, description="Their API burst (default: 2 x QPS).")
     audit_log_max_age_days: int = Field(default=7, ge=1, le=365, description="Days of audit log kept.")
+    encryption_keys: list[str] = Field(
+        default_factory=lambda: ["secrets-1"],
+        description="Names of the keys that encrypt Secrets in etcd (secretbox; the cluster stack generates "
+        "each key, modules/bootstrap/encryption.py), in the order the API servers try them: the first "
+        'encrypts new writes, every one decrypts. One key, two during a rotation (README "Encryption at '
+        'rest": add the new name last, then move it first, rewrite, drop the old). Renaming or removing a '
+        "key that still encrypts data makes those Secrets unreadable.",
+    )
+
+    @field_validator("encryption_keys")
+    @classmethod
+    def _encryption_keys(cls, v: list[str]) -> list[str]:
+        if not 1 <= len(v) <= MAX_KEYS:
+            raise ValueError(f"{len(v)} keys: list 1 key, or {MAX_KEYS} while rotating (the new one and the old one)")
+        for name in v:
+            if not _KEY_NAME.match(name):
+                raise ValueError(
+                    f"{name!r} is not a valid key name: use 2-32 lowercase letters, digits and '-', "
+                    "starting with a letter"
+                )
+        twice = [name for name in v if v.count(name) > 1]
+        if twice:
+            raise ValueError(f"{twice[0]!r} is listed twice: list each key once")
+        return v
 
     @model_validator(mode="after")
     def _positive(self) -> ControlPlaneTuning:

@@ -144,6 +144,8 @@ class ControlPlaneHosts:
     client_qps: int
     client_burst: int
     audit_log_max_age_days: int
+    encryption_keys: tuple[str, ...]
+    """Secret encryption keys by name, in the API servers' order: the first encrypts (encryption.py)."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from modules.bootstrap import alerting, node_tokens
+from modules.bootstrap import alerting, encryption, node_tokens
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.host import bundle as host_bundle
 from modules.bootstrap.host.vault import SECRET_LIMIT
@@ -162,12 +162,17 @@ def standin_pems(spec: PkiSpec) -> dict[str, str]:
         sizes[f"key:{cert.name}"] = KEY_PEM_BYTES
     for pair in spec.key_pairs:
         sizes[f"key:{pair}"], sizes[f"pub:{pair}"] = KEY_PEM_BYTES, PUB_PEM_BYTES
+    for key in spec.encryption_keys:
+        # An Ed25519 PEM is shorter; the size is moot anyway: only the derived key reaches a bundle.
+        sizes[encryption.seed_secret(key)] = KEY_PEM_BYTES
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
     out = {}
     for name, size in sizes.items():
         rng = random.Random(name)
         body = "".join(rng.choice(alphabet) for _ in range(size))
         out[name] = "\n".join(body[i : i + 64] for i in range(0, size, 64)) + "\n"
+    if spec.encryption_keys:  # rendered from the seeds exactly as ClusterPki renders it: its real size
+        out[encryption.CONFIG_SECRET] = encryption.config_yaml(spec.encryption_keys, out)
     return out
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from ipaddress import IPv4Address
 from typing import Literal
 
+from modules.bootstrap import encryption
 from modules.bootstrap.context import BootstrapContext, EtcdCluster
 from modules.bootstrap.host.bootstrap_tokens import ISSUER_USER
 
@@ -90,6 +91,9 @@ class PkiSpec:
     certs: tuple[CertSpec, ...]
     key_pairs: tuple[str, ...]
     """Bare key pairs (the service-account signing key): ``key:<name>`` and ``pub:<name>``."""
+    encryption_keys: tuple[str, ...] = ()
+    """Seeds of the Secret encryption keys (Ed25519 keys, ``encryption.seed_secret``) and, when there are
+    any, the EncryptionConfiguration built from them (``encryption.CONFIG_SECRET``)."""
 
     def cert(self, name: str) -> CertSpec:
         for c in self.certs:
@@ -101,6 +105,8 @@ class PkiSpec:
         names = [f"{kind}:{ca.name}" for ca in self.cas for kind in ("cert", "key")]
         names += [f"{kind}:{c.name}" for c in self.certs for kind in ("cert", "key")]
         names += [f"{kind}:{k}" for k in self.key_pairs for kind in ("key", "pub")]
+        names += [encryption.seed_secret(k) for k in self.encryption_keys]
+        names += [encryption.CONFIG_SECRET] if self.encryption_keys else []
         return tuple(names)
 
 
@@ -173,4 +179,9 @@ def pki_spec(ctx: BootstrapContext) -> PkiSpec:
     certs += [replace(c, validity_hours=lifetime_hours(n)) for n, c in enumerate(shared)]
     # No pool certificate: kubelets join with their pool's bootstrap token (docs/bootstrap-tokens.md),
     # and their node certificates come from the controller-manager's signer (NodeRestriction holds).
-    return PkiSpec(cas=cas, certs=tuple(certs), key_pairs=(SERVICE_ACCOUNT,))
+    return PkiSpec(
+        cas=cas,
+        certs=tuple(certs),
+        key_pairs=(SERVICE_ACCOUNT,),
+        encryption_keys=ctx.control_plane.encryption_keys,
+    )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_tls as tls
 
+from modules.bootstrap import encryption
 from modules.bootstrap.pki import CA_USAGES, EARLY_RENEWAL_HOURS, CaSpec, CertSpec, PkiSpec
 
 ALGORITHM = "ECDSA"
@@ -20,7 +21,7 @@ class ClusterPkiArgs:
 
 
 class ClusterPki(pulumi.ComponentResource):
-    """CAs, leaf certificates and the service-account key pair of one cluster.
+    """CAs, leaf certificates, the service-account key pair and the Secret encryption keys of one cluster.
 
     ``secrets`` maps ``cert:<name>``, ``key:<name>`` and ``pub:<name>`` to secret PEM outputs;
     ``customdata.custom_data`` reads them by the names a node bundle asks for.
@@ -43,8 +44,23 @@ class ClusterPki(pulumi.ComponentResource):
             key = self._key(name, pair, child)
             self.secrets[f"key:{pair}"] = pulumi.Output.secret(key.private_key_pem)
             self.secrets[f"pub:{pair}"] = pulumi.Output.secret(key.public_key_pem)
+        self._encryption(name, args.spec.encryption_keys, child)
         self.ca_certs = pulumi.Output.all(**{n: c.cert_pem for n, (_, c) in cas.items()}).apply(dict)
         self.register_outputs({"ca_certs": self.ca_certs, "secret_names": sorted(self.secrets)})
+
+    def _encryption(self, name: str, keys: tuple[str, ...], opts: pulumi.ResourceOptions) -> None:
+        """One Ed25519 key per Secret encryption key (its 32 random bytes are the seed encryption.derive_key
+        hashes) and the EncryptionConfiguration built from them. A key keeps its material for as long as
+        its name stays in the list (the resource's name is the key's)."""
+        if not keys:
+            return
+        seeds = {}
+        for key_name in keys:
+            seed = encryption.seed_secret(key_name)
+            key = tls.PrivateKey(f"{name}-encryption-{key_name}-key", algorithm="ED25519", opts=opts)
+            seeds[seed] = self.secrets[seed] = pulumi.Output.secret(key.private_key_pem)
+        rendered = pulumi.Output.all(**seeds).apply(lambda got: encryption.config_yaml(keys, got))
+        self.secrets[encryption.CONFIG_SECRET] = pulumi.Output.secret(rendered)
 
     def _key(self, name: str, what: str, opts: pulumi.ResourceOptions) -> tls.PrivateKey:
         return tls.PrivateKey(f"{name}-{what}-key", algorithm=ALGORITHM, ecdsa_curve=CURVE, opts=opts)

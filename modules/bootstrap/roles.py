@@ -24,7 +24,7 @@ from importlib import resources
 from typing import Literal, get_args
 
 from modules import labels
-from modules.bootstrap import alerting, dashboards, monitoring, node_tokens, pki, versions
+from modules.bootstrap import alerting, dashboards, encryption, monitoring, node_tokens, pki, versions
 from modules.bootstrap.config import AZURE_CNI_URL
 from modules.bootstrap.context import (
     ALERTMANAGER_CLUSTER_PORT,
@@ -624,7 +624,12 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         hostname=name,
         packages=packages,
         files=(*files, *issuer_files),
-        secrets=(*(SecretFile(f"{PATHS.pki}/{f}", s) for f, s in secret_map.items()), *issuer_secrets),
+        secrets=(
+            *(SecretFile(f"{PATHS.pki}/{f}", s) for f, s in secret_map.items()),
+            *issuer_secrets,
+            # The Secret encryption keys: on API server hosts only (no other role encrypts or decrypts).
+            SecretFile(PATHS.encryption_config, encryption.CONFIG_SECRET),
+        ),
         facts=issuer_facts,
         disk=None,
         steps=(

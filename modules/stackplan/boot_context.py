@@ -69,6 +69,7 @@ def _control_plane(nodes: int, hosts: tuple[Host, ...], cfg: BootstrapConfig) ->
         client_qps=qps,
         client_burst=tuning.client_burst or formulas.client_burst(qps),
         audit_log_max_age_days=tuning.audit_log_max_age_days,
+        encryption_keys=tuple(tuning.encryption_keys),
     )
 
 

@@ -1,4 +1,5 @@
-"""Issue the cluster's PKI spec with ``cryptography``: the same subjects, SANs, usages as ClusterPki."""
+"""Issue the cluster's PKI spec with ``cryptography``: the same subjects, SANs, usages as ClusterPki, and the
+Secret encryption keys' seeds and configuration as ClusterPki makes them."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from ipaddress import IPv4Address
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from modules.bootstrap import encryption
 from modules.bootstrap.pki import CertSpec, PkiSpec
 
 EKU = {"server_auth": ExtendedKeyUsageOID.SERVER_AUTH, "client_auth": ExtendedKeyUsageOID.CLIENT_AUTH}
@@ -83,6 +85,13 @@ def issue(spec: PkiSpec, only: set[str] | None = None) -> dict[str, str]:
             .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
             .decode()
         )
+    for name in spec.encryption_keys:  # what ClusterPki's ED25519 tls.PrivateKey gives: PKCS#8 PEM
+        seed = ed25519.Ed25519PrivateKey.generate()
+        out[encryption.seed_secret(name)] = seed.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode()
+    if spec.encryption_keys:
+        out[encryption.CONFIG_SECRET] = encryption.config_yaml(spec.encryption_keys, out)
     return out
 
 

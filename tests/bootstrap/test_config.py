@@ -94,6 +94,25 @@ CASES = [
         f"{P}:cluster.kubernetes_version: kubernetes_version '1.31' is not supported: use 1.35, 1.36 or 1.37",
     ),
     (
+        {"bootstrap.control_plane.encryption_keys": ["secrets-1", "secrets-2", "secrets-3"]},
+        f"{P}:bootstrap.control_plane.encryption_keys: 3 keys: list 1 key, or 2 while rotating "
+        "(the new one and the old one)",
+    ),
+    (
+        {"bootstrap.control_plane.encryption_keys": []},
+        f"{P}:bootstrap.control_plane.encryption_keys: 0 keys: list 1 key, or 2 while rotating "
+        "(the new one and the old one)",
+    ),
+    (
+        {"bootstrap.control_plane.encryption_keys": ["secrets-1", "secrets-1"]},
+        f"{P}:bootstrap.control_plane.encryption_keys: 'secrets-1' is listed twice: list each key once",
+    ),
+    (
+        {"bootstrap.control_plane.encryption_keys": ["Key_1"]},
+        f"{P}:bootstrap.control_plane.encryption_keys: 'Key_1' is not a valid key name: use 2-32 lowercase "
+        "letters, digits and '-', starting with a letter",
+    ),
+    (
         {"bootstrap.preflight_timeout": "soon"},
         f"{P}:bootstrap.preflight_timeout: preflight_timeout 'soon' is not a duration: use e.g. '30s', '5m' or '1h'",
     ),

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from modules.bootstrap import delivery, pki
+from modules.bootstrap import delivery, encryption, pki
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.delivery import (
     KEY_PEM_BYTES,
@@ -51,7 +51,10 @@ def test_certificate_stand_ins_are_at_least_as_large_as_real_ones(ctx: Bootstrap
         assert len(standin[name]) >= len(pem), name
         if name.startswith("cert:"):
             assert len(standin[name]) <= len(pem) + 400, name  # an upper bound, not a guess in the dark
-    assert {len(standin[n]) for n in standin if n.startswith("key:")} == {KEY_PEM_BYTES + 4}
+    pems = [n for n in standin if n.startswith("key:") and n != encryption.CONFIG_SECRET]
+    assert {len(standin[n]) for n in pems} == {KEY_PEM_BYTES + 4}
+    # The encryption configuration is rendered from the stand-in seeds as from real ones: exactly its size.
+    assert len(standin[encryption.CONFIG_SECRET]) == len(real[encryption.CONFIG_SECRET])
     assert len(standin["pub:service-account"]) == PUB_PEM_BYTES + 3
 
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import base64
 from ipaddress import IPv4Address
 from typing import Any
 
 import pulumi
+import yaml
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from modules.bootstrap import pki
+from modules.bootstrap import encryption, pki
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.host.bootstrap_tokens import ISSUER_USER
+from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import bundle
 from tests.mock_runtime import settled
 
@@ -98,8 +101,11 @@ def test_cluster_pki_resources_and_the_bundle(dev: BootstrapContext) -> None:
         assert len(by_type["tls:index/selfSignedCert:SelfSignedCert"]) == len(spec.cas)
         assert len(by_type["tls:index/locallySignedCert:LocallySignedCert"]) == len(spec.certs)
         keys = by_type["tls:index/privateKey:PrivateKey"]
-        assert len(keys) == len(spec.cas) + len(spec.certs) + len(spec.key_pairs)
-        assert {k.inputs["algorithm"] for k in keys} == {"ECDSA"}
+        assert len(keys) == len(spec.cas) + len(spec.certs) + len(spec.key_pairs) + len(spec.encryption_keys)
+        # The PKI's keys are ECDSA; the Secret encryption keys' seeds are Ed25519 (32 random bytes each).
+        seeds = {f"dev-pki-encryption-{k}-key" for k in spec.encryption_keys}
+        assert {k.inputs["algorithm"] for k in keys if k.name not in seeds} == {"ECDSA"}
+        assert {k.name: k.inputs["algorithm"] for k in keys if k.name in seeds} == dict.fromkeys(seeds, "ED25519")
         csr = next(
             r for r in by_type["tls:index/certRequest:CertRequest"] if r.name == "dev-pki-etcd-peer-dev-etcd-1-csr"
         )
@@ -120,5 +126,35 @@ def test_cluster_pki_resources_and_the_bundle(dev: BootstrapContext) -> None:
         assert files["/etc/etcd/pki/server.crt"] == "CERT dev-pki-etcd-server-dev-etcd-1\n"
         assert files["/etc/etcd/etcd.conf.yml"] == bundle(dev, "etcd", "dev-etcd-1").file("etcd.conf.yml").content
         assert files[ACCOUNT_URL_FILE] == url + "\n"  # the deploy-time fact, beside the PEMs
+        assert not [p for p in files if p.startswith(PATHS.encryption_dir)]  # an etcd member never holds the key
 
     check(values)
+
+
+def test_cluster_pki_renders_the_encryption_config_into_the_api_servers_bundle(dev: BootstrapContext) -> None:
+    """ClusterPki derives each Secret encryption key from its Ed25519 seed and renders the configuration; an API
+    server's bundle (what its Key Vault secrets hold) carries it at the flag's path, 0600, and a Pulumi secret."""
+    from modules.bootstrap import node_tokens
+    from modules.bootstrap.customdata import bundle_parts
+    from modules.bootstrap.host import bundle as host_bundle
+    from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
+
+    pulumi.runtime.set_mocks(Capture(), preview=False)
+    component = ClusterPki("dev-pki", ClusterPkiArgs(spec=pki.pki_spec(dev)))
+    host = dev.control_plane.apiservers[0].name
+    facts = {k: pulumi.Output.from_input(v) for k, v in node_tokens.standin_facts(dev).items()}
+    parts = bundle_parts(dev, component, "apiserver", host, facts)
+    texts, secret = settled(
+        pulumi.Output.all(pulumi.Output.all(*parts), component.secrets[encryption.CONFIG_SECRET].is_secret())
+    )
+    names = [host_bundle.part_name("s", i + 1) for i in range(len(texts))]
+    doc = host_bundle.decode(host_bundle.join(dict(zip(names, texts, strict=True)).__getitem__, "s"))
+    (written,) = [f for f in doc["files"] if f["path"] == PATHS.encryption_config]
+    assert (written["mode"], written["owner"], secret) == ("0600", "root:root", True)
+    (entry,) = yaml.safe_load(written["content"])["resources"]
+    (key,) = entry["providers"][0]["secretbox"]["keys"]
+    # The mock's PEM for the seed resource: the key is derived from exactly that resource's key.
+    assert key == {
+        "name": "secrets-1",
+        "secret": base64.b64encode(encryption.derive_key("KEY dev-pki-encryption-secrets-1-key\n")).decode(),
+    }
