@@ -14,11 +14,11 @@ from modules.azure.control_plane import ControlPlane, ControlPlaneArgs, EtcdGrou
 from modules.azure.hosts import NatHost, NatHostArgs, PrometheusHosts, PrometheusHostsArgs
 from modules.azure.hub import HubNetwork, HubNetworkArgs
 from modules.azure.node_pool import NodePool, NodePoolArgs
-from modules.stackplan.config import RepairsConfig
 from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import BLOB_ROLES, ClusterStorage, ClusterStorageArgs, Grant, account_name
 from modules.netplan.limits import Limits
 from modules.netplan.plan import SubnetRequest, VNetSpec, plan_vnet
+from modules.stackplan.config import RepairsConfig
 from modules.vm_sizing.scale_sets import split_pool
 from tests.mock_runtime import settled
 
