@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -228,3 +229,21 @@ def test_not_before_parses_the_documented_format() -> None:
     got = se.not_before({"NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT"})
     assert got == dt.datetime(2016, 9, 19, 18, 29, 47, tzinfo=dt.timezone.utc)  # noqa: UP017
     assert se.not_before({"NotBefore": ""}) is None
+
+
+@pytest.mark.parametrize(("role", "pool"), [("gpu-node", "h100"), ("gpu-node", "a100"), ("system-node", "system")])
+def test_every_pool_node_runs_the_agent_with_the_kubelets_credential(role: str, pool: str) -> None:
+    from modules.bootstrap.roles import KUBELET_CLIENT_CERT, SCHEDULED_EVENTS_UNIT, bundle
+    from tests.bootstrap.conftest import context
+
+    node = bundle(context("dev"), role, pool)  # type: ignore[arg-type]
+    unit = node.file(f"systemd/{SCHEDULED_EVENTS_UNIT}").content
+    (line,) = [x for x in unit.splitlines() if x.startswith("ExecStart=")]
+    words = line.removeprefix("ExecStart=").split()
+    assert words[:2] == ["/usr/bin/python3", "/opt/agk/lib/scheduled_events.py"]
+    args = dict(zip(words[2::2], words[3::2], strict=True))
+    assert args["--credential"] == KUBELET_CLIENT_CERT and args["--annotation"].endswith("/drained-for")
+    assert node.file("lib/scheduled_events.py").content == Path(se.__file__).read_text()
+    assert any(s.name == "scheduled-events" and SCHEDULED_EVENTS_UNIT in s.command for s in node.steps)
+    # A new agent from the hourly sync is restarted (it keeps no state a restart loses: the cordon is annotated).
+    assert any(r.unit == SCHEDULED_EVENTS_UNIT and r.action == "restart" for r in node.restarts)
