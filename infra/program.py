@@ -437,6 +437,7 @@ def _node_pools(s: _Spoke, controllers: ClusterIdentities) -> dict[str, NodePool
                 ),
                 earlier_sets=tuple(ordered),
                 in_flight=cluster.scale_sets_in_flight,
+                repairs=cluster.repairs,
             ),
         )
         ordered += node_pools[pool.name].scale_set_resources

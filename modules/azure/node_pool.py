@@ -8,7 +8,7 @@ ipAddressCount = 1 + maxPods). Only the primary would ever join a load balancer 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 from pulumi_azure_native import compute, managedidentity
@@ -17,6 +17,7 @@ from modules import tags as tagging
 from modules.azure.context import DeployContext
 from modules.azure.vm import boot_data, ssh_only
 from modules.bootstrap.context import BOOT_HEALTH_PATH, BOOT_HEALTH_PORT
+from modules.stackplan.config import RepairsConfig
 from modules.vm_sizing.scale_sets import ScaleSetPlan
 
 
@@ -56,6 +57,8 @@ class NodePoolArgs:
     """The cluster's scale sets created before this pool's, in order (the waves run across pools)."""
     in_flight: int = 0
     """Scale sets in flight at once: each set waits for the one this many places before it (0: no waves)."""
+    repairs: RepairsConfig = field(default_factory=RepairsConfig)
+    """Automatic instance repairs (action, grace period) and the terminate notification's notice."""
 
 
 # Application Health extension, rich health states (virtual-machine-scale-sets-health-extension): the
@@ -81,6 +84,29 @@ def health_extension() -> compute.VirtualMachineScaleSetExtensionArgs:
             "numberOfProbes": 4,
             "gracePeriod": HEALTH_GRACE_SECONDS,
         },
+    )
+
+
+def repairs_policy(repairs: RepairsConfig) -> compute.AutomaticRepairsPolicyArgs:
+    """Automatic instance repairs (learn.microsoft.com virtual-machine-scale-sets-automatic-instance-repairs) on the
+    boot-health signal: a node whose boot failed is repaired without a person. Azure repairs at most 5% of a scale
+    set's instances at a time (one at a time below 20 instances), so a fleet-wide fault (a bad image, a broken
+    bundle) repairs a trickle, not the fleet; and when the VMs it repaired stay Unhealthy it suspends repairs on that
+    set (``orchestrationServices`` serviceState ``Suspended``) until a person resumes them. Both are the page's
+    "Batching" and "Suspension of Repairs"."""
+    return compute.AutomaticRepairsPolicyArgs(
+        enabled=True, grace_period=f"PT{repairs.grace_minutes}M", repair_action=repairs.action
+    )
+
+
+def scheduled_events_profile(repairs: RepairsConfig) -> compute.ScheduledEventsProfileArgs:
+    """Terminate notification (learn.microsoft.com virtual-machine-scale-sets-terminate-notification): a delete or
+    scale-in (and a Replace repair) becomes a Terminate scheduled event ``terminate_notice_minutes`` ahead, which
+    the node's scheduled_events.py drains for and acknowledges."""
+    return compute.ScheduledEventsProfileArgs(
+        terminate_notification_profile=compute.TerminateNotificationProfileArgs(
+            enable=True, not_before_timeout=f"PT{repairs.terminate_notice_minutes}M"
+        )
     )
 
 
@@ -147,6 +173,10 @@ class NodePool(pulumi.ComponentResource):
                 # which VMs go (Uniform's Default balances across fault domains first;
                 # virtual-machine-scale-sets-scale-in-policy). A pool shrinks from its newest sets (split_pool).
                 scale_in_policy=compute.ScaleInPolicyArgs(rules=[compute.VirtualMachineScaleSetScaleInRules.NEWEST_VM]),
+                # Both are in the scale set's update model (VirtualMachineScaleSetUpdateProperties and its
+                # VM profile; the pages above enable them on existing sets with `az vmss update`): a change
+                # updates the set in place, running instances take the VM profile's part on `update-instances`.
+                automatic_repairs_policy=repairs_policy(args.repairs),
                 identity=compute.VirtualMachineScaleSetIdentityArgs(
                     type=compute.ResourceIdentityType.USER_ASSIGNED,
                     user_assigned_identities=[identity.id, *args.extra_identities],
@@ -184,6 +214,7 @@ class NodePool(pulumi.ComponentResource):
                         ]
                     ),
                     security_profile=compute.SecurityProfileArgs(encryption_at_host=True),
+                    scheduled_events_profile=scheduled_events_profile(args.repairs),
                     extension_profile=compute.VirtualMachineScaleSetExtensionProfileArgs(
                         extensions=[health_extension()]
                     ),

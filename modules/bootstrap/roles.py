@@ -73,6 +73,10 @@ IMDS_ADDRESS = str(addressing.IMDS)
 NODE_NETWORK_UNIT = "agk-node-network.service"
 NODE_IDENTITY_UNIT = "agk-node-identity.service"
 BOOT_HEALTH_UNIT = "agk-boot-health.service"
+SCHEDULED_EVENTS_UNIT = "agk-scheduled-events.service"
+DRAINED_FOR = "drained-for"
+"""The Node annotation (``<label_domain>/drained-for: <EventId>``) by which scheduled_events.py knows a cordon
+is its own, to lift it once the event is over."""
 KUBELET_ENV_VAR = "AGK_NODE_LABELS"
 # One run of a boot unit asks IMDS at most this often, this far apart (about a minute and a half with
 # the 5 s timeout), then fails and systemd restarts it (Restart=on-failure in the units).
@@ -701,6 +705,24 @@ def _node_identity(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
     )
 
 
+POOL_PROGRAMS = ("scheduled_events.py",)
+"""modules/bootstrap/host programs only the pool nodes run (the others: ``HOST_PROGRAMS``)."""
+
+
+def _scheduled_events(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
+    """The Scheduled Events agent (host/scheduled_events.py): drains the node before Azure reboots, redeploys
+    or deletes its VM, acting with the kubelet's own credential (the module docstring says why that suffices)."""
+    unit = render(
+        "agk-scheduled-events.service.j2",
+        lib=host_boot.LIB,
+        apiserver=ctx.apiserver_url,
+        ca=f"{PATHS.pki}/ca.crt",
+        credential=KUBELET_CLIENT_CERT,
+        annotation=labels.key(ctx.label_domain, DRAINED_FOR),
+    )
+    return (_unit(SCHEDULED_EVENTS_UNIT, unit), *(host_program(p) for p in POOL_PROGRAMS))
+
+
 def _pool(ctx: BootstrapContext, pool: PoolBoot) -> NodeBundle:
     role: Role = pool.role
     gpu = pool.gpus > 0
@@ -728,10 +750,12 @@ def _pool(ctx: BootstrapContext, pool: PoolBoot) -> NodeBundle:
         Step("containerd", start("containerd")),
         token_step,
         Step("kubelet", start("kubelet")),
+        Step("scheduled-events", start(SCHEDULED_EVENTS_UNIT)),
     )
     files = (
         *_common(role),
         *_boot_health(ctx, role, steps),
+        *_scheduled_events(ctx),
         *_node_network(ctx, role),
         *(_node_identity(ctx) if gpu else ()),
         *_kubelet(ctx, role, pool.name, pool, (NODE_NETWORK_UNIT,)),
@@ -1169,6 +1193,8 @@ def _restart_for(path: str) -> Restart | None:
         return Restart("prometheus.service", "reload", (path,))
     if path in (PATHS.unit(BOOT_HEALTH_UNIT), PATHS.script("boot-health.py")):
         return Restart(BOOT_HEALTH_UNIT, "restart", (path,))
+    if path in (PATHS.unit(SCHEDULED_EVENTS_UNIT), *(f"{host_boot.LIB}/{p}" for p in POOL_PROGRAMS)):
+        return Restart(SCHEDULED_EVENTS_UNIT, "restart", (path,))
     if path == PATHS.sysctl:
         return Restart("sysctl", "command", (path,), command=SYSCTL_STEP.command)
     if path == PATHS.unit(SYNC_TIMER):

@@ -529,6 +529,33 @@ class StorageConfig(_Model):
         return containers
 
 
+class RepairsConfig(_Model):
+    """What the pools' scale sets do on their own: repair a node whose boot failed, warn a node before deleting it."""
+
+    action: Literal["Replace", "Reimage", "Restart"] = Field(
+        default="Replace",
+        description="Automatic instance repair of a node the boot-health signal reports Unhealthy (learn.microsoft.com "
+        "virtual-machine-scale-sets-automatic-instance-repairs, 'Available repair actions'). Replace (Azure's default) "
+        "puts a new VM on other hardware, which a broken GPU or InfiniBand port needs; each scale set keeps "
+        "scale_set_headroom free for it. Reimage keeps the instance, its host and its IP; Restart only reboots.",
+    )
+    grace_minutes: int = Field(
+        default=60,
+        ge=10,
+        le=90,
+        description="Minutes after a VM is created or changed before it may be repaired (automaticRepairsPolicy."
+        "gracePeriod: 10 to 90, same page 'Grace period'); the boot's time budget, as the health extension's grace.",
+    )
+    terminate_notice_minutes: int = Field(
+        default=10,
+        ge=5,
+        le=15,
+        description="How long Azure holds a scale-in or delete of a node so it can drain first (terminate "
+        "notification notBeforeTimeout: 5 to 15 minutes; learn.microsoft.com "
+        "virtual-machine-scale-sets-terminate-notification). The node acknowledges sooner once drained.",
+    )
+
+
 class ClusterConfig(_Model):
     """One GPU cluster spoke with its self-managed control plane."""
 
@@ -558,6 +585,10 @@ class ClusterConfig(_Model):
     )
     allow_forwarded_traffic: bool = Field(
         default=False, description="Let the hub forward traffic into this spoke (off: no transit)."
+    )
+    repairs: RepairsConfig = Field(
+        default_factory=RepairsConfig,
+        description="Automatic instance repairs and terminate notifications of the pools' scale sets.",
     )
     scale_sets_in_flight: int = Field(
         default=10,

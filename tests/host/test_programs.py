@@ -12,9 +12,9 @@ import pytest
 
 from modules.bootstrap import host, node_tokens
 from modules.bootstrap.etcd_backup import LIBRARY
-from modules.bootstrap.roles import HOST_PROGRAMS
+from modules.bootstrap.roles import HOST_PROGRAMS, POOL_PROGRAMS
 
-PROGRAMS = (*HOST_PROGRAMS, *LIBRARY, *node_tokens.LIBRARY)
+PROGRAMS = (*HOST_PROGRAMS, *POOL_PROGRAMS, *LIBRARY, *node_tokens.LIBRARY)
 
 SOURCE = Path(host.__file__).parent
 

@@ -202,6 +202,11 @@ CASES: list[tuple[str, Mutation, str]] = [
         "organisation owns, e.g. gpu.example.com",
     ),
     (
+        "repair grace period below Azure's",
+        _set("cluster.repairs.grace_minutes", 5),
+        "dev: azure-gpu-k8s:cluster.repairs.grace_minutes: 5 is too small: use 10 or more",
+    ),
+    (
         "host bits",
         _set("network.address_space", ["10.16.0.1/20"]),
         "dev: azure-gpu-k8s:network.address_space[0]: 10.16.0.1/20 has host bits set: use 10.16.0.0/20",

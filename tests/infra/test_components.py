@@ -18,6 +18,7 @@ from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import BLOB_ROLES, ClusterStorage, ClusterStorageArgs, Grant, account_name
 from modules.netplan.limits import Limits
 from modules.netplan.plan import SubnetRequest, VNetSpec, plan_vnet
+from modules.stackplan.config import RepairsConfig
 from modules.vm_sizing.scale_sets import split_pool
 from tests.mock_runtime import settled
 
@@ -258,6 +259,50 @@ def test_node_pool_scale_sets_and_pod_ip_configs(mocks: Recorder) -> None:
             assert (ref["offer"], ref["version"]) == ("o", "22.04.1")
 
     check(settled(build()))
+
+
+def test_node_pool_scale_sets_repair_themselves_and_warn_before_a_delete(mocks: Recorder) -> None:
+    """Every scale set of a pool: automatic instance repairs on the boot-health signal (the Application Health
+    extension the policy needs) and a terminate notification, both from the cluster's ``repairs`` config."""
+
+    def build(repairs: RepairsConfig | None) -> Any:
+        sets = split_pool("sys", 30, infiniband=False, cap_spg=100, cap_large=1000, headroom=1)
+        extra = {} if repairs is None else {"repairs": repairs}
+        pool = NodePool(
+            "sys" if repairs is None else "sys2",
+            NodePoolArgs(
+                ctx=CTX,
+                pool="system",
+                role="system-node",
+                vm_size="Standard_D16ds_v5",
+                scale_sets=sets,
+                subnet_id="/sub/sys",
+                pod_ips=30,
+                surge=1,
+                os_disk_gib=128,
+                custom_data="Y2xvdWQ=",
+                **extra,
+            ),
+        )
+        return _outputs(pool, "capacity")
+
+    settled(build(None))
+    (vmss,) = mocks.of_type("azure-native:compute:VirtualMachineScaleSet")
+    assert vmss.inputs["automaticRepairsPolicy"] == {"enabled": True, "gracePeriod": "PT60M", "repairAction": "Replace"}
+    profile = vmss.inputs["virtualMachineProfile"]
+    assert profile["scheduledEventsProfile"] == {
+        "terminateNotificationProfile": {"enable": True, "notBeforeTimeout": "PT10M"}
+    }
+    # Repairs act on the health extension's verdict (the policy's requirement): it is there.
+    (ext,) = profile["extensionProfile"]["extensions"]
+    assert ext["type"] == "ApplicationHealthLinux"
+
+    mocks.created.clear()
+    settled(build(RepairsConfig(action="Reimage", grace_minutes=90, terminate_notice_minutes=15)))
+    (vmss,) = mocks.of_type("azure-native:compute:VirtualMachineScaleSet")
+    assert vmss.inputs["automaticRepairsPolicy"] == {"enabled": True, "gracePeriod": "PT90M", "repairAction": "Reimage"}
+    notice = vmss.inputs["virtualMachineProfile"]["scheduledEventsProfile"]["terminateNotificationProfile"]
+    assert notice["notBeforeTimeout"] == "PT15M"
 
 
 def _caps(nodes: int, **kw: Any) -> list[int]:

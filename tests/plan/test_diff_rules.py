@@ -199,3 +199,35 @@ def test_reads_and_the_stack_are_never_changes() -> None:
     stack = {"urn": "urn:pulumi:s::p::pulumi:pulumi:Stack::p-s", "type": "pulumi:pulumi:Stack", "outputs": {"a": 1}}
     found = diff_states("s", [], [ref, stack], "b")
     assert found.changes == [] and found.root == stack["urn"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ({}, {"automaticRepairsPolicy": {"enabled": True, "gracePeriod": "PT60M", "repairAction": "Replace"}}),
+        (
+            {"automaticRepairsPolicy": {"enabled": True, "gracePeriod": "PT60M", "repairAction": "Replace"}},
+            {"automaticRepairsPolicy": {"enabled": True, "gracePeriod": "PT30M", "repairAction": "Reimage"}},
+        ),
+        (
+            {"virtualMachineProfile": {}},
+            {
+                "virtualMachineProfile": {
+                    "scheduledEventsProfile": {
+                        "terminateNotificationProfile": {"enable": True, "notBeforeTimeout": "PT10M"}
+                    }
+                }
+            },
+        ),
+    ],
+)
+def test_repairs_and_terminate_notification_change_a_scale_set_in_place(
+    old: dict[str, Any], new: dict[str, Any]
+) -> None:
+    """Turning them on for deployed scale sets, or retuning them, is an update Azure takes (both are in the scale
+    set's update model: learn.microsoft.com virtual-machine-scale-sets-automatic-instance-repairs and
+    virtual-machine-scale-sets-terminate-notification enable them on existing sets): no node is deleted."""
+    base = {"resourceGroupName": "rg", "vmScaleSetName": "gpu-00", "location": "eastus2"}
+    found = classify(VMSS, {**base, **old}, {**base, **new})
+    assert found is not None
+    assert (found.action, found.refused, found.restarts) == ("update", (), ())
