@@ -9,3 +9,9 @@ Every row an image installs is downloaded once, at image build time, and checked
 sha256 before it is installed; hosts booted from the image fetch nothing from GitHub, dl.k8s.io or
 pkgs.k8s.io. A recipe that needs a row without a verified sha256 is refused (``versions.require_verified``).
 """
+
+from typing import Literal
+
+ImageRole = Literal["etcd", "apiserver", "system-node", "gpu-node", "prometheus", "nat"]
+IMAGE_ROLES: tuple[ImageRole, ...] = ("etcd", "apiserver", "system-node", "gpu-node", "prometheus", "nat")
+"""The images there are (events etcd boots the etcd image); light to import, for the command line."""

@@ -27,10 +27,9 @@ from typing import Literal
 from modules.bootstrap import versions
 from modules.bootstrap.roles import Role
 from modules.errors import ConfigError
+from modules.images import IMAGE_ROLES, ImageRole
 from modules.stackplan.config import ImageConfig, ImagesConfig
 
-ImageRole = Literal["etcd", "apiserver", "system-node", "gpu-node", "prometheus", "nat"]
-IMAGE_ROLES: tuple[ImageRole, ...] = ("etcd", "apiserver", "system-node", "gpu-node", "prometheus", "nat")
 KEY = "image_build.kubernetes_version"
 """The config key that chooses the Kubernetes release an image is built for (named in every refusal)."""
 MANIFEST = "/etc/agk/image.json"
