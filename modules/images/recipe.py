@@ -194,6 +194,14 @@ class Recipe:
         b = self.base
         return f"{b.publisher}:{b.offer}:{b.sku}:{b.version}"
 
+    def gallery_version(self, build: int) -> str:
+        """The Compute Gallery image version of build ``build``: ``<minor>.<patch>.<build>`` (1.35.8, build 3:
+        35.8.3). A version name is three integers (learn.microsoft.com/azure/virtual-machines/
+        azure-compute-gallery, "Image versions": MajorVersion.MinorVersion.Patch), so the release's leading 1 is
+        dropped; a higher minor or patch sorts as a newer version."""
+        _, minor, patch = self.release.split(".")
+        return f"{minor}.{patch}.{build}"
+
     def manifest(self) -> dict[str, object]:
         """``/etc/agk/image.json``: what a booting host checks its bundle against."""
         return {
