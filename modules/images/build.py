@@ -18,6 +18,11 @@ etcd, the kubelet or containerd (``$nrconf{override_rc}``: "Override service def
 regex)"; liske/needrestart@477e85b ex/needrestart.conf, which also evaluates every
 ``/etc/needrestart/conf.d/*.conf``). The API servers are static pods under the kubelet and containerd, so
 those two exclusions keep needrestart away from them too.
+
+A patch therefore reaches hosts as a new image: a newer pinned base image (``images.general``/``images.gpu``)
+or a newer row, and a new build number. The script does not ``apt-get upgrade`` the base: on the HPC image
+that could move the NVIDIA driver and InfiniBand stack the image installs (Azure/azhpc-images), and a rebuild
+of the same inputs should give the same software.
 """
 
 from __future__ import annotations
