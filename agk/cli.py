@@ -19,6 +19,7 @@ import click
 from agk import args
 from agk.errors import Exit, fail, guard, status_of
 from modules.errors import AgkError
+from modules.images import IMAGE_ROLES
 
 STACKS_DIR = Path("stacks")
 
@@ -191,6 +192,29 @@ def render(stack: str, out: Path, stacks_dir: Path) -> None:
     from agk.render import run
 
     _exit(lambda: run(stack=stack, out=out, stacks_dir=stacks_dir))
+
+
+@app.command()
+@click.option(
+    "--role",
+    type=click.Choice(IMAGE_ROLES),
+    required=True,
+    help="The image role (events etcd boots the etcd image).",
+)
+@click.option("--kubernetes", required=True, help="The Kubernetes release its kubelet is: 1.35 or 1.35.8.")
+@click.option("--manifest", is_flag=True, help="Print the image's manifest (/etc/agk/image.json) instead.")
+def image(role: str, kubernetes: str, manifest: bool) -> None:
+    """Print a role's image build script (bash, run as root on the base image) from the versions table."""
+
+    def work() -> int:
+        from modules.images.build import script
+        from modules.images.recipe import recipe
+
+        r = recipe(role, kubernetes)  # type: ignore[arg-type]  # click.Choice checked it
+        sys.stdout.write(r.manifest_json() if manifest else script(r))
+        return Exit.OK
+
+    _exit(work)
 
 
 def _exit(call: Callable[[], int]) -> NoReturn:

@@ -585,6 +585,10 @@ def build(stack: str, config: StackConfig) -> dict[str, Any]:
         from infra.addons_stack import build as build_addons
 
         return build_addons(config)
+    if config.kind == "images":
+        from infra.images_stack import build as build_images
+
+        return build_images(stack, config)
     if config.kind == "hub":
         return build_hub(stack, config, plan_stack(stacks_dir(), stack, config, deployed_subnets(last_outputs(stack))))
     last = last_outputs(stack)

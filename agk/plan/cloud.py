@@ -41,6 +41,7 @@ _NSG = ("networkSecurityGroups", "networkSecurityGroupName")
 _ZONE = ("privateDnsZones", "privateZoneName")
 _ROUTES = ("routeTables", "routeTableName")
 _ACCOUNT = ("storageAccounts", "accountName")
+_GALLERY = ("galleries", "galleryName")
 
 ARM_PATHS: dict[str, ArmPath] = {
     "azure-native:network:VirtualNetwork": _net(_VNET),
@@ -74,6 +75,11 @@ ARM_PATHS: dict[str, ArmPath] = {
     ),
     "azure-native:compute:ProximityPlacementGroup": ArmPath(
         "Microsoft.Compute", (("proximityPlacementGroups", "proximityPlacementGroupName"),)
+    ),
+    "azure-native:compute:Gallery": ArmPath("Microsoft.Compute", (_GALLERY,)),
+    "azure-native:compute:GalleryImage": ArmPath("Microsoft.Compute", (_GALLERY, ("images", "galleryImageName"))),
+    "azure-native:virtualmachineimages:VirtualMachineImageTemplate": ArmPath(
+        "Microsoft.VirtualMachineImages", (("imageTemplates", "imageTemplateName"),)
     ),
     "azure-native:storage:StorageAccount": ArmPath("Microsoft.Storage", (_ACCOUNT,)),
     "azure-native:storage:BlobContainer": ArmPath(
@@ -248,8 +254,9 @@ class Cloud:
         elif kind == "PrivateEndpoint":
             address = self.addresses.assign(_sub_id(values.get("subnet")), None)
             outputs["customDnsConfigs"] = [{"fqdn": f"{name}.privatelink", "ipAddresses": [address]}]
-        elif kind in {"VirtualMachine", "VirtualMachineScaleSet"}:
-            outputs["vmId" if kind == "VirtualMachine" else "uniqueId"] = stable_uuid(urn)
+        elif kind in {"VirtualMachine", "VirtualMachineScaleSet", "VirtualMachineImageTemplate"}:
+            if kind != "VirtualMachineImageTemplate":
+                outputs["vmId" if kind == "VirtualMachine" else "uniqueId"] = stable_uuid(urn)
             identity = values.get("identity")
             if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
                 # The API takes a list of identity ids and answers a map of id -> principal and client ids.

@@ -24,6 +24,7 @@ from modules.bootstrap.alerting_config import AlertingConfig
 from modules.bootstrap.config import BootstrapConfig
 from modules.cluster.config import AddonsConfig
 from modules.errors import ConfigError
+from modules.images import IMAGE_ROLES, ImageRole
 from modules.netplan.limits import Limits
 from modules.regions import REGIONS, closest
 
@@ -266,6 +267,42 @@ class HubConfig(_Model):
     private_dns_zone: str = Field(
         default="clusters.gpu.internal", description="Private DNS zone linked to every spoke."
     )
+
+
+class ImageBuildConfig(_Model):
+    """An ``images`` stack: one Azure Compute Gallery image per role, built by Azure VM Image Builder from the
+    role's recipe (modules/images) for one Kubernetes release."""
+
+    kubernetes_version: str = Field(
+        description="The Kubernetes release the images' kubelet is: a supported minor (1.35) or its patch in the "
+        "versions table (1.35.8)."
+    )
+    build: int = Field(
+        ge=1,
+        le=2_147_483_647,
+        description="Build number of this release's images: each image version is <minor>.<patch>.<build> "
+        "(1.35.8, build 3: 35.8.3). Raise it to rebuild the same release (new base image, security patches).",
+    )
+    roles: list[ImageRole] = Field(
+        default_factory=lambda: list(IMAGE_ROLES), description="The image roles to build (default: every one)."
+    )
+    build_vm_size: str = Field(default="Standard_D4ds_v5", description="VM size of Image Builder's build VM.")
+    replicas: int = Field(
+        default=1,
+        ge=1,
+        le=100,
+        description="Replicas of each image version in the stack's region (more serve "
+        "more concurrent VM creations from one version).",
+    )
+
+    @field_validator("roles")
+    @classmethod
+    def _roles(cls, roles: list[ImageRole]) -> list[ImageRole]:
+        if not roles:
+            raise ValueError("roles is empty: list the image roles to build, or leave it out to build every one")
+        if len(set(roles)) != len(roles):
+            raise ValueError(f"roles {roles} name a role twice: list each once")
+        return roles
 
 
 AZURE_ZONES = ("1", "2", "3")
@@ -705,8 +742,9 @@ class AddonsStackConfig(_Model):
 class StackConfig(_Model):
     """Everything under the ``azure-gpu-k8s:`` namespace of one stack file."""
 
-    kind: Literal["hub", "cluster", "addons"] = Field(
-        description="hub: the shared network; cluster: a spoke; addons: a cluster's Kubernetes objects."
+    kind: Literal["hub", "cluster", "addons", "images"] = Field(
+        description="hub: the shared network; cluster: a spoke; addons: a cluster's Kubernetes objects; images: "
+        "the node images (a gallery image per role, built from the versions table)."
     )
     location: str | None = Field(default=None, description="Azure region, e.g. eastus2 (hub, cluster).")
 
@@ -729,6 +767,7 @@ class StackConfig(_Model):
     images: ImagesConfig = Field(default_factory=ImagesConfig, description="Pinned VM images.")
     network: NetworkConfig | None = Field(default=None, description="Required for hub and cluster stacks.")
     addons_stack: AddonsStackConfig | None = Field(default=None, description="Required when kind is addons.")
+    image_build: ImageBuildConfig | None = Field(default=None, description="Required when kind is images.")
     hub: HubConfig | None = Field(default=None, description="Required when kind is hub.")
     cluster: ClusterConfig | None = Field(default=None, description="Required when kind is cluster.")
     changes: ChangesConfig = Field(
@@ -748,10 +787,21 @@ class StackConfig(_Model):
             "hub": ("location", "tags", "admin", "network"),
             "cluster": ("location", "tags", "admin", "network"),
             "addons": ("addons_stack",),
+            "images": ("location", "tags", "image_build"),
         }[self.kind]
         for key in needed:
             if getattr(self, key) is None:
                 raise ValueError(f"kind is {self.kind} but {PROJECT}:{key} is missing: add it to the stack config")
+        if self.kind != "images" and self.image_build is not None:
+            article = "an" if self.kind[0] in "aeiou" else "a"
+            raise ValueError(
+                f"{article} {self.kind} stack has no 'image_build' section: node images are an images stack's"
+            )
+        if self.kind == "images":
+            extra = [k for k in ("network", "hub", "cluster", "admin", "alerting", "addons_stack") if getattr(self, k)]
+            if extra:
+                raise ValueError(f"an images stack has no {extra[0]!r} section: it builds node images only")
+            return self
         if self.kind == "addons":
             extra = [k for k in ("network", "hub", "cluster", "admin", "alerting") if getattr(self, k) is not None]
             if extra:

@@ -51,6 +51,7 @@ PACKAGES = {
     "openssl": "openssl",
     "apt-get": "apt",
     "dpkg-deb": "dpkg",
+    "debootstrap": "debootstrap",
 }
 
 

@@ -65,7 +65,7 @@ AGK: list[tuple[list[str], str]] = [
     (["render", "--out", "x"], "--stack: missing: see 'agk render --help'"),
     (["render", "--stack", "dev"], "--out: missing: see 'agk render --help'"),
     (["plan", "--stack"], "--stack: needs a value: see 'agk plan --help'"),
-    (["frob"], "frob: no such command (commands: plan, render, review): see 'agk --help'"),
+    (["frob"], "frob: no such command (commands: image, plan, render, review): see 'agk --help'"),
     (["plan", "--stack", "dev", "extra"], "got unexpected extra argument (extra): see 'agk plan --help'"),
     (["--versio"], "--versio: no such option (did you mean --version?): see 'agk --help'"),
     (

@@ -1,0 +1,213 @@
+"""Image recipes per role (pure): rows from the versions table unchanged, where each lands, the packages
+held, the manifest, the refusals (exact text), and the rendered build script's lines."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import replace
+
+import pytest
+
+from modules.bootstrap import versions
+from modules.errors import ConfigError
+from modules.images.build import APT_CONF, NEEDRESTART_CONF, script
+from modules.images.recipe import IMAGE_ROLES, MANIFEST, image_role, recipe
+from modules.stackplan.config import UBUNTU_2404, UBUNTU_HPC_2204
+
+GENERAL = ":".join(UBUNTU_2404[k] for k in ("publisher", "offer", "sku", "version"))
+GPU = ":".join(UBUNTU_HPC_2204[k] for k in ("publisher", "offer", "sku", "version"))
+
+EXPECTED = {
+    # role: (base, [(row, kind, dest)], packages)
+    "etcd": (GENERAL, [("etcd", "extract", "/usr/local/bin")], ("prometheus-node-exporter",)),
+    "apiserver": (
+        GENERAL,
+        [
+            ("containerd", "unpack", "/usr/local"),
+            ("runc", "file", "/usr/local/sbin/runc"),
+            ("crictl", "extract", "/usr/local/bin"),
+            ("kubelet", "file", "/usr/local/bin/kubelet"),
+            ("kubectl", "file", "/usr/local/bin/kubectl"),
+        ],
+        ("prometheus-node-exporter",),
+    ),
+    "system-node": (
+        GENERAL,
+        [
+            ("containerd", "unpack", "/usr/local"),
+            ("runc", "file", "/usr/local/sbin/runc"),
+            ("crictl", "extract", "/usr/local/bin"),
+            ("cni-plugins", "unpack", "/opt/cni/bin"),
+            ("kubelet", "file", "/usr/local/bin/kubelet"),
+        ],
+        ("iptables",),
+    ),
+    "gpu-node": (
+        GPU,
+        [
+            ("containerd", "unpack", "/usr/local"),
+            ("runc", "file", "/usr/local/sbin/runc"),
+            ("crictl", "extract", "/usr/local/bin"),
+            ("cni-plugins", "unpack", "/opt/cni/bin"),
+            ("kubelet", "file", "/usr/local/bin/kubelet"),
+        ],
+        ("iptables",),
+    ),
+    "prometheus": (
+        GENERAL,
+        [("prometheus", "extract", "/usr/local/bin"), ("alertmanager", "extract", "/usr/local/bin")],
+        ("prometheus-node-exporter",),
+    ),
+    "nat": (
+        GENERAL,
+        [
+            ("containerd", "unpack", "/usr/local"),
+            ("runc", "file", "/usr/local/sbin/runc"),
+            ("crictl", "extract", "/usr/local/bin"),
+            ("kubelet", "file", "/usr/local/bin/kubelet"),
+        ],
+        ("iptables", "conntrack", "prometheus-node-exporter"),
+    ),
+}
+
+
+@pytest.mark.parametrize("role", IMAGE_ROLES)
+def test_recipe_per_role(role: str) -> None:
+    base, rows, packages = EXPECTED[role]
+    r = recipe(role, "1.35")  # type: ignore[arg-type]
+    assert r.base_urn == base
+    assert [(i.row.name, i.placement.kind, i.placement.dest) for i in r.installs] == rows
+    assert r.packages == packages
+    assert r.holds == packages, "every distribution package an image installs is held"
+    assert r.release == "1.35.8"
+    # The table's rows, unchanged: version, URL and sha256.
+    table = {**versions.ARTIFACTS, **versions.TABLE["1.35"].artifacts()}
+    for i in r.installs:
+        assert i.row == table[i.row.name]
+        assert i.sha256 == table[i.row.name].sha256
+
+
+def test_etcd_members_and_no_ubuntu_etcd() -> None:
+    (etcd,) = recipe("etcd", "1.35").installs
+    assert etcd.row.version == versions.ETCD == "3.6.14"
+    assert etcd.placement.paths(etcd.row.version) == (
+        "etcd-v3.6.14-linux-amd64/etcd",
+        "etcd-v3.6.14-linux-amd64/etcdctl",
+        "etcd-v3.6.14-linux-amd64/etcdutl",
+    )
+    assert etcd.mirror_path == "etcd/3.6.14/etcd-v3.6.14-linux-amd64.tar.gz"
+    for role in IMAGE_ROLES:
+        packages = recipe(role, "1.36").packages  # type: ignore[arg-type]
+        assert not {"etcd-server", "etcd-client", "containerd", "kubelet"} & set(packages)
+
+
+def test_azure_cni_is_left_to_the_boot() -> None:
+    for role in ("system-node", "gpu-node"):
+        r = recipe(role, "1.35")  # type: ignore[arg-type]
+        assert [a.name for a in r.left_out] == ["azure-cni"]
+        assert "azure-cni" not in [i.row.name for i in r.installs]
+        assert r.manifest()["not_in_image"][0]["name"] == "azure-cni"  # type: ignore[index]
+
+
+def test_cluster_roles_map_to_images() -> None:
+    assert image_role("events-etcd") == "etcd"
+    assert image_role("etcd") == "etcd"
+    assert image_role("gpu-node") == "gpu-node"
+
+
+def test_unverified_kubelet_is_refused_with_the_row_named() -> None:
+    with pytest.raises(versions.Unverified) as err:
+        recipe("apiserver", "1.37")
+    assert str(err.value) == (
+        "azure-gpu-k8s:image_build.kubernetes_version: kubelet 1.37.2, kubectl 1.37.2: no verified sha256 in "
+        "modules/bootstrap/versions.py (a placeholder or none): add the sha256 the release publishes, with its "
+        "source, to that row, or choose a version whose row has one"
+    )
+    # An image without the kubelet does not need 1.37's binaries.
+    assert recipe("etcd", "1.37").release == "1.37.2"
+
+
+def test_placeholder_sha256_is_refused() -> None:
+    zeros = replace(versions.ARTIFACTS["runc"], sha256=versions.ZEROS)
+    with pytest.raises(ConfigError, match=r"^azure-gpu-k8s:image_build.kubernetes_version: runc 1\.4\.3: no verified"):
+        recipe("nat", "1.35", rows={"runc": zeros})
+
+
+def test_release_refusals() -> None:
+    with pytest.raises(ConfigError) as err:
+        recipe("apiserver", "1.35.7")
+    assert str(err.value) == (
+        "azure-gpu-k8s:image_build.kubernetes_version: 1.35.7: modules/bootstrap/versions.py pairs node binaries "
+        "with sha256s for 1.35.8 only: build 1.35.8, or add 1.35.7's kubelet/kubectl sha256s to the table"
+    )
+    with pytest.raises(ConfigError) as err:
+        recipe("apiserver", "1.34")
+    assert str(err.value) == (
+        "azure-gpu-k8s:image_build.kubernetes_version: kubernetes_version '1.34' is not supported: use 1.35, 1.36 or 1.37"
+    )
+    assert recipe("apiserver", "1.36.4").release == "1.36.4"
+
+
+def test_manifest() -> None:
+    r = recipe("nat", "1.36")
+    m = json.loads(r.manifest_json())
+    assert m["role"] == "nat"
+    assert m["release"] == "1.36.4"
+    assert m["base"] == GENERAL
+    assert m["artifacts"] == [
+        {"name": a.name, "version": a.version, "sha256": a.sha256}
+        for a in (
+            versions.ARTIFACTS["containerd"],
+            versions.ARTIFACTS["runc"],
+            versions.ARTIFACTS["crictl"],
+            versions.TABLE["1.36"].artifacts()["kubelet"],
+        )
+    ]
+    assert m["held"] == ["iptables", "conntrack", "prometheus-node-exporter"]
+
+
+def test_rendered_script_lines() -> None:
+    r = recipe("etcd", "1.35")
+    text = script(r)
+    lines = text.splitlines()
+    etcd = versions.ARTIFACTS["etcd"]
+    assert lines[0] == "#!/bin/bash"
+    assert "set -eu" in lines
+    fetch = f"fetch etcd 3.6.14 {etcd.url} {etcd.sha256} etcd-v3.6.14-linux-amd64.tar.gz"
+    assert fetch in lines
+    assert '  if ! echo "$4  $work/$5" | sha256sum -c --status -; then' in lines
+    assert '    fail "$1 $2: sha256 mismatch for $url: expected $4, got $got"' in lines
+    assert '  if [ -n "$mirror" ]; then url="${mirror%/}/$1/$2/$5"; fi' in lines
+    assert "mirror=${AGK_ARTIFACT_BASE:-}" in lines
+    install = "apt-get -q -y install --no-install-recommends prometheus-node-exporter"
+    hold = "apt-mark hold prometheus-node-exporter"
+    assert install in lines and hold in lines
+    assert 'APT::Periodic::Enable "0";' in lines
+    assert '  "^prometheus-node-exporter$";' in lines
+    assert "$nrconf{restart} = 'l';" in lines
+    for unit in ("etcd", "kubelet", "containerd"):
+        assert f"$nrconf{{override_rc}}{{qr(^{unit}\\.service$)}} = 0;" in lines
+    assert f"cat > {APT_CONF} <<'AGK_EOF'" in lines
+    assert f"cat > {NEEDRESTART_CONF} <<'AGK_EOF'" in lines
+    # Order: every row before the packages, the packages before the manifest, the manifest last.
+    manifest = f"cat > {MANIFEST} <<'AGK_EOF'"
+    assert lines.index(fetch) < lines.index(install) < lines.index(hold) < lines.index(manifest)
+    assert text.split(manifest + "\n", 1)[1].split("AGK_EOF\n", 1)[0] == r.manifest_json()
+
+
+def test_rendered_scripts_parse() -> None:
+    bash = shutil.which("bash")
+    assert bash, "bash is needed to parse the rendered scripts"
+    for role in IMAGE_ROLES:
+        subprocess.run([bash, "-n"], input=script(recipe(role, "1.36")), text=True, check=True)  # type: ignore[arg-type]
+
+
+def test_production_rendering_takes_the_table_unchanged() -> None:
+    text = script(recipe("gpu-node", "1.36"))
+    for a in (*(versions.ARTIFACTS[n] for n in ("containerd", "runc", "crictl", "cni-plugins")),):
+        assert f"fetch {a.name} {a.version} {a.url} {a.sha256} " in text
+    kubelet = versions.TABLE["1.36"].artifacts()["kubelet"]
+    assert f"fetch kubelet 1.36.4 {kubelet.url} {kubelet.sha256} kubelet" in text
+    assert "azure-cni" not in text.split("/etc/agk/image.json")[0]
