@@ -46,9 +46,10 @@ from tests.scale.load import Loader, agent_pods, fleet, register_fleet  # noqa: 
 LEASE_SECONDS = 180
 
 
-def rss_mib(pid: int) -> float:
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory now (``VmRSS``) or at its peak (``VmHWM``), MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -119,17 +120,36 @@ def main() -> int:
             for host in cp.hosts:
                 proc = host.processes["kube-apiserver"].proc
                 assert proc is not None
-                figures.append((f"{host.name} kube-apiserver RSS (MiB)", f"{rss_mib(proc.pid):.0f}"))
+                figures.append(
+                    (
+                        f"{host.name} kube-apiserver RSS now / peak (MiB)",
+                        f"{rss_mib(proc.pid):.0f} / {rss_mib(proc.pid, 'VmHWM'):.0f}",
+                    )
+                )
+                for pod in ("kube-controller-manager", "kube-scheduler"):
+                    figures.append(
+                        (
+                            f"{host.name} {pod} restarts (lost its leader lease under load)",
+                            str(host.processes[pod].restarts),
+                        )
+                    )
             for etcd in cp.etcds:
                 for m in etcd.members:
                     assert m.proc is not None
-                    figures.append((f"{m.name} RSS (MiB)", f"{rss_mib(m.proc.pid):.0f}"))
+                    figures.append(
+                        (
+                            f"{m.name} RSS now / peak (MiB)",
+                            f"{rss_mib(m.proc.pid):.0f} / {rss_mib(m.proc.pid, 'VmHWM'):.0f}",
+                        )
+                    )
                 status = etcd.ctl("endpoint", "status", "-w", "json")
                 db = max(int(e["Status"]["dbSize"]) for e in json.loads(status.stdout))
                 figures.append((f"{etcd.members[0].name.rsplit('-', 1)[0]} database size (MiB)", f"{db / 2**20:.0f}"))
             for query, label in (
-                ("", "LIST all nodes, from etcd (quorum read)"),
-                ("?resourceVersion=0", "LIST all nodes, resourceVersion=0 (watch cache)"),
+                # Both from the watch cache on 1.35: a consistent LIST is served from it once the cache has caught
+                # up to etcd's current revision (ConsistentListFromCache, GA in 1.34, KEP-2340); rv=0 skips the wait.
+                ("", "LIST all nodes, consistent (watch cache at etcd's revision)"),
+                ("?resourceVersion=0", "LIST all nodes, resourceVersion=0 (watch cache, any age)"),
             ):
                 took, size = timed_list(cp, query)
                 figures.append((f"{label} (s; {size / 2**20:.0f} MiB)", f"{took:.2f}"))

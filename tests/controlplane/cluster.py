@@ -57,6 +57,10 @@ class StartFailed(AssertionError):
     """A process exited or never became ready: its log's tail says why."""
 
 
+CRASH_LOOP = 3
+"""Restarts after which a supervised process is taken as crash-looping."""
+
+
 @dataclass
 class Process:
     name: str
@@ -99,10 +103,11 @@ class Process:
             backoff = min(backoff * 2, 300.0)
 
     def alive(self) -> bool:
-        """Running, or (``restart``) to be restarted."""
+        """Running, or (``restart``) about to be restarted; a process restarted ``CRASH_LOOP`` times counts as
+        dead, so a crash loop still fails a wait instead of hiding behind its restarts."""
         if self.proc is None or self._stopped:
             return False
-        return self.restart or self.proc.poll() is None
+        return self.proc.poll() is None or (self.restart and self.restarts < CRASH_LOOP)
 
     def tail(self, lines: int = 25) -> str:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""

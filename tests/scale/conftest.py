@@ -2,8 +2,8 @@
 
 ``fleet_api`` (in `make test`): prod-7500's rendered etcd members (5, and the events etcd's 5) and its first API server
 host's kube-apiserver, exactly as rendered, with no controller-manager or scheduler: the controllers under
-test are the only clients that act. Every node of prod-7500's pools (7,576 GPU nodes in 76 islands and
-the system pool) is registered as its kubelet would register it, and every node agent's pod is bound to
+test are the only clients that act. Every node of prod-7500's pools at their deployed capacity (7,500 GPU nodes in 76 islands and
+the 10 system nodes: 7,510; the 76 nodes of surge exist only during a roll) is registered as its kubelet would register it, and every node agent's pod is bound to
 its node and Running (tests/scale/load.py) in ``fleet_with_pods``, which only the ``fleet``-marked tests use
 (`make bench-scale`). The whole tier shares one such API server on one worker.
 """

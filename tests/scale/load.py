@@ -58,6 +58,10 @@ def kubelet_status(node: FakeNode, index: int) -> dict[str, Any]:
     ]
     address = f"10.{64 + index // 65536}.{index // 256 % 256}.{index % 256}"
     return {
+        # Deprecated and not what the kubelet writes, but what kwok's node-initialize stage leaves and its
+        # heartbeat-with-lease stage selects (``.status.phase In Running``, kwok v0.8.0 kustomize/stage/node):
+        # without it kwok never renews these nodes' leases or status, and the fleet is quiet.
+        "phase": "Running",
         "conditions": [
             {"type": t, "status": s, "reason": r, "message": m, "lastHeartbeatTime": now, "lastTransitionTime": now}
             for t, s, r, m in conditions

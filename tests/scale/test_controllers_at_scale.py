@@ -1,6 +1,6 @@
 """Every controller the project ships, at prod-7500's size, under the memory limit its manifest sets.
 
-The fleet is on a real API server (tests/scale/conftest.py: 7,586 nodes, every agent pod Running). Each
+The fleet is on a real API server (tests/scale/conftest.py: 7,510 nodes, every agent pod Running in the ``fleet`` tests). Each
 controller is its rendered workload's pod, created as its controller would create it (the CronJob's Job
 pod, the Deployment's pod) and bound to a system node, its container run by the stand-in runtime
 (tests/controlplane/containers.py) with the pod's service account and its memory limit as a cgroup (v1
@@ -144,7 +144,7 @@ def _retest(fleet_api: Fleet, runtime: Runtime, name: str) -> None:
 
 def serving_csrs(fleet: Fleet) -> list[dict[str, Any]]:
     """Every node's kubelet serving CSR, as a kubelet with ``serverTLSBootstrap: true`` files it: O=system:nodes,
-    CN=system:node:<name>, its Node's addresses as subjectAltNames (one key for all: signing 7,586 requests is
+    CN=system:node:<name>, its Node's addresses as subjectAltNames (one key for all: signing 7,510 requests is
     the test's cost, not the approver's)."""
     key = ec.generate_private_key(ec.SECP256R1())
     out = []
@@ -235,7 +235,7 @@ def test_the_serving_approver_approves_every_nodes_csr_within_its_limit(fleet_ap
 def test_the_preflight_reporter_releases_its_node_within_its_limit_at_fleet_size(
     fleet_api: Fleet, runtime: Runtime
 ) -> None:
-    """One GPU node back in preflight (label and taint, as a re-test or a new node has them) among 7,586: the
+    """One GPU node back in preflight (label and taint, as a re-test or a new node has them) among 7,510: the
     rendered gpu-preflight DaemonSet's ``report`` container, under its limit, releases that node and only it.
     It reads one Node (never a list), so its memory does not follow the fleet; this proves it at that size."""
     cp, key = fleet_api.cp, fleet_api.prep.addons.preflight_key
