@@ -15,6 +15,7 @@ import ipaddress
 import json
 import time
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,9 +32,11 @@ from tests.controlplane.containers import Running, Runtime, quantity_bytes
 from tests.controlplane.test_node_join import csr_object
 
 from .conftest import Fleet
-from .load import Loader, node_body
+from .load import Loader, kubelet_status, node_body
 
 HEALTH = "gpu-health"
+FATAL_XID_TAINT = "gpu.example.com/gpu-fatal-xid"
+"""The rendered rule's taint (stack config: the label domain)."""
 
 
 def rendered(fleet: Fleet, kind: str, name: str) -> dict[str, Any]:
@@ -116,6 +119,63 @@ def test_xid_remediation_fences_within_its_limit_at_fleet_size(fleet_api: Fleet,
         f"\nxid remediation at {len(fleet_api.nodes)} nodes: peak {peak / 2**20:.0f} MiB of {limit_of(pod, 'remediate') / 2**20:.0f} MiB"
     )
     assert peak < limit_of(pod, "remediate")
+
+
+def test_xid_remediation_survives_a_fleet_wide_xid_within_its_limit(fleet_api: Fleet, runtime: Runtime) -> None:
+    """A driver bug reports a fatal XID on every node of a pool at once (1,875): the job fences up to its cap,
+    holds the rest back (exit non-zero, naming them), and stays under its memory limit: it keeps a few fields
+    of each failing node, not the Node. Put back afterwards, so the other tests see a healthy fleet."""
+    cp, key = fleet_api.cp, FATAL_XID_TAINT
+    pool = [(i, n) for i, n in enumerate(fleet_api.nodes) if n.pool == "h100-b"]
+    preflight = fleet_api.prep.addons.preflight_key
+    loader = Loader(cp)
+
+    def conditions(xid: bool) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        condition = {
+            "type": "GPUFatalXid",
+            "status": "True",
+            "reason": "FatalXid",
+            "message": "XID 79",
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        for i, node in pool:
+            kept = kubelet_status(node, i)["conditions"]
+            yield (
+                "PATCH",
+                f"/api/v1/nodes/{node.name}/status",
+                {"status": {"conditions": [*kept, *([condition] if xid else [])]}},
+            )
+
+    loader.run(conditions(xid=True))
+    pod = pod_of(fleet_api, rendered(fleet_api, "CronJob", "gpu-remediation"), "xid-fleet-wide")
+    run = runtime.start(pod, "remediate")
+    try:
+        code = run.wait(600)
+        out = run.output()
+        assert not run.oom_killed(), f"killed at its memory limit ({run.limit} bytes):\n{out[-2000:]}"
+        assert code != 0 and "not fenced, over the cap" in out, out[-3000:]
+        peak = run.peak_bytes()
+        print(
+            f"\nxid remediation, {len(pool):,} nodes failing at once: peak {peak / 2**20:.0f} MiB of "
+            f"{limit_of(pod, 'remediate') / 2**20:.0f} MiB"
+        )
+        assert peak < limit_of(pod, "remediate")
+    finally:
+        run.stop()
+        loader.run(conditions(xid=False))
+        loader.run(
+            (
+                "PATCH",
+                f"/api/v1/nodes/{node.name}",
+                {
+                    "metadata": {"annotations": {f"{key}-since": None, f"{key}-message": None}},
+                    "spec": {"unschedulable": None, "taints": node_body(node, i, preflight)["spec"]["taints"]},
+                },
+            )
+            for i, node in pool
+        )
 
 
 def test_idle_retest_with_the_fleets_pods_stays_within_its_limit(fleet_with_pods: Fleet, runtime: Runtime) -> None:

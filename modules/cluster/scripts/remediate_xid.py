@@ -103,14 +103,36 @@ def scan(api: Api, rule: dict[str, Any]) -> Scan:
             out.nodes += 1
             out.tainted += tainted(node, key)
             if failing(node, rule["condition"]) is not None:
-                out.failing.append(node)
+                out.failing.append(slim(node, rule))
     return out
 
 
-def run(api: Api, rule: dict[str, Any], *, attempts: int = 5) -> tuple[list[str], list[str]]:
-    """Fence every failing node within the cap; returns (fenced now, held back by the cap)."""
+def slim(node: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
+    """The fields fencing and replacing read: a fleet-wide XID (a driver bug) fails every node at once, and
+    whole Nodes (~12 KiB of JSON each, several times that parsed) would not fit the job's limit."""
     key = rule["taint"]["key"]
-    found = scan(api, rule)
+    meta, spec = node.get("metadata") or {}, node.get("spec") or {}
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "resourceVersion": meta.get("resourceVersion"),
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(key)},
+        },
+        "spec": {k: spec[k] for k in ("taints", "unschedulable", "providerID") if k in spec},
+        "status": {
+            "conditions": [
+                c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == rule["condition"]
+            ]
+        },
+    }
+
+
+def run(api: Api, rule: dict[str, Any], *, attempts: int = 5, found: Scan | None = None) -> tuple[list[str], list[str]]:
+    """Fence every failing node within the cap; returns (fenced now, held back by the cap). ``found``: this
+    run's scan, when the caller has one (one pass over the fleet per run, not one per step)."""
+    key = rule["taint"]["key"]
+    found = found or scan(api, rule)
     todo = [n for n in found.failing if not fenced(n, key)]
     # Finishing a half-fenced node (tainted, uncordoned) spends nothing: it is already counted.
     room = cap_of(found.nodes, rule) - found.tainted
@@ -212,12 +234,19 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def replace(api: Api, arm: Arm, rule: dict[str, Any], now: datetime.datetime | None = None) -> Replaced:
-    """Replace the VMs of nodes fenced longer than the grace period, at most ``max_replaced_per_run``."""
+def replace(
+    api: Api,
+    arm: Arm,
+    rule: dict[str, Any],
+    now: datetime.datetime | None = None,
+    nodes: list[dict[str, Any]] | None = None,
+) -> Replaced:
+    """Replace the VMs of nodes fenced longer than the grace period, at most ``max_replaced_per_run``.
+    ``nodes``: the failing nodes of this run's scan (a node fenced by this run is not due yet either way)."""
     now = now or _now()
     key = rule["taint"]["key"]
     # Only failing nodes can be due (due() needs the condition): the scan keeps exactly those.
-    nodes = scan(api, rule).failing
+    nodes = scan(api, rule).failing if nodes is None else nodes
     # A replacement a previous run started (capacity written) is finished first.
     todo = sorted(
         (n for n in nodes if due(n, rule, now)),
@@ -243,12 +272,13 @@ def replace(api: Api, arm: Arm, rule: dict[str, Any], now: datetime.datetime | N
 def main() -> None:
     api = Api.in_cluster()
     rule = load_rule(api, os.environ["RULE_NAMESPACE"], os.environ["RULE_NAME"])
-    done, held = run(api, rule)
+    found = scan(api, rule)
+    done, held = run(api, rule, found=found)
     stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     print(f"{stamp} fenced (cordon + {rule['taint']['key']}:NoExecute): {', '.join(done) or 'none'}", flush=True)
     azure = rule["azure"]
     arm = Arm(client_id=azure["client_id"], arm_endpoint=azure["arm_endpoint"], imds_endpoint=azure["imds_endpoint"])
-    result = replace(api, arm, rule)
+    result = replace(api, arm, rule, nodes=found.failing)
     print(f"{stamp} replaced (scale-set instance deleted): {', '.join(result.replaced) or 'none'}", flush=True)
     problems = []
     if held:
