@@ -50,6 +50,12 @@ CA_USAGES: tuple[Usage, ...] = ("digital_signature", "cert_signing", "crl_signin
 ETCD_CA = "etcd-ca"
 KUBERNETES_CA = "kubernetes-ca"
 FRONT_PROXY_CA = "front-proxy-ca"
+KUBELET_SERVING_CA = "kubelet-serving-ca"
+"""kube-controller-manager's ``kubernetes.io/kubelet-serving`` signer, and nothing else's. Kubelets choose
+their serving certificates' names from their own Node's status.addresses, which a node credential may write
+(NodeRestriction lets a node update its own Node); signed by the Kubernetes CA, an approved request naming
+the API server's VIP or kubernetes.default.svc would be trusted by every API server client. Only Prometheus'
+kubelet scrape trusts this CA, so such a certificate lets one pass for a kubelet to Prometheus, no more."""
 SERVICE_ACCOUNT = "service-account"
 APISERVER_ETCD_CLIENT = "apiserver-etcd-client"
 APISERVER_KUBELET_CLIENT = "apiserver-kubelet-client"
@@ -144,6 +150,7 @@ def pki_spec(ctx: BootstrapContext) -> PkiSpec:
         CaSpec(ETCD_CA, f"{ctx.cluster} etcd CA"),
         CaSpec(KUBERNETES_CA, f"{ctx.cluster} Kubernetes CA"),
         CaSpec(FRONT_PROXY_CA, f"{ctx.cluster} front-proxy CA"),
+        CaSpec(KUBELET_SERVING_CA, f"{ctx.cluster} kubelet serving CA"),
     )
     certs = _etcd_certs(ctx.etcd)
     if ctx.events_etcd is not None:

@@ -568,7 +568,12 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         NodeFile(
             f"{PATHS.manifests}/kube-controller-manager.yaml",
             "manifests/kube-controller-manager.yaml",
-            render("kube-controller-manager.yaml.j2", **common, image=ctx.images.controller_manager),
+            render(
+                "kube-controller-manager.yaml.j2",
+                **common,
+                image=ctx.images.controller_manager,
+                kubelet_serving_ca=pki.KUBELET_SERVING_CA,
+            ),
         ),
         NodeFile(
             f"{PATHS.manifests}/kube-scheduler.yaml",
@@ -611,6 +616,9 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         "apiserver-kubelet-client.crt": f"cert:{pki.APISERVER_KUBELET_CLIENT}",
         "apiserver-kubelet-client.key": f"key:{pki.APISERVER_KUBELET_CLIENT}",
         "front-proxy-ca.crt": f"cert:{pki.FRONT_PROXY_CA}",
+        # kube-controller-manager's kubelet-serving signer (pki.KUBELET_SERVING_CA): its key on these hosts only.
+        f"{pki.KUBELET_SERVING_CA}.crt": f"cert:{pki.KUBELET_SERVING_CA}",
+        f"{pki.KUBELET_SERVING_CA}.key": f"key:{pki.KUBELET_SERVING_CA}",
         "front-proxy-client.crt": f"cert:{pki.FRONT_PROXY_CLIENT}",
         "front-proxy-client.key": f"key:{pki.FRONT_PROXY_CLIENT}",
         "sa.key": f"key:{pki.SERVICE_ACCOUNT}",
@@ -833,6 +841,7 @@ def prometheus_config(ctx: BootstrapContext, host: Host) -> str:
         apiserver_url=ctx.apiserver_url,
         shard=prometheus_shard(ctx, host),
         pki=PATHS.prom_pki,
+        kubelet_ca=f"{PATHS.prom_pki}/{pki.KUBELET_SERVING_CA}.crt",
         prometheus_port=PROMETHEUS_PORT,
         drop_rules=DROP_RULES,
         etcd_jobs=etcd_jobs,
@@ -1019,6 +1028,8 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
         ),
         secrets=(
             SecretFile(f"{PATHS.prom_pki}/ca.crt", f"cert:{pki.KUBERNETES_CA}"),
+            # What the kubelet and cAdvisor jobs verify kubelets' serving certificates against.
+            SecretFile(f"{PATHS.prom_pki}/{pki.KUBELET_SERVING_CA}.crt", f"cert:{pki.KUBELET_SERVING_CA}"),
             SecretFile(f"{PATHS.prom_pki}/prometheus.crt", f"cert:{pki.PROMETHEUS}"),
             SecretFile(f"{PATHS.prom_pki}/prometheus.key", f"key:{pki.PROMETHEUS}"),
         ),

@@ -342,16 +342,16 @@ def _relabelled(
 
 @pytest.mark.realtool
 @pytest.mark.parametrize(("job", "path"), sorted(KUBELET_JOBS.items()))
-def test_kubelets_are_scraped_directly_with_the_cluster_ca(
+def test_kubelets_are_scraped_directly_with_the_kubelet_serving_ca(
     ctx: BootstrapContext, require: Callable[[str], str], tmp_path: Path, job: str, path: str
 ) -> None:
-    """Each kubelet at its node's address and port, over HTTPS verified against the cluster CA with
+    """Each kubelet at its node's address and port, over HTTPS verified against the kubelet serving CA with
     Prometheus' client certificate: no request through the API servers' node proxy. promtool runs the
     job's relabelling on targets shaped as node discovery's; every node label stays off the series."""
     config = yaml.safe_load(_install(ctx, tmp_path).read_text())
     (scrape,) = [j for j in config["scrape_configs"] if j["job_name"] == job]
     assert scrape["scheme"] == "https"
-    assert scrape["tls_config"]["ca_file"].endswith("/pki/ca.crt")  # the cluster CA (pki.KUBERNETES_CA)
+    assert scrape["tls_config"]["ca_file"].endswith(f"/pki/{pki.KUBELET_SERVING_CA}.crt")  # not the cluster CA
     assert "insecure_skip_verify" not in scrape["tls_config"]
     targets = _node_targets(40)
     kept = _relabelled(config, job, targets, require("promtool"), tmp_path)
@@ -404,9 +404,9 @@ container_cpu_usage_seconds_total{container="trainer",namespace="research",pod="
 
 
 def _serving_cert(ca_key: Any, ca_cert: Any, root: Path, name: str, *, signed: bool) -> tuple[Path, Path]:
-    """A kubelet serving certificate for 127.0.0.1: from the cluster CA (what the kubelet-serving signer
-    issues: CN system:node:<name>, O system:nodes, the node's IP) or self-signed (a kubelet without
-    serverTLSBootstrap)."""
+    """A kubelet serving certificate for 127.0.0.1: from ``ca_cert`` (the kubelet serving CA: what the
+    kubelet-serving signer issues, CN system:node:<name>, O system:nodes, the node's IP) or self-signed (a
+    kubelet without serverTLSBootstrap)."""
     import datetime as dt
     import ipaddress
 
@@ -448,7 +448,9 @@ def _serving_cert(ca_key: Any, ca_cert: Any, root: Path, name: str, *, signed: b
 @pytest.fixture
 def kubelets(prod: BootstrapContext, tmp_path: Path) -> Iterator[tuple[dict[str, int], str, dict[str, str], list[str]]]:
     """Loopback HTTPS 'kubelets' that, like a kubelet with webhook authentication, accept only client
-    certificates from the cluster CA: node -> port. One (``rogue``) serves a self-signed certificate. Also the
+    certificates from the cluster CA, and serve certificates of the kubelet serving CA: node -> port. One
+    (``rogue``) serves a self-signed certificate, one (``cluster-ca``) a certificate of the cluster CA (what a
+    kubelet-serving request signed by the cluster CA, or an API server's certificate, would be). Also the
     PKI's PEMs and the client subjects each kubelet saw."""
     import ssl
 
@@ -456,9 +458,14 @@ def kubelets(prod: BootstrapContext, tmp_path: Path) -> Iterator[tuple[dict[str,
     from cryptography.hazmat.primitives import serialization
 
     pems = issue(pki.pki_spec(prod), only={pki.PROMETHEUS})
-    ca_cert = x509.load_pem_x509_certificate(pems[f"cert:{pki.KUBERNETES_CA}"].encode())
-    ca_key = serialization.load_pem_private_key(pems[f"key:{pki.KUBERNETES_CA}"].encode(), None)
-    ca_file = tmp_path / "ca.crt"
+
+    def ca(name: str) -> tuple[Any, Any]:
+        return (
+            serialization.load_pem_private_key(pems[f"key:{name}"].encode(), None),
+            x509.load_pem_x509_certificate(pems[f"cert:{name}"].encode()),
+        )
+
+    ca_file = tmp_path / "ca.crt"  # what the kubelets authenticate clients against
     ca_file.write_text(pems[f"cert:{pki.KUBERNETES_CA}"])
     seen: list[str] = []
 
@@ -477,9 +484,10 @@ def kubelets(prod: BootstrapContext, tmp_path: Path) -> Iterator[tuple[dict[str,
             pass
 
     servers, ports = [], {}
-    names = [f"prod-gpu-h100-a{i:06d}" for i in range(16)] + ["rogue"]
+    names = [f"prod-gpu-h100-a{i:06d}" for i in range(16)] + ["rogue", "cluster-ca"]
     for name in names:
-        crt, key = _serving_cert(ca_key, ca_cert, tmp_path, name, signed=name != "rogue")
+        signer = ca(pki.KUBERNETES_CA if name == "cluster-ca" else pki.KUBELET_SERVING_CA)
+        crt, key = _serving_cert(*signer, tmp_path, name, signed=name != "rogue")
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.load_cert_chain(str(crt), str(key))
@@ -490,7 +498,7 @@ def kubelets(prod: BootstrapContext, tmp_path: Path) -> Iterator[tuple[dict[str,
         servers.append(server)
         ports[name] = int(server.server_address[1])
     try:
-        yield ports, str(ca_file), pems, seen
+        yield ports, pems, seen
     finally:
         for server in servers:
             server.shutdown()
@@ -510,14 +518,17 @@ def test_live_prometheus_scrapes_its_share_of_kubelets_over_verified_tls(
     kubelets: tuple[dict[str, int], str, dict[str, str], list[str]],
 ) -> None:
     """prod-7500's two rendered configs (only discovery, file paths and the interval changed) in two real
-    Prometheus processes: each scrapes its share of 17 loopback HTTPS kubelets with Prometheus' client
-    certificate, verifies their serving certificates against the cluster CA (the self-signed one is down
-    with a certificate error, as every kubelet would be today), and keeps no node label on the series."""
+    Prometheus processes: each scrapes its share of 18 loopback HTTPS kubelets with Prometheus' client
+    certificate, verifies their serving certificates against the kubelet serving CA, as the rendered
+    tls_config names it (the self-signed one and the one with a cluster CA certificate are down with a
+    certificate error), and keeps no node label on the series."""
     prometheus = require("prometheus")
-    ports, ca_file, pems, seen = kubelets
-    crt, key = tmp_path / "prometheus.crt", tmp_path / "prometheus.key"
-    crt.write_text(pems[f"cert:{pki.PROMETHEUS}"])
-    key.write_text(pems[f"key:{pki.PROMETHEUS}"])
+    ports, pems, seen = kubelets
+    # The Prometheus host's PKI files, at their rendered paths under tmp_path.
+    for secret in bundle(prod, "prometheus", prod.prometheus.hosts[0].name).secrets:
+        placed = tmp_path / secret.path.lstrip("/")
+        placed.parent.mkdir(parents=True, exist_ok=True)
+        placed.write_text(pems[secret.secret])
     discovered = tmp_path / "nodes.json"
     discovered.write_text(
         json.dumps(
@@ -547,7 +558,7 @@ def test_live_prometheus_scrapes_its_share_of_kubelets_over_verified_tls(
             for job in jobs:
                 del job["kubernetes_sd_configs"]
                 job["file_sd_configs"] = [{"files": [str(discovered)]}]
-                job["tls_config"] = {"ca_file": ca_file, "cert_file": str(crt), "key_file": str(key)}
+                job["tls_config"] = {k: f"{tmp_path}{v}" for k, v in job["tls_config"].items()}
             config["scrape_configs"] = jobs
             path = tmp_path / f"{host.name}.yml"
             path.write_text(yaml.safe_dump(config))
@@ -593,7 +604,7 @@ def test_live_prometheus_scrapes_its_share_of_kubelets_over_verified_tls(
     assert first and second  # both hosts got a share
     for share in shares.values():
         for target, t in share.items():
-            if target.endswith("/rogue"):
+            if target.endswith(("/rogue", "/cluster-ca")):
                 assert t["health"] == "down" and "certificate" in t["lastError"], t
             else:
                 assert t["health"] == "up", t

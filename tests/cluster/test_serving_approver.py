@@ -147,11 +147,49 @@ def test_anything_else_is_denied_with_its_reason(case: str) -> None:
     assert phrase in verdict.reason, (case, verdict.reason)
 
 
-def test_the_nodes_addresses_are_read_as_the_kubelet_reads_them() -> None:
-    # A Hostname that is an IP address is an IP SAN (the kubelet's addressesToHostnamesAndIPs); ExternalIP too.
-    ip_named = node(addresses=(("InternalIP", IP), ("Hostname", "10.16.64.9"), ("ExternalIP", "20.1.2.3")))
-    assert ap.check(csr(serving_request(dns=(), ips=(IP, "10.16.64.9", "20.1.2.3"))), ip_named).approve
-    assert not ap.check(csr(serving_request(dns=("10.16.64.9",), ips=(IP, "20.1.2.3"))), ip_named).approve
+# A node credential writes its own Node's status.addresses (NodeRestriction), so an address being the Node's
+# proves nothing: each case is a Node whose addresses include one that is not its own name or an InternalIP,
+# and a request naming exactly the Node's addresses (what the kubelet files), which is denied naming it.
+SPOOFED = {
+    "the API service's DNS name as InternalDNS": ("InternalDNS", "kubernetes.default.svc", ["kubernetes.default.svc"]),
+    "another name as ExternalDNS": ("ExternalDNS", "api.example.com", ["api.example.com"]),
+    "another Hostname": ("Hostname", "kubernetes", ["kubernetes"]),
+    "an ExternalIP": ("ExternalIP", "20.1.2.3", ["20.1.2.3"]),
+    "a Hostname that is an IP": ("Hostname", "10.16.0.4", ["10.16.0.4"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPOOFED))
+def test_names_beyond_the_nodes_own_name_and_internal_ips_are_denied(case: str) -> None:
+    kind, address, named = SPOOFED[case]
+    spoofed = node(addresses=(("InternalIP", IP), ("Hostname", NODE), (kind, address)))
+    # As the kubelet files it: every address, those that parse as IPs as IP SANs.
+    is_ip = kind in ("InternalIP", "ExternalIP") or address.replace(".", "").isdigit()
+    dns, ips = (NODE,) if is_ip else (NODE, address), (IP, address) if is_ip else (IP,)
+    verdict = ap.check(csr(serving_request(dns=dns, ips=ips)), spoofed)
+    assert not verdict.approve and not verdict.wait, (case, verdict)
+    assert "not node" in verdict.reason and all(n in verdict.reason for n in named), (case, verdict.reason)
+    # The node's own name and InternalIP alone are still approved.
+    assert ap.check(csr(serving_request()), spoofed).approve, case
+
+
+def test_an_extra_dns_name_is_denied_even_when_the_node_reports_it() -> None:
+    """The finding this guards: a Node whose kubelet reported the API server's in-cluster name as InternalDNS
+    gets no certificate for it (the old approver approved any request equal to the Node's addresses)."""
+    spoofed = node(addresses=(("InternalIP", IP), ("Hostname", NODE), ("InternalDNS", "kubernetes.default.svc")))
+    verdict = ap.check(csr(serving_request(dns=(NODE, "kubernetes.default.svc"))), spoofed)
+    assert not verdict.approve, verdict
+    assert "['kubernetes.default.svc']" in verdict.reason and "own name or InternalIP" in verdict.reason
+
+
+def test_only_internal_ips_and_the_hostname_that_is_the_nodes_name_count() -> None:
+    assert ap.node_addresses(
+        node(addresses=(("InternalIP", IP), ("Hostname", NODE), ("InternalIP", "fd00::7"), ("ExternalIP", "20.1.2.3")))
+    ) == ({NODE}, {IP, "fd00::7"})
+    # A Node whose Hostname is not its name: its certificate names the InternalIP only.
+    other = node(addresses=(("InternalIP", IP), ("Hostname", "something-else")))
+    assert ap.node_addresses(other) == (set(), {IP})
+    assert ap.check(csr(serving_request(dns=())), other).approve
 
 
 def test_a_request_before_its_node_exists_is_left_for_later() -> None:

@@ -230,7 +230,7 @@ def test_a_pool_node_joins_with_the_issued_token_and_registers_as_rendered(
     cert = node.tls_bootstrap(bootstrap)
     signed = x509.load_pem_x509_certificate(cert[0].read_bytes())
     ca = x509.load_pem_x509_certificate(dev_cluster.pems[f"cert:{pki.KUBERNETES_CA}"].encode())
-    assert signed.issuer == ca.subject  # the controller-manager's --cluster-signing-cert-file
+    assert signed.issuer == ca.subject  # the controller-manager's --cluster-signing-kubelet-client-cert-file
     as_node = node.kubeconfig(cert)
     me = json.loads(dev_cluster.kubectl("auth", "whoami", "-o", "json", kubeconfig=as_node).stdout)
     assert me["status"]["userInfo"]["username"] == f"system:node:{node.name}"

@@ -7,7 +7,8 @@
    ``serverTLSBootstrap: true`` files) is approved by the add-ons' kubelet-serving-approver, the rendered
    Deployment's pod (created by the real ReplicaSet controller, bound by the real scheduler to a kwok system
    node) run by the container stand-in under its service account and memory limit, and signed by the real
-   controller-manager's csrsigning controller with the cluster CA (``--cluster-signing-cert-file``).
+   controller-manager's csrsigning controller with the kubelet serving CA
+   (``--cluster-signing-kubelet-serving-cert-file``), not the cluster CA: no API server client trusts it.
 3. The same node asking for an address that is not its own gets no certificate, nor does anyone but the node
    asking for its name: the approver denies them with the reason, and nothing signs them. A node asking for
    another node's name is refused by the API server itself (NodeRestriction), before any approver.
@@ -29,6 +30,7 @@ from typing import Any
 
 import pytest
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -136,7 +138,7 @@ def condition(csr: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next((c for c in csr.get("status", {}).get("conditions") or [] if c["type"] == kind), None)
 
 
-def test_a_nodes_serving_csr_is_approved_and_signed_by_the_cluster_ca(
+def test_a_nodes_serving_csr_is_approved_and_signed_by_the_kubelet_serving_ca(
     dev_cluster: ControlPlane, approver: Running, node: tuple[PoolNode, Path]
 ) -> None:
     _, as_node = node
@@ -146,8 +148,11 @@ def test_a_nodes_serving_csr_is_approved_and_signed_by_the_cluster_ca(
     assert approved is not None and approved["reason"] == approve_serving.REASON, csr["status"]
     assert csr["spec"]["username"] == f"system:node:{NAME}"  # filed with the node's own identity
     cert = x509.load_pem_x509_certificate(base64.b64decode(csr["status"]["certificate"]))
-    ca = x509.load_pem_x509_certificate(dev_cluster.pems[f"cert:{pki.KUBERNETES_CA}"].encode())
-    cert.verify_directly_issued_by(ca)  # the controller-manager's kubelet-serving signer, the cluster CA
+    serving_ca = x509.load_pem_x509_certificate(dev_cluster.pems[f"cert:{pki.KUBELET_SERVING_CA}"].encode())
+    cert.verify_directly_issued_by(serving_ca)  # the controller-manager's kubelet-serving signer's own CA
+    cluster_ca = x509.load_pem_x509_certificate(dev_cluster.pems[f"cert:{pki.KUBERNETES_CA}"].encode())
+    with pytest.raises((ValueError, InvalidSignature)):  # what API server clients trust does not vouch for it
+        cert.verify_directly_issued_by(cluster_ca)
     assert cert.public_key().public_numbers() == key.public_key().public_numbers()
     san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert san.get_values_for_type(x509.DNSName) == [NAME]

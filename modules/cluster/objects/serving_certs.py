@@ -1,11 +1,12 @@
 """The kubelet serving certificate approver (``scripts/approve_serving.py``) as a Deployment.
 
 Pool kubelets run with ``serverTLSBootstrap: true`` (templates/kubelet-config.yaml.j2): each asks for a
-serving certificate from the cluster CA through a ``kubernetes.io/kubelet-serving`` CSR, which
-kube-controller-manager signs (its csrsigning controller, ``--cluster-signing-cert-file``) but never
-approves. Prometheus then scrapes every kubelet directly and verifies it against the cluster CA, instead of
-going through the API servers' node proxy. The approver approves a node's request for its own name and
-addresses only (the script's docstring lists the checks).
+serving certificate through a ``kubernetes.io/kubelet-serving`` CSR, which kube-controller-manager signs
+with the kubelet serving CA (its csrsigning controller, ``--cluster-signing-kubelet-serving-cert-file``;
+modules/bootstrap/pki.py ``KUBELET_SERVING_CA``) but never approves. Prometheus then scrapes every kubelet
+directly and verifies it against that CA, instead of going through the API servers' node proxy; nothing
+else trusts it. The approver approves a node's request for its own name and InternalIP addresses only (the
+script's docstring lists the checks, and what they cannot stop).
 
 RBAC is the documented minimum for an approver (kubernetes.io, Certificate Signing Requests,
 "Authorization"): read CSRs, update their ``approval`` subresource, ``approve`` on the signer

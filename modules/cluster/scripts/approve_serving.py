@@ -9,11 +9,13 @@ approve serving certificates"). This controller does, and only what a kubelet wo
 - requested by ``system:node:<name>`` in group ``system:nodes`` (the API server fills ``spec.username``
   and ``spec.groups`` from the requester's credential; nobody can set them);
 - the request's subject is exactly ``O=system:nodes, CN=system:node:<name>``, the same ``<name>``;
-- its subjectAltNames are exactly the Node's ``status.addresses``: the Hostname/InternalDNS/ExternalDNS
-  addresses as DNS names (a Hostname that is an IP address as an IP) and the InternalIP/ExternalIP
-  addresses as IP addresses, which is what the kubelet puts in (k8s.io/kubernetes v1.35.8
-  pkg/kubelet/certificate/kubelet.go, addressesToHostnamesAndIPs);
-  no other name type (e-mail, URI), and at least one name;
+- its subjectAltNames are exactly the node's own name, as a DNS name, when its Node has it as a
+  ``Hostname`` address, and the Node's ``InternalIP`` addresses as IP addresses. A kubelet puts all of its
+  Node's ``status.addresses`` in (k8s.io/kubernetes v1.35.8 pkg/kubelet/certificate/kubelet.go,
+  addressesToHostnamesAndIPs); any other (InternalDNS, ExternalDNS, ExternalIP, a Hostname that is not the
+  node's name) is denied, named in the reason: the kubelet itself writes its Node's addresses
+  (NodeRestriction lets a node update its own Node), so they say only what the node credential wants.
+  No other name type (e-mail, URI), and at least one name;
 - no other extension and no other attribute than the extension request;
 - usages exactly those the signer permits: ``digital signature`` and ``server auth``, with or without
   ``key encipherment`` (kubernetes.io, kubelet-serving signer's "Permitted key usages").
@@ -21,8 +23,14 @@ approve serving certificates"). This controller does, and only what a kubelet wo
 A CSR that fails is denied with the reason (a person reading ``kubectl get csr`` sees why; the kubelet
 files a new one), except when the Node does not exist yet: that one is left and looked at again on the
 next list. The node's own authorization is the API server's (only ``system:node:<name>`` credentials
-make such a request); this controller adds that a node gets a certificate for its own name and its own
-addresses only, so a stolen node credential cannot mint a serving certificate for another node or address.
+make such a request). This controller does NOT stop a stolen node credential from getting a certificate for
+an address that is not the node's: that credential can set its Node's InternalIP to any address first,
+and the approval follows the Node. What bounds it is the signer's CA: kube-controller-manager signs
+kubelet-serving requests with a CA of their own (modules/bootstrap/pki.py ``KUBELET_SERVING_CA``, its
+``--cluster-signing-kubelet-serving-*`` flags), which only Prometheus' kubelet scrape trusts. A minted
+certificate lets its holder pass for a kubelet to Prometheus, not for the API server or anything else. The
+name checks here narrow what it can name (no DNS name but the node's own, no address that is not an
+InternalIP), in case that CA is ever trusted more widely.
 
 Memory stays small at 7,500 nodes: CSRs are listed in pages and then watched (one event at a time), and
 one Node is read per request. Only the standard library (the pod runs the plain Python image).
@@ -55,8 +63,10 @@ PERMITTED_USAGES = (
     frozenset({"digital signature", "server auth"}),
     frozenset({"key encipherment", "digital signature", "server auth"}),
 )
-DNS_ADDRESSES = ("Hostname", "InternalDNS", "ExternalDNS")
-IP_ADDRESSES = ("InternalIP", "ExternalIP")
+DNS_ADDRESS = "Hostname"
+"""The one address type a DNS subjectAltName may come from, and only when it is the node's name."""
+IP_ADDRESS = "InternalIP"
+"""The one address type an IP subjectAltName may come from."""
 REASON = "AgkKubeletServingApproved"
 DENIED = "AgkKubeletServingDenied"
 WATCH_SECONDS = 300
@@ -214,19 +224,17 @@ def _ip(text: str) -> str | None:
 
 
 def node_addresses(node: dict[str, Any]) -> tuple[set[str], set[str]]:
-    """The DNS names and IPs a serving certificate of ``node`` names, derived as the kubelet derives them
-    (k8s.io/kubernetes v1.35.8 pkg/kubelet/certificate/kubelet.go, addressesToHostnamesAndIPs): a Hostname
-    that is an IP address counts as an IP, InternalIP/ExternalIP that are not IPs are skipped."""
+    """The DNS names and IPs a serving certificate of ``node`` may name: the node's own name, where it is one
+    of its Hostname addresses, and its InternalIP addresses (normalised as the kubelet writes them into its
+    request, k8s.io/kubernetes v1.35.8 pkg/kubelet/certificate/kubelet.go, addressesToHostnamesAndIPs).
+    Every other address of the Node is left out, whatever its type."""
+    name = str(node.get("metadata", {}).get("name") or "")
     dns, ips = set(), set()
     for a in node.get("status", {}).get("addresses") or []:
         kind, text = a.get("type"), str(a.get("address") or "")
-        if not text:
-            continue
-        if kind == "Hostname" and (ip := _ip(text)) is not None:
-            ips.add(ip)
-        elif kind in DNS_ADDRESSES:
+        if kind == DNS_ADDRESS and text and text == name:
             dns.add(text)
-        elif kind in IP_ADDRESSES and (ip := _ip(text)) is not None:
+        elif kind == IP_ADDRESS and (ip := _ip(text)) is not None:
             ips.add(ip)
     return dns, ips
 
@@ -266,13 +274,21 @@ def check(csr: dict[str, Any], node: dict[str, Any] | None) -> Verdict:
     if node is None:
         return Verdict(False, f"node {name} not found", wait=True)
     dns, ips = node_addresses(node)
+    allowed = f"(DNS {sorted(dns)} IP {sorted(ips)})"
+    extra_dns, extra_ips = sorted(set(request.dns_names) - dns), sorted(set(request.ips) - ips)
+    if extra_dns or extra_ips:
+        return Verdict(
+            False,
+            f"subjectAltNames DNS {extra_dns} IP {extra_ips} are not node {name}'s own name or InternalIP "
+            f"addresses {allowed}",
+        )
     if set(request.dns_names) != dns or set(request.ips) != ips:
         return Verdict(
             False,
             f"subjectAltNames DNS {sorted(set(request.dns_names))} IP {sorted(set(request.ips))} are not node "
-            f"{name}'s addresses (DNS {sorted(dns)} IP {sorted(ips)})",
+            f"{name}'s own name and all its InternalIP addresses {allowed}",
         )
-    return Verdict(True, f"node {name}'s serving certificate for its own addresses")
+    return Verdict(True, f"node {name}'s serving certificate for its own name and InternalIP addresses")
 
 
 # --- The controller. ---
@@ -352,7 +368,7 @@ def watch(api: Api, version: str) -> None:
 
 def main() -> None:
     api = Api.in_cluster()
-    print(f"approving {SIGNER} CSRs of nodes for their own names and addresses", flush=True)
+    print(f"approving {SIGNER} CSRs of nodes for their own names and InternalIP addresses", flush=True)
     while True:
         try:
             watch(api, sweep(api))
