@@ -454,13 +454,17 @@ IMAGE_STATE = {"gpu-node": ["iptables-nft -P FORWARD DROP"], "system-node": []}
 
 
 def _replay(node: NodeBundle) -> tuple[list[str], list[str]]:
-    """The boot steps in order: each step that starts one of our units runs the unit's commands, as
-    systemd runs a oneshot; the rest are named with the reason they cannot run here."""
+    """The boot steps in order: each step that starts one of our oneshot units runs the unit's commands, as
+    systemd runs a oneshot; the rest (and our long-running services, e.g. the Scheduled Events agent, which
+    needs the kubelet's credential) are named with the reason they cannot run here."""
     units = {f.rel.removeprefix("systemd/"): f.content for f in node.files if f.path.startswith("/etc/systemd/system/")}
     commands, skipped = [], []
     for step in node.steps:
         started = re.fullmatch(r"systemctl enable (\S+) && systemctl restart (\S+)", step.command)
-        if started and started.group(1) in units:
+        long_running = (
+            started and started.group(1).endswith(".service") and "Type=oneshot" not in units.get(started.group(1), "")
+        )
+        if started and started.group(1) in units and not long_running:
             commands += [f"echo step:{step.name}", *_execs(units[started.group(1)])]
         else:
             skipped.append(step.name)
@@ -485,11 +489,11 @@ def test_replayed_boot_forwards_pod_traffic_to_the_api_server(
     # Downloads and package services cannot run here; they are steps of their own, in this order.
     # nvidia-ctk (gpu-isolation) ships only on the HPC image, so it is a step of its own too. The token
     # wait reads Key Vault (tests/host/test_node_token.py runs it against the loopback vault).
-    later = ("gpu-isolation", "containerd", "bootstrap-token", "kubelet")
+    later = ("gpu-isolation", "containerd", "bootstrap-token", "kubelet", "scheduled-events")
     assert [s for s in skipped if s not in later] == [
         s.name for s in node.steps[: node.steps.index(next(s for s in node.steps if s.name == "host-network"))]
     ]
-    assert skipped[-3:] == ["containerd", "bootstrap-token", "kubelet"]
+    assert skipped[-4:] == ["containerd", "bootstrap-token", "kubelet", "scheduled-events"]
     # IMDS sits beyond eth0, as in Azure (here in the namespace that stands for the VNet side).
     with namespaces("node", "pod", "api") as ns, fake_imds(ns["api"], tmp_path, routes):
         n, p, a = ns["node"], ns["pod"], ns["api"]
