@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -32,9 +33,10 @@ def yaml_block(text: str, indent: int) -> str:
 
 
 @cache
-def environment() -> jinja2.Environment:
+def environment(folder: Path = TEMPLATES) -> jinja2.Environment:
+    """The one jinja setup every template of the toolkit renders with (``folder``: whose templates)."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        loader=jinja2.FileSystemLoader(str(folder)),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -45,6 +47,7 @@ def environment() -> jinja2.Environment:
     # A JSON string is a valid YAML double-quoted scalar; unlike jinja's tojson it leaves <, >, &
     # and ' readable (tojson escapes them for HTML).
     env.filters["yaml_str"] = lambda value: json.dumps(str(value))
+    env.filters["sh"] = shlex.quote
     return env
 
 

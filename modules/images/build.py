@@ -28,13 +28,12 @@ of the same inputs should give the same software.
 from __future__ import annotations
 
 import posixpath
-import shlex
-from functools import cache
 from pathlib import Path
 
 import jinja2
 
 from modules.bootstrap.layout import PATHS
+from modules.bootstrap.templating import environment
 from modules.images.recipe import MANIFEST, Recipe
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -45,19 +44,8 @@ NEVER_RESTARTED = ("etcd", "kubelet", "containerd")
 """systemd units needrestart must never select (the API server runs under the kubelet and containerd)."""
 
 
-@cache
 def _environment() -> jinja2.Environment:
-    # The same settings as modules/bootstrap/templating.py, for this module's own templates.
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    env.filters["sh"] = shlex.quote
-    return env
+    return environment(TEMPLATES)
 
 
 def apt_conf(recipe: Recipe) -> str:
