@@ -323,21 +323,68 @@ def _node_targets(count: int) -> list[dict[str, Any]]:
 
 
 def _relabelled(
-    config: dict[str, Any], job: str, targets: list[dict[str, Any]], promtool: str, root: Path
+    config: dict[str, Any], job: str, targets: list[dict[str, Any]], promtool: str, root: Path, role: str = "node"
 ) -> dict[str, dict[str, str]]:
-    """promtool's relabelling of ``targets`` by ``job`` of ``config``: node name -> labels, kept targets only."""
+    """promtool's relabelling of ``targets`` (shaped as ``role`` discovery's) by ``job`` of ``config``: node
+    (or pod) name -> labels, kept targets only."""
     (scrape,) = [j for j in config["scrape_configs"] if j["job_name"] == job]
-    assert scrape["kubernetes_sd_configs"][0]["role"] == "node"
+    assert scrape["kubernetes_sd_configs"][0]["role"] == role
     scrape = {k: v for k, v in scrape.items() if k != "kubernetes_sd_configs"}
-    (root / "nodes.json").write_text(json.dumps(targets))
-    scrape["file_sd_configs"] = [{"files": [str(root / "nodes.json")]}]
+    (root / f"{role}s.json").write_text(json.dumps(targets))
+    scrape["file_sd_configs"] = [{"files": [str(root / f"{role}s.json")]}]
     checked = root / f"{job}.yml"
     checked.write_text(yaml.safe_dump({**config, "scrape_configs": [scrape]}, sort_keys=False))
     run = _run(promtool, "check", "service-discovery", "--timeout=10s", str(checked), job)
     assert run.returncode == 0, run.stdout + run.stderr
-    return {
-        t["discoveredLabels"]["__meta_kubernetes_node_name"]: t["labels"] for t in json.loads(run.stdout) if t["labels"]
-    }
+    key = f"__meta_kubernetes_{role}_name"
+    return {t["discoveredLabels"][key]: t["labels"] for t in json.loads(run.stdout) if t["labels"]}
+
+
+def _pod_targets(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Targets shaped as pod discovery gives them: a node agent (a DaemonSet's dcgm-exporter pod) on each of
+    ``nodes``, and one kube-state-metrics pod (a ReplicaSet's), both exporters (honor_labels)."""
+
+    def pod(name: str, ip: str, node: str, kind: str, port: str) -> dict[str, Any]:
+        labels = {
+            "__meta_kubernetes_namespace": "kube-system",
+            "__meta_kubernetes_pod_name": name,
+            "__meta_kubernetes_pod_ip": ip,
+            "__meta_kubernetes_pod_node_name": node,
+            "__meta_kubernetes_pod_phase": "Running",
+            "__meta_kubernetes_pod_controller_kind": kind,
+            "__meta_kubernetes_pod_annotation_prometheus_io_scrape": "true",
+            "__meta_kubernetes_pod_annotation_prometheus_io_honor_labels": "true",
+            "__meta_kubernetes_pod_annotation_prometheus_io_port": port,
+        }
+        return {"targets": [f"{ip}:{port}"], "labels": labels}
+
+    out = [pod("kube-state-metrics-7d9f-abcde", "10.65.0.2", "prod-system-000000", "ReplicaSet", "8080")]
+    for i, n in enumerate(nodes):
+        node = n["labels"]["__meta_kubernetes_node_name"]
+        out.append(pod(f"dcgm-exporter-{i:05d}", f"10.65.{1 + i // 250}.{4 + i % 250}", node, "DaemonSet", "9400"))
+    return out
+
+
+@pytest.mark.realtool
+def test_a_nodes_agents_are_scraped_by_the_hosts_that_scrape_its_kubelet(
+    ctx: BootstrapContext, require: Callable[[str], str], tmp_path: Path
+) -> None:
+    """A DaemonSet's pod (dcgm-exporter: 7,500 targets at full size) belongs to its node's share, so each host
+    scrapes the node agents of exactly the nodes whose kubelets it scrapes; kube-state-metrics (one target whose
+    series describe every node) is scraped by every host. promtool runs the real relabelling."""
+    promtool = require("promtool")
+    nodes = _node_targets(300)
+    pods = _pod_targets(nodes)
+    agent_of = {p["labels"]["__meta_kubernetes_pod_name"]: p["labels"]["__meta_kubernetes_pod_node_name"] for p in pods}
+    for host in ctx.prometheus.hosts:
+        (tmp_path / host.name).mkdir()
+        config = yaml.safe_load(prometheus_config(ctx, host))
+        kubelets = set(_relabelled(config, "kubernetes-nodes", nodes, promtool, tmp_path / host.name))
+        exporters = set(_relabelled(config, "kubernetes-exporters", pods, promtool, tmp_path / host.name, "pod"))
+        assert "kube-state-metrics-7d9f-abcde" in exporters, host.name
+        agents = {agent_of[p] for p in exporters if p.startswith("dcgm-exporter-")}
+        assert agents == kubelets, (host.name, len(agents), len(kubelets), len(agents ^ kubelets))
+        assert 0 < len(kubelets) < len(nodes) if ctx.prometheus.shards > 1 else len(kubelets) == len(nodes)
 
 
 @pytest.mark.realtool
