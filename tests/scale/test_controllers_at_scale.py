@@ -75,6 +75,13 @@ def limit_of(pod: dict[str, Any], container: str) -> int:
     return quantity_bytes(c["resources"]["limits"]["memory"])
 
 
+def within_limit(run: Running, pod: dict[str, Any], container: str, what: str) -> None:
+    """The run's peak memory, printed for the record (docs/scale.md), is under the manifest's limit."""
+    peak, limit = run.peak_bytes(), limit_of(pod, container)
+    print(f"\n{what}: peak {peak / 2**20:.0f} MiB of {limit / 2**20:.0f} MiB")
+    assert not run.oom_killed() and peak < limit, f"{what}: peak {peak} of {limit} bytes"
+
+
 def finish(run: Running, timeout: float = 600) -> str:
     code = run.wait(timeout)
     out = run.output()
@@ -114,11 +121,7 @@ def test_xid_remediation_fences_within_its_limit_at_fleet_size(fleet_api: Fleet,
     run = runtime.start(pod, "remediate")
     out = finish(run)
     assert f"fenced (cordon + gpu.example.com/gpu-fatal-xid:NoExecute): {', '.join(sorted(bad))}" in out, out
-    peak = run.peak_bytes()
-    print(
-        f"\nxid remediation at {len(fleet_api.nodes)} nodes: peak {peak / 2**20:.0f} MiB of {limit_of(pod, 'remediate') / 2**20:.0f} MiB"
-    )
-    assert peak < limit_of(pod, "remediate")
+    within_limit(run, pod, "remediate", f"xid remediation at {len(fleet_api.nodes)} nodes")
 
 
 def test_xid_remediation_survives_a_fleet_wide_xid_within_its_limit(fleet_api: Fleet, runtime: Runtime) -> None:
@@ -157,12 +160,7 @@ def test_xid_remediation_survives_a_fleet_wide_xid_within_its_limit(fleet_api: F
         out = run.output()
         assert not run.oom_killed(), f"killed at its memory limit ({run.limit} bytes):\n{out[-2000:]}"
         assert code != 0 and "not fenced, over the cap" in out, out[-3000:]
-        peak = run.peak_bytes()
-        print(
-            f"\nxid remediation, {len(pool):,} nodes failing at once: peak {peak / 2**20:.0f} MiB of "
-            f"{limit_of(pod, 'remediate') / 2**20:.0f} MiB"
-        )
-        assert peak < limit_of(pod, "remediate")
+        within_limit(run, pod, "remediate", f"xid remediation, {len(pool):,} nodes failing at once")
     finally:
         run.stop()
         loader.run(conditions(xid=False))
@@ -196,11 +194,7 @@ def _retest(fleet_api: Fleet, runtime: Runtime, name: str) -> None:
     sent = line.split("sent to preflight: ", 1)[1].split(", ")
     wanted = int(next(e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == "MAX_NODES"))
     assert len(sent) == wanted, out
-    peak = run.peak_bytes()
-    print(
-        f"\nidle re-test at {len(fleet_api.nodes)} nodes, {fleet_api.pods} pods: peak {peak / 2**20:.0f} MiB of {limit_of(pod, 'retest') / 2**20:.0f} MiB"
-    )
-    assert peak < limit_of(pod, "retest")
+    within_limit(run, pod, "retest", f"idle re-test at {len(fleet_api.nodes)} nodes, {fleet_api.pods} pods")
 
 
 def serving_csrs(fleet: Fleet) -> list[dict[str, Any]]:
@@ -283,12 +277,8 @@ def test_the_serving_approver_approves_every_nodes_csr_within_its_limit(fleet_ap
         took = time.monotonic() - began
         yes, no = approved(cp)
         assert (yes, no) == (len(csrs), 0), run.output()[-3000:]
-        peak = run.peak_bytes()
-        print(
-            f"\nkubelet-serving approver at {len(fleet_api.nodes)} nodes: {yes:,} CSRs approved, the last {took:.0f} s "
-            f"after the last was filed; peak {peak / 2**20:.0f} MiB of {limit_of(pod, 'approve') / 2**20:.0f} MiB"
-        )
-        assert peak < limit_of(pod, "approve")
+        what = f"kubelet-serving approver at {len(fleet_api.nodes)} nodes: {yes:,} CSRs approved, the last {took:.0f} s"
+        within_limit(run, pod, "approve", f"{what} after the last was filed")
     finally:
         run.stop()
 
@@ -338,12 +328,8 @@ def test_the_preflight_reporter_releases_its_node_within_its_limit_at_fleet_size
         after = cp.get(f"/api/v1/nodes/{node.name}")
         assert not [t for t in after["spec"].get("taints") or [] if t["key"] == key], after["spec"]
         assert after["metadata"]["annotations"][f"{key}-result"] == "passed"
-        peak = run.peak_bytes()
-        print(
-            f"\npreflight reporter at {len(fleet_api.nodes)} nodes: peak {peak / 2**20:.0f} MiB of "
-            f"{limit_of(pod, 'report') / 2**20:.0f} MiB"
-        )
-        assert run.alive() and not run.oom_killed() and peak < limit_of(pod, "report")
+        assert run.alive()
+        within_limit(run, pod, "report", f"preflight reporter at {len(fleet_api.nodes)} nodes")
     finally:
         run.stop()
 
@@ -365,11 +351,9 @@ def test_kube_state_metrics_serves_the_fleet_within_its_limit(fleet_with_pods: F
 
     try:
         wait("kube-state-metrics to serve every node", lambda: nodes_seen() == len(fleet_api.nodes), [], timeout=300)
-        peak = run.peak_bytes()
-        print(
-            f"\nkube-state-metrics at {len(fleet_api.nodes)} nodes, {fleet_api.pods} pods: peak {peak / 2**20:.0f} MiB of {limit_of(pod, 'kube-state-metrics') / 2**20:.0f} MiB"
-        )
-        assert run.alive() and peak < limit_of(pod, "kube-state-metrics")
+        assert run.alive()
+        what = f"kube-state-metrics at {len(fleet_api.nodes)} nodes, {fleet_api.pods} pods"
+        within_limit(run, pod, "kube-state-metrics", what)
     finally:
         run.stop()
 
@@ -426,12 +410,9 @@ def test_the_gang_scheduler_places_a_99_node_gang_within_its_limit(fleet_with_po
             cp.get(f"/api/v1/nodes/{n}")["metadata"]["labels"].get("gpu.example.com/ib-island")
             for n in bound().values()
         }
-        peak = run.peak_bytes()
-        print(
-            f"\ngang scheduler at {len(fleet_api.nodes)} nodes, {fleet_api.pods} pods: 99-node gang bound in {placed:.1f} s, peak {peak / 2**20:.0f} MiB of {limit_of(pod, 'kube-scheduler') / 2**20:.0f} MiB"
-        )
         assert len(islands) == 1, islands
-        assert peak < limit_of(pod, "kube-scheduler")
+        what = f"gang scheduler at {len(fleet_api.nodes)} nodes, {fleet_api.pods} pods: 99-node gang bound in {placed:.1f} s"
+        within_limit(run, pod, "kube-scheduler", what)
     finally:
         run.stop()
 
