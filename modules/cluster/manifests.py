@@ -18,6 +18,7 @@ from modules.cluster.objects import (
     serving_certs,
     state_metrics,
     teams,
+    tenancy,
 )
 from modules.cluster.objects.common import Obj
 from modules.cluster.spec import AddonsSpec
@@ -30,6 +31,7 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
     objs = (
         priorities.priority_classes()
         + teams.teams(spec)
+        + tenancy.tenancy(spec)
         + admission.admission(spec)
         + coredns.dns(spec)
         + state_metrics.state_metrics(spec)
