@@ -31,7 +31,6 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
     objs = (
         priorities.priority_classes()
         + teams.teams(spec)
-        + tenancy.tenancy(spec)
         + admission.admission(spec)
         + coredns.dns(spec)
         + state_metrics.state_metrics(spec)
@@ -45,6 +44,9 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         + gang.gang(spec)
         + access.access(spec)
         + network_policies.network_policies(spec)
+        # Appended last: files keep the numbers `agk render` gave them before (the README names some).
+        + admission.pod_security()
+        + tenancy.tenancy(spec)
     )
     rank = {kind: i for i, kind in enumerate(_FIRST)}
     return sorted(objs, key=lambda o: rank.get(o["kind"], len(_FIRST)))

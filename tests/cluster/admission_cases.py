@@ -169,7 +169,8 @@ POD_SECURITY_REFUSED = {
         gpu_pod(containers=[container(securityContext={"seLinuxOptions": {"type": "spc_t"}})]),
         8,
     ),
-    "unmasked /proc": (gpu_pod(containers=[container(securityContext={"procMount": "Unmasked"})]), 9),
+    # No "unmasked /proc" case: the API server itself refuses procMount Unmasked unless hostUsers is false
+    # (pkg/apis/core/validation), and with hostUsers false baseline allows it; validation 9 mirrors baseline.
     "seccomp unconfined": (
         gpu_pod(containers=[container(securityContext={"seccompProfile": {"type": "Unconfined"}})]),
         10,

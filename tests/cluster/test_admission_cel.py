@@ -216,7 +216,7 @@ def test_pod_security_refuses(psa_policy: dict[str, Any], case: str) -> None:
 def test_every_binding_spares_only_the_system_namespaces(dev_spec: AddonsSpec) -> None:
     bindings = {
         o["metadata"]["name"]: o["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
-        for o in admission.admission(dev_spec)
+        for o in admission.admission(dev_spec) + admission.pod_security()
         if o["kind"] == "ValidatingAdmissionPolicyBinding"
     }
     name = "kubernetes.io/metadata.name"

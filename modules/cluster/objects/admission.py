@@ -428,7 +428,8 @@ def pod_security_validations() -> list[dict[str, str]]:
             "the pod or a container sets an SELinux user, role or type outside Pod Security baseline's: drop it",
         ),
         (
-            # From 1.35 baseline allows any procMount in a user namespace (hostUsers: false; check_procMount_baseline.go).
+            # Baseline allows any procMount in a user namespace (hostUsers: false; check_procMount_baseline.go, 1.35);
+            # the API server refuses Unmasked without one anyway (pkg/apis/core/validation): kept to mirror baseline.
             "(has(object.spec.hostUsers) && !object.spec.hostUsers) || !("
             + _any_container(
                 "has(c.securityContext) && has(c.securityContext.procMount) && c.securityContext.procMount != 'Default'"
@@ -485,4 +486,5 @@ def pod_security() -> list[Obj]:
 
 
 def admission(spec: AddonsSpec) -> list[Obj]:
-    return validating(spec) + mutating(spec) + gpu_isolation() + pod_security()
+    # tenant-pod-security (pod_security()) is rendered last by modules/cluster/manifests.py.
+    return validating(spec) + mutating(spec) + gpu_isolation()
