@@ -33,7 +33,7 @@ from tests.cluster.admission_cases import (
     pod,
 )
 
-from .cluster import ControlPlane
+from .cluster import ControlPlane, wait
 from .conftest import prepared, wait_for_default_service_account
 
 NAMESPACE = "research"
@@ -138,27 +138,52 @@ def refused_by(cp: ControlPlane, message: str, expected: dict[str, list[int]]) -
 
 
 @pytest.fixture(scope="module")
-def scratch(dev_cluster: ControlPlane) -> str:
+def in_force(dev_cluster: ControlPlane) -> ControlPlane:
+    """dev's control plane once the API server enforces all three policies: each policy takes effect when the
+    API server's informer has loaded it, a moment after it is applied, and an admitted pod proves nothing
+    before that. One probe pod per policy that only that policy refuses."""
+    probes = {
+        "tenant-pod-security": {**HOST_ROOT, "spec": {"hostPID": True, "containers": [{"name": "c", "image": "i"}]}},
+        "gpu-isolation": pod()
+        | {
+            "spec": {
+                "containers": [{"name": "c", "image": "i", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]
+            }
+        },
+        "team-tolerations": pod([OTHER]),
+    }
+    for policy, probe in probes.items():
+        wait(
+            f"{policy} in force",
+            lambda p=probe, n=policy: f"ValidatingAdmissionPolicy '{n}'" in create(dev_cluster, p)[1],
+            dev_cluster.processes(),
+            timeout=60,
+        )
+    return dev_cluster
+
+
+@pytest.fixture(scope="module")
+def scratch(in_force: ControlPlane) -> str:
     """A namespace created after the add-ons, without any label: nobody's team, no Pod Security labels."""
     name = "scratch"
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    assert dev_cluster.call("POST", "/api/v1/namespaces", body)[0] in (201, 409)
-    wait_for_default_service_account(dev_cluster, [name])
+    assert in_force.call("POST", "/api/v1/namespaces", body)[0] in (201, 409)
+    wait_for_default_service_account(in_force, [name])
     return name
 
 
-def test_a_team_pod_mounting_the_nodes_root_is_refused(dev_cluster: ControlPlane) -> None:
-    code, message = create(dev_cluster, HOST_ROOT)
+def test_a_team_pod_mounting_the_nodes_root_is_refused(in_force: ControlPlane) -> None:
+    code, message = create(in_force, HOST_ROOT)
     assert code == 403, message
-    assert refused_by(dev_cluster, message, {"gpu-isolation": [4], "tenant-pod-security": [3]}), message
+    assert refused_by(in_force, message, {"gpu-isolation": [4], "tenant-pod-security": [3]}), message
 
 
 def test_a_pod_mounting_the_nodes_root_in_a_new_unlabelled_namespace_is_refused(
-    dev_cluster: ControlPlane, scratch: str
+    in_force: ControlPlane, scratch: str
 ) -> None:
-    code, message = create(dev_cluster, HOST_ROOT, namespace=scratch)
+    code, message = create(in_force, HOST_ROOT, namespace=scratch)
     assert code == 403, message
-    assert refused_by(dev_cluster, message, {"gpu-isolation": [4], "tenant-pod-security": [3]}), message
+    assert refused_by(in_force, message, {"gpu-isolation": [4], "tenant-pod-security": [3]}), message
 
 
 @pytest.mark.parametrize(
@@ -167,34 +192,34 @@ def test_a_pod_mounting_the_nodes_root_in_a_new_unlabelled_namespace_is_refused(
     ids=["another team", "every team, borrowing", "every taint"],
 )
 def test_a_pod_of_no_team_tolerating_a_teams_taint_is_refused(
-    dev_cluster: ControlPlane, scratch: str, tolerations: list[dict[str, str]], priority: str | None
+    in_force: ControlPlane, scratch: str, tolerations: list[dict[str, str]], priority: str | None
 ) -> None:
-    code, message = create(dev_cluster, pod(tolerations, priority), namespace=scratch)
+    code, message = create(in_force, pod(tolerations, priority), namespace=scratch)
     assert code == 403 and "ValidatingAdmissionPolicy 'team-tolerations'" in message, message
     assert f"pod in namespace {scratch}" in message, message
 
 
-def test_a_pod_of_no_team_that_tolerates_no_team_is_admitted(dev_cluster: ControlPlane, scratch: str) -> None:
-    code, message = create(dev_cluster, pod([{"key": "nvidia.com/gpu", "operator": "Exists"}]), namespace=scratch)
+def test_a_pod_of_no_team_that_tolerates_no_team_is_admitted(in_force: ControlPlane, scratch: str) -> None:
+    code, message = create(in_force, pod([{"key": "nvidia.com/gpu", "operator": "Exists"}]), namespace=scratch)
     assert code == 201, message
 
 
 @pytest.mark.parametrize("case", list(POD_SECURITY_ADMITTED))
-def test_what_training_needs_is_admitted(dev_cluster: ControlPlane, case: str) -> None:
-    code, message = create(dev_cluster, POD_SECURITY_ADMITTED[case])
+def test_what_training_needs_is_admitted(in_force: ControlPlane, case: str) -> None:
+    code, message = create(in_force, POD_SECURITY_ADMITTED[case])
     assert code == 201, message
 
 
 @pytest.mark.parametrize("case", list(POD_SECURITY_REFUSED))
-def test_host_access_is_refused_in_team_namespaces(dev_cluster: ControlPlane, case: str) -> None:
+def test_host_access_is_refused_in_team_namespaces(in_force: ControlPlane, case: str) -> None:
     obj, which = POD_SECURITY_REFUSED[case]
-    code, message = create(dev_cluster, obj)
+    code, message = create(in_force, obj)
     assert code == 403, message
     # gpu-isolation may deny first where both policies forbid the pod (privileged, SYS_ADMIN, hostPath).
-    assert refused_by(dev_cluster, message, {"tenant-pod-security": [which], "gpu-isolation": [1, 4]}), message
+    assert refused_by(in_force, message, {"tenant-pod-security": [which], "gpu-isolation": [1, 4]}), message
 
 
-def test_the_documented_training_job_is_admitted_with_its_topology_file(dev_cluster: ControlPlane) -> None:
+def test_the_documented_training_job_is_admitted_with_its_topology_file(in_force: ControlPlane) -> None:
     """The StatefulSet the README and `agk render` give (gang.example), created for real (server-side, as
     `kubectl apply` does) and its pod template dry-run created in the team namespace: both admitted; the
     ConfigMap its topology volume names exists there, so the pod could start."""
@@ -204,19 +229,19 @@ def test_the_documented_training_job_is_admitted_with_its_topology_file(dev_clus
     template = statefulset["spec"]["template"]
     obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer-0", **template["metadata"]}}
     obj["spec"] = template["spec"]
-    code, message = create(dev_cluster, obj, namespace=team)
+    code, message = create(in_force, obj, namespace=team)
     assert code == 201, message
     sts_path = f"/apis/apps/v1/namespaces/{team}/statefulsets?dryRun=All"
-    code, body = dev_cluster.call("POST", sts_path, statefulset)
+    code, body = in_force.call("POST", sts_path, statefulset)
     assert code == 201, body
     (volume,) = [v for v in template["spec"]["volumes"] if v["name"] == "topology"]
     name = volume["configMap"]["name"]
-    code, cm = dev_cluster.call("GET", f"/api/v1/namespaces/{team}/configmaps/{name}")
+    code, cm = in_force.call("GET", f"/api/v1/namespaces/{team}/configmaps/{name}")
     assert code == 200, cm
     assert {i["key"] for i in volume["configMap"]["items"]} <= set(cm["data"]), cm.get("data", {}).keys()
 
 
-def test_the_system_agents_are_admitted_in_their_namespaces(dev_cluster: ControlPlane, tmp_path_factory: Any) -> None:
+def test_the_system_agents_are_admitted_in_their_namespaces(in_force: ControlPlane, tmp_path_factory: Any) -> None:
     """Every DaemonSet and Deployment the add-ons ship, as the rendered manifests hold them: its pod
     template dry-run created in its namespace (the node agents keep their host access in kube-system and
     gpu-health, and the rest pass every policy where they are)."""
@@ -237,6 +262,6 @@ def test_the_system_agents_are_admitted_in_their_namespaces(dev_cluster: Control
         host += bool(template["spec"].get("hostNetwork")) or any(
             "hostPath" in v for v in template["spec"].get("volumes", [])
         )
-        code, message = create(dev_cluster, obj, namespace=w["metadata"]["namespace"])
+        code, message = create(in_force, obj, namespace=w["metadata"]["namespace"])
         assert code == 201, (w["kind"], w["metadata"]["name"], message)
     assert host > 0  # some of them do use the host, and are still admitted where they run
