@@ -10,6 +10,7 @@ are created here as a user would create one: no label but the name the API serve
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -152,13 +153,12 @@ def in_force(dev_cluster: ControlPlane) -> ControlPlane:
         },
         "team-tolerations": pod([OTHER]),
     }
+
+    def refuses(policy: str, probe: dict[str, Any]) -> Callable[[], bool]:
+        return lambda: f"ValidatingAdmissionPolicy '{policy}'" in create(dev_cluster, probe)[1]
+
     for policy, probe in probes.items():
-        wait(
-            f"{policy} in force",
-            lambda p=probe, n=policy: f"ValidatingAdmissionPolicy '{n}'" in create(dev_cluster, p)[1],
-            dev_cluster.processes(),
-            timeout=60,
-        )
+        wait(f"{policy} in force", refuses(policy, probe), dev_cluster.processes(), timeout=60)
     return dev_cluster
 
 
