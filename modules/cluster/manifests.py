@@ -18,6 +18,7 @@ from modules.cluster.objects import (
     serving_certs,
     state_metrics,
     teams,
+    tenancy,
 )
 from modules.cluster.objects.common import Obj
 from modules.cluster.spec import AddonsSpec
@@ -43,6 +44,9 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         + gang.gang(spec)
         + access.access(spec)
         + network_policies.network_policies(spec)
+        # Appended last: files keep the numbers `agk render` gave them before (the README names some).
+        + admission.pod_security()
+        + tenancy.tenancy(spec)
     )
     rank = {kind: i for i, kind in enumerate(_FIRST)}
     return sorted(objs, key=lambda o: rank.get(o["kind"], len(_FIRST)))

@@ -12,6 +12,9 @@ TEAM_MESSAGE = (
     "pod in team namespace research tolerates another team's taint: tolerate only team=research "
     "or set priorityClassName: borrow"
 )
+OUTSIDER_MESSAGE = (
+    "pod in namespace scratch, which belongs to no team, tolerates a team's taint: run it in its team's namespace"
+)
 PREFLIGHT_MESSAGE = (
     "pod in team namespace research tolerates the preflight taint (or every taint): name the taint keys it tolerates"
 )
@@ -93,14 +96,84 @@ GPU_REFUSED = {
         1,
     ),
     "ALL capabilities": (gpu_pod(containers=[container(securityContext={"capabilities": {"add": ["ALL"]}})]), 1),
+    # The runtime reads a /dev/null mount there as a device request; /dev/null would be a hostPath (refused
+    # by the last rule too), so the mount-path rule is shown on its own with another volume.
     "a device-list mount": (
         gpu_pod(
             containers=[
                 container(volumeMounts=[{"name": "null", "mountPath": "/var/run/nvidia-container-devices/all"}])
             ],
-            volumes=[{"name": "null", "hostPath": {"path": "/dev/null"}}],
+            volumes=[{"name": "null", "emptyDir": {}}],
         ),
         2,
     ),
     "host network": (gpu_pod(hostNetwork=True), 3),
+    "the node's / through hostPath": (
+        gpu_pod(
+            containers=[container(volumeMounts=[{"name": "root", "mountPath": "/host"}])],
+            volumes=[{"name": "root", "hostPath": {"path": "/"}}],
+        ),
+        4,
+    ),
+}
+
+# --- tenant-pod-security: Pod Security baseline plus IPC_LOCK ----------------------------------------------
+
+
+def caps(*add: str) -> dict[str, Any]:
+    return container(securityContext={"capabilities": {"add": list(add)}})
+
+
+# What the documented InfiniBand job needs, each on its own, and the baseline it keeps.
+POD_SECURITY_ADMITTED = {
+    "plain pod": gpu_pod(),
+    "IPC_LOCK (InfiniBand pins memory)": gpu_pod(containers=[caps("IPC_LOCK")]),
+    "a baseline capability beside IPC_LOCK": gpu_pod(containers=[caps("IPC_LOCK", "NET_BIND_SERVICE")]),
+    "a large /dev/shm (in-memory emptyDir)": gpu_pod(
+        containers=[container(volumeMounts=[{"name": "dshm", "mountPath": "/dev/shm"}])],
+        volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}],
+    ),
+    "the RDMA device through the device plugin": gpu_pod(
+        containers=[container(resources={"limits": {"nvidia.com/gpu": "8", "rdma/ib": "1"}})]
+    ),
+    "the topology file from a ConfigMap": gpu_pod(
+        containers=[container(volumeMounts=[{"name": "t", "mountPath": "/opt/microsoft", "readOnly": True}])],
+        volumes=[{"name": "t", "configMap": {"name": "nccl-topology"}}],
+    ),
+    "RuntimeDefault seccomp and a safe sysctl": gpu_pod(
+        securityContext={
+            "seccompProfile": {"type": "RuntimeDefault"},
+            "sysctls": [{"name": "net.ipv4.tcp_keepalive_time", "value": "60"}],
+        }
+    ),
+    "a probe on the pod's own address": gpu_pod(
+        containers=[container(livenessProbe={"httpGet": {"path": "/", "port": 8080}})]
+    ),
+}
+# Each refused for one control (the index of tenant-pod-security's validation that names it).
+POD_SECURITY_REFUSED = {
+    "hostPID": (gpu_pod(hostPID=True), 0),
+    "hostIPC": (gpu_pod(hostIPC=True), 0),
+    "privileged": (gpu_pod(containers=[container(securityContext={"privileged": True})]), 1),
+    "SYS_PTRACE beside IPC_LOCK": (gpu_pod(containers=[caps("IPC_LOCK", "SYS_PTRACE")]), 2),
+    "NET_ADMIN in an init container": (gpu_pod(initContainers=[caps("NET_ADMIN") | {"name": "init"}]), 2),
+    "SYS_ADMIN in an ephemeral container": (gpu_pod(ephemeralContainers=[caps("SYS_ADMIN") | {"name": "debug"}]), 2),
+    "a hostPath volume": (gpu_pod(volumes=[{"name": "h", "hostPath": {"path": "/var/lib/kubelet"}}]), 3),
+    "a host port": (gpu_pod(containers=[container(ports=[{"containerPort": 80, "hostPort": 80}])]), 4),
+    "a probe aimed at another host": (
+        gpu_pod(containers=[container(livenessProbe={"tcpSocket": {"host": "169.254.169.254", "port": 80}})]),
+        6,
+    ),
+    "AppArmor unconfined": (gpu_pod(securityContext={"appArmorProfile": {"type": "Unconfined"}}), 7),
+    "an SELinux type beyond containers'": (
+        gpu_pod(containers=[container(securityContext={"seLinuxOptions": {"type": "spc_t"}})]),
+        8,
+    ),
+    # No "unmasked /proc" case: the API server itself refuses procMount Unmasked unless hostUsers is false
+    # (pkg/apis/core/validation), and with hostUsers false baseline allows it; validation 9 mirrors baseline.
+    "seccomp unconfined": (
+        gpu_pod(containers=[container(securityContext={"seccompProfile": {"type": "Unconfined"}})]),
+        10,
+    ),
+    "an unsafe sysctl": (gpu_pod(securityContext={"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]}), 11),
 }

@@ -16,7 +16,11 @@ from .admission_cases import (
     ADMITTED,
     GPU_ADMITTED,
     GPU_REFUSED,
+    OTHER,
+    OUTSIDER_MESSAGE,
     OWN,
+    POD_SECURITY_ADMITTED,
+    POD_SECURITY_REFUSED,
     PREFLIGHT_MESSAGE,
     REFUSED_PREFLIGHT,
     REFUSED_TEAM,
@@ -32,11 +36,13 @@ def _eval(expr: str, activation: dict[str, Any]) -> Any:
     return ENV.program(ENV.compile(expr)).evaluate(activation)
 
 
-def admit(policy: dict[str, Any], pod: dict[str, Any], team: str = "research") -> list[str]:
-    """Messages of the failed validations (empty: admitted), as the API server computes them."""
+def admit(policy: dict[str, Any], pod: dict[str, Any], team: str = "research", *, labelled: bool = True) -> list[str]:
+    """Messages of the failed validations (empty: admitted), as the API server computes them. ``labelled``:
+    the namespace ``team`` carries the team label (else it is a namespace of no team)."""
+    labels = {TEAM: team} if labelled else {"kubernetes.io/metadata.name": team}
     activation: dict[str, Any] = {
         "object": celpy.json_to_cel(pod),
-        "namespaceObject": celpy.json_to_cel({"metadata": {"name": team, "labels": {TEAM: team}}}),
+        "namespaceObject": celpy.json_to_cel({"metadata": {"name": team, "labels": labels}}),
     }
     variables: dict[Any, Any] = {}
     for var in policy["spec"]["variables"]:
@@ -139,3 +145,98 @@ def test_gpu_isolation_spares_only_the_node_agents_namespaces(dev_spec: AddonsSp
         template = obj.get("spec", {}).get("template")
         if template and refused(gpu_policy, {"spec": template["spec"]}):
             assert obj["metadata"]["namespace"] in expr["values"], obj["metadata"]["name"]
+
+
+def test_gpu_isolation_refuses_the_documented_topology_hostpath_of_before(dev_spec: AddonsSpec) -> None:
+    """The job this project documented until now mounted /opt/microsoft from the host; that is refused now,
+    and the documented job mounts the team's ConfigMap instead."""
+    policy = admission.gpu_isolation()[0]
+    before = {
+        "spec": {
+            "containers": [{"name": "c", "image": "i"}],
+            "volumes": [{"name": "topology", "hostPath": {"path": "/opt/microsoft", "type": "Directory"}}],
+        }
+    }
+    assert refused(policy, before) == [policy["spec"]["validations"][4]["message"]]
+    pod_spec = gang.example(dev_spec, dev_spec.teams[0])[1]["spec"]["template"]["spec"]
+    assert [v for v in pod_spec["volumes"] if "hostPath" in v] == []
+    # NCCL still finds its file where the image put it: the ConfigMap item lands at NCCL_TOPO_FILE.
+    (trainer,) = pod_spec["containers"]
+    (mount,) = [m for m in trainer["volumeMounts"] if m["name"] == "topology"]
+    (volume,) = [v for v in pod_spec["volumes"] if v["name"] == "topology"]
+    (item,) = volume["configMap"]["items"]
+    env = {e["name"]: e["value"] for e in trainer["env"]}
+    assert volume["configMap"]["name"] == "nccl-topology"
+    assert f"{mount['mountPath']}/{item['path']}" == env["NCCL_TOPO_FILE"]
+
+
+# --- Namespaces of no team ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tolerations,priority",
+    [([OTHER], None), ([OWN], "training"), ([{"key": TEAM, "operator": "Exists"}], "borrow")],
+    ids=["another team", "a team", "every team, even borrowing"],
+)
+def test_a_namespace_of_no_team_tolerates_no_team(
+    policy: dict[str, Any], tolerations: list[dict[str, str]], priority: str | None
+) -> None:
+    assert admit(policy, pod(tolerations, priority), "scratch", labelled=False) == [OUTSIDER_MESSAGE]
+
+
+def test_a_namespace_of_no_team_may_run_untolerating_pods(policy: dict[str, Any]) -> None:
+    assert admit(policy, pod(), "scratch", labelled=False) == []
+    assert admit(policy, pod([{"key": "nvidia.com/gpu", "operator": "Exists"}]), "scratch", labelled=False) == []
+
+
+def test_a_namespace_of_no_team_names_itself_for_the_preflight_taint(policy: dict[str, Any]) -> None:
+    messages = admit(policy, pod([{"operator": "Exists"}]), "scratch", labelled=False)
+    assert messages[-1].startswith("pod in namespace scratch tolerates the preflight taint"), messages
+
+
+# --- tenant-pod-security: Pod Security baseline plus IPC_LOCK ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def psa_policy() -> dict[str, Any]:
+    return admission.pod_security()[0]
+
+
+@pytest.mark.parametrize("case", list(POD_SECURITY_ADMITTED))
+def test_pod_security_admits(psa_policy: dict[str, Any], case: str) -> None:
+    assert refused(psa_policy, POD_SECURITY_ADMITTED[case]) == []
+
+
+@pytest.mark.parametrize("case", list(POD_SECURITY_REFUSED))
+def test_pod_security_refuses(psa_policy: dict[str, Any], case: str) -> None:
+    pod_obj, which = POD_SECURITY_REFUSED[case]
+    assert refused(psa_policy, pod_obj) == [psa_policy["spec"]["validations"][which]["message"]]
+
+
+def test_every_binding_spares_only_the_system_namespaces(dev_spec: AddonsSpec) -> None:
+    bindings = {
+        o["metadata"]["name"]: o["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+        for o in admission.admission(dev_spec) + admission.pod_security()
+        if o["kind"] == "ValidatingAdmissionPolicyBinding"
+    }
+    name = "kubernetes.io/metadata.name"
+    assert bindings == {
+        "team-tolerations": [
+            {"key": name, "operator": "NotIn", "values": ["kube-system", "gpu-health", "balloons", "scheduler-plugins"]}
+        ],
+        "gpu-isolation": [{"key": name, "operator": "NotIn", "values": ["kube-system", "gpu-health"]}],
+        "tenant-pod-security": [{"key": name, "operator": "NotIn", "values": ["kube-system", "gpu-health"]}],
+    }
+
+
+def test_the_documented_job_and_every_workload_outside_the_agents_namespaces_keep_baseline(
+    dev_spec: AddonsSpec, psa_policy: dict[str, Any]
+) -> None:
+    from modules.cluster.manifests import render_manifests
+
+    statefulset = gang.example(dev_spec, dev_spec.teams[0])[1]
+    assert refused(psa_policy, {"spec": statefulset["spec"]["template"]["spec"]}) == []
+    for obj in render_manifests(dev_spec):
+        template = obj.get("spec", {}).get("template")
+        if template and refused(psa_policy, {"spec": template["spec"]}):
+            assert obj["metadata"]["namespace"] in admission.HOST_ACCESS_NAMESPACES, obj["metadata"]["name"]

@@ -1,10 +1,21 @@
-"""Admission without webhook code: CEL policies that keep teams on their own nodes.
+"""Admission without webhook code: CEL policies that keep teams on their own nodes and off the host.
+
+Every policy binds every namespace but an explicit list of the toolkit's own system namespaces
+(``SYSTEM_NAMESPACES``, ``HOST_ACCESS_NAMESPACES``): a namespace created later, labelled or not, is
+held to the same rules as a team's, so nobody escapes a policy by creating a namespace.
 
 A pod in a team namespace (one labelled ``<domain>/team``) may tolerate only its own team's
-taint; only the ``borrow`` priority class may tolerate every team. Nobody may tolerate the
-preflight taint (that is how untested nodes stay empty), so wildcard tolerations are refused.
+taint; only the ``borrow`` priority class may tolerate every team. A pod in any other namespace
+tolerates no team's taint at all. Nobody may tolerate the preflight taint (that is how untested
+nodes stay empty), so wildcard tolerations are refused.
 From Kubernetes 1.36 a MutatingAdmissionPolicy adds the team toleration itself; before that,
 users write it in their pod spec (README).
+
+``tenant-pod-security`` is the Pod Security Standards' baseline level, control by control
+(kubernetes.io/docs/concepts/security/pod-security-standards, as k8s.io/pod-security-admission
+implements it at the pinned minor), with one addition: a container may add ``IPC_LOCK``, which
+InfiniBand needs to register (pin) memory and which baseline refuses. That one capability is why
+the team namespaces' Pod Security labels cannot enforce baseline themselves (docs/tenancy.md).
 
 A second policy keeps pods to the GPUs the device plugin allocated them. With nvidia as the default
 runtime, the node's nvidia-container-runtime ignores ``NVIDIA_VISIBLE_DEVICES`` from unprivileged
@@ -19,14 +30,57 @@ the variable, run privileged, add SYS_ADMIN, mount under that directory, or use 
 
 from __future__ import annotations
 
-from modules.cluster.objects.common import Obj, meta
+from modules.cluster.objects.common import BALLOON_NS, GANG_NS, HEALTH_NS, Obj, meta
 from modules.cluster.spec import AddonsSpec
 
 POLICY = "team-tolerations"
 MUTATING_POLICY = "team-toleration-default"
 GPU_POLICY = "gpu-isolation"
-# Namespaces of the toolkit's own node agents (device plugins, dcgm-exporter, preflight), which must see every GPU.
-GPU_AGENT_NAMESPACES = ("kube-system", "gpu-health")
+POD_SECURITY_POLICY = "tenant-pod-security"
+# Namespaces of the toolkit's own node agents (device plugins, dcgm-exporter, preflight, RDMA plugin,
+# cloud-node-manager), which must see every GPU and use the host: the only ones the host-access
+# policies (gpu-isolation, tenant-pod-security) spare.
+HOST_ACCESS_NAMESPACES = ("kube-system", HEALTH_NS)
+GPU_AGENT_NAMESPACES = HOST_ACCESS_NAMESPACES
+# Every namespace whose pods the toolkit itself places on tainted nodes: the node agents (which tolerate
+# everything), balloons (which tolerate their pool's team) and the gang scheduler. The team-toleration
+# policy spares only these; no researcher has rights in them (docs/tenancy.md).
+SYSTEM_NAMESPACES = (*HOST_ACCESS_NAMESPACES, BALLOON_NS, GANG_NS)
+# Capabilities a container may add: Pod Security baseline's list (k8s.io/pod-security-admission
+# policy/check_capabilities_baseline.go, capabilities_allowed_1_0), plus IPC_LOCK for InfiniBand.
+BASELINE_CAPABILITIES = (
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+)
+TRAINING_CAPABILITIES = ("IPC_LOCK",)
+# Baseline's safe sysctls at 1.32+ (check_sysctls.go, sysctlsAllowedV1Dot32).
+BASELINE_SYSCTLS = (
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+)
+# Baseline's SELinux types at 1.31+ (check_seLinuxOptions.go, selinuxAllowedTypes1_31).
+BASELINE_SELINUX_TYPES = ("", "container_t", "container_init_t", "container_kvm_t", "container_engine_t")
 DEVICE_MOUNTS = "/var/run/nvidia-container-devices"
 _LISTS = ("containers", "initContainers", "ephemeralContainers")
 
@@ -67,10 +121,16 @@ def variables(spec: AddonsSpec) -> list[dict[str, str]]:
 
 
 def validations() -> list[dict[str, str]]:
+    # A namespace without the team label belongs to no team: it may not tolerate any team's taint, not
+    # even by borrowing (borrowed capacity is a team's, and its quota is counted in team namespaces).
+    outsider = "variables.team == ''"
+    where = "(variables.team == '' ? 'pod in namespace ' + namespaceObject.metadata.name : 'pod in team namespace ' + variables.team)"
     return [
         {
-            "expression": "variables.borrowing || size(variables.foreign) == 0",
+            "expression": f"({outsider} ? size(variables.foreign) == 0 : (variables.borrowing || size(variables.foreign) == 0))",
             "messageExpression": (
+                f"{outsider} ? 'pod in namespace ' + namespaceObject.metadata.name + ', which belongs to no team, "
+                "tolerates a team\\'s taint: run it in its team\\'s namespace' : "
                 "'pod in team namespace ' + variables.team + ' tolerates another team\\'s taint: tolerate "
                 "only team=' + variables.team + ' or set priorityClassName: borrow'"
             ),
@@ -79,8 +139,7 @@ def validations() -> list[dict[str, str]]:
         {
             "expression": "size(variables.preflight) == 0",
             "messageExpression": (
-                "'pod in team namespace ' + variables.team + ' tolerates the preflight taint (or every "
-                "taint): name the taint keys it tolerates'"
+                f"{where} + ' tolerates the preflight taint (or every taint): name the taint keys it tolerates'"
             ),
             "reason": "Forbidden",
         },
@@ -95,6 +154,17 @@ def _match_pods(operations: list[str]) -> Obj:
 
 def _team_namespaces(spec: AddonsSpec) -> Obj:
     return {"namespaceSelector": {"matchExpressions": [{"key": spec.team_key, "operator": "Exists"}]}}
+
+
+def all_namespaces_but(spared: tuple[str, ...]) -> Obj:
+    """Every namespace, present or future, except ``spared`` (matched by the name label the API server
+    sets on every namespace, which nobody can change: kubernetes.io/docs/reference/labels-annotations-taints,
+    kubernetes.io/metadata.name)."""
+    return {
+        "namespaceSelector": {
+            "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": list(spared)}]
+        }
+    }
 
 
 def validating(spec: AddonsSpec) -> list[Obj]:
@@ -116,7 +186,8 @@ def validating(spec: AddonsSpec) -> list[Obj]:
         "spec": {
             "policyName": POLICY,
             "validationActions": ["Deny"],
-            "matchResources": _team_namespaces(spec),
+            # Not only team namespaces: a pod in any other namespace would otherwise tolerate every team.
+            "matchResources": all_namespaces_but(SYSTEM_NAMESPACES),
         },
     }
     return [policy, binding]
@@ -214,6 +285,14 @@ def gpu_validations() -> list[dict[str, str]]:
             "network (InfiniBand comes from rdma/ib, not from the host network)",
             "reason": "Forbidden",
         },
+        {
+            # Any host path: / gives root on the node (its kubelet credentials, its managed identity's
+            # bundle, every GPU's device node). The NCCL topology file comes from a ConfigMap (objects/tenancy.py).
+            "expression": "!(has(object.spec.volumes) && object.spec.volumes.exists(v, has(v.hostPath)))",
+            "message": "the pod mounts a hostPath volume, which exposes the node's files: use a ConfigMap, an "
+            "emptyDir or a PersistentVolumeClaim (the NCCL topology file is the ConfigMap nccl-topology)",
+            "reason": "Forbidden",
+        },
     ]
 
 
@@ -244,21 +323,168 @@ def gpu_isolation() -> list[Obj]:
         "spec": {
             "policyName": GPU_POLICY,
             "validationActions": ["Deny"],
-            "matchResources": {
-                "namespaceSelector": {
-                    "matchExpressions": [
-                        {
-                            "key": "kubernetes.io/metadata.name",
-                            "operator": "NotIn",
-                            "values": list(GPU_AGENT_NAMESPACES),
-                        }
-                    ]
-                }
+            "matchResources": all_namespaces_but(GPU_AGENT_NAMESPACES),
+        },
+    }
+    return [policy, binding]
+
+
+def _cel_list(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+def _pod_or_container(field: str, condition: str) -> str:
+    """True when the pod's securityContext or some container's sets ``field`` to a value matching
+    ``condition`` (over ``f``)."""
+    pod = f"(has(object.spec.securityContext) && has(object.spec.securityContext.{field}) && "
+    pod += f"[object.spec.securityContext.{field}].exists(f, {condition}))"
+    return (
+        pod
+        + " || "
+        + _any_container(
+            f"has(c.securityContext) && has(c.securityContext.{field}) && "
+            f"[c.securityContext.{field}].exists(f, {condition})"
+        )
+    )
+
+
+def _host_handler(handler: str) -> str:
+    """A probe or lifecycle handler ``handler`` (over ``c``) that names a host."""
+    parts = [
+        f"(has({handler}.{kind}) && has({handler}.{kind}.host) && {handler}.{kind}.host != '')"
+        for kind in ("httpGet", "tcpSocket")
+    ]
+    return f"(has({handler}) && ({' || '.join(parts)}))"
+
+
+def pod_security_validations() -> list[dict[str, str]]:
+    """The Pod Security Standards' baseline controls (pod-security-standards, "Baseline"), each its own
+    validation so the refusal names the control; the only departure is ``TRAINING_CAPABILITIES``."""
+    allowed_caps = _cel_list(BASELINE_CAPABILITIES + TRAINING_CAPABILITIES)
+    probes = [_host_handler(f"c.{p}") for p in ("livenessProbe", "readinessProbe", "startupProbe")]
+    hooks = [_host_handler(f"c.lifecycle.{h}") for h in ("postStart", "preStop")]
+    host_handlers = " || ".join(probes) + " || (has(c.lifecycle) && (" + " || ".join(hooks) + "))"
+    apparmor_key = "container.apparmor.security.beta.kubernetes.io/"
+    checks: list[tuple[str, str]] = [
+        (
+            "!((has(object.spec.hostNetwork) && object.spec.hostNetwork) || (has(object.spec.hostPID) && "
+            "object.spec.hostPID) || (has(object.spec.hostIPC) && object.spec.hostIPC))",
+            "the pod shares the node's network, PID or IPC namespace (hostNetwork, hostPID, hostIPC): Pod Security "
+            "baseline forbids it; drop the field",
+        ),
+        (
+            "!("
+            + _any_container(
+                "has(c.securityContext) && has(c.securityContext.privileged) && c.securityContext.privileged"
+            )
+            + ")",
+            "a container is privileged: Pod Security baseline forbids it; drop securityContext.privileged",
+        ),
+        (
+            "!("
+            + _any_container(
+                "has(c.securityContext) && has(c.securityContext.capabilities) && "
+                "has(c.securityContext.capabilities.add) && "
+                f"c.securityContext.capabilities.add.exists(a, !(a in {allowed_caps}))"
+            )
+            + ")",
+            "a container adds a capability beyond Pod Security baseline's list and IPC_LOCK: add only IPC_LOCK "
+            "(InfiniBand) or a baseline capability",
+        ),
+        (
+            "!(has(object.spec.volumes) && object.spec.volumes.exists(v, has(v.hostPath)))",
+            "the pod mounts a hostPath volume: Pod Security baseline forbids it; use a ConfigMap, an emptyDir or "
+            "a PersistentVolumeClaim",
+        ),
+        (
+            "!(" + _any_container("has(c.ports) && c.ports.exists(p, has(p.hostPort) && p.hostPort != 0)") + ")",
+            "a container opens a host port: Pod Security baseline forbids it; drop ports[].hostPort",
+        ),
+        (
+            "!(" + _pod_or_container("windowsOptions", "has(f.hostProcess) && f.hostProcess") + ")",
+            "the pod asks for a Windows HostProcess container: Pod Security baseline forbids it",
+        ),
+        (
+            "!(" + _any_container(host_handlers) + ")",
+            "a probe or lifecycle hook names a host (httpGet.host, tcpSocket.host): Pod Security baseline forbids "
+            "it; drop the host field",
+        ),
+        (
+            "!(" + _pod_or_container("appArmorProfile", "f.type == 'Unconfined'") + ") && "
+            f"(!has(object.metadata.annotations) || object.metadata.annotations.all(k, !k.startsWith('{apparmor_key}')"
+            " || object.metadata.annotations[k] in ['', 'runtime/default'] || "
+            "object.metadata.annotations[k].startsWith('localhost/')))",
+            "the pod or a container runs without AppArmor (Unconfined): Pod Security baseline forbids it; use "
+            "RuntimeDefault or a Localhost profile",
+        ),
+        (
+            "!("
+            + _pod_or_container(
+                "seLinuxOptions",
+                f"(has(f.type) && !(f.type in {_cel_list(BASELINE_SELINUX_TYPES)})) || (has(f.user) && f.user != '')"
+                " || (has(f.role) && f.role != '')",
+            )
+            + ")",
+            "the pod or a container sets an SELinux user, role or type outside Pod Security baseline's: drop it",
+        ),
+        (
+            # Baseline allows any procMount in a user namespace (hostUsers: false; check_procMount_baseline.go, 1.35);
+            # the API server refuses Unmasked without one anyway (pkg/apis/core/validation): kept to mirror baseline.
+            "(has(object.spec.hostUsers) && !object.spec.hostUsers) || !("
+            + _any_container(
+                "has(c.securityContext) && has(c.securityContext.procMount) && c.securityContext.procMount != 'Default'"
+            )
+            + ")",
+            "a container unmasks /proc (procMount): Pod Security baseline forbids it; drop securityContext.procMount",
+        ),
+        (
+            "!(" + _pod_or_container("seccompProfile", "f.type == 'Unconfined'") + ")",
+            "the pod or a container runs without seccomp (Unconfined): Pod Security baseline forbids it; use "
+            "RuntimeDefault",
+        ),
+        (
+            "!(has(object.spec.securityContext) && has(object.spec.securityContext.sysctls) && "
+            f"object.spec.securityContext.sysctls.exists(s, !(s.name in {_cel_list(BASELINE_SYSCTLS)})))",
+            "the pod sets a sysctl outside Pod Security baseline's safe set: drop it",
+        ),
+    ]
+    return [{"expression": expr, "message": message, "reason": "Forbidden"} for expr, message in checks]
+
+
+def pod_security() -> list[Obj]:
+    """``tenant-pod-security``: baseline plus IPC_LOCK, in every namespace but the node agents'."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": meta(POD_SECURITY_POLICY, app="admission"),
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["pods", "pods/ephemeralcontainers"],
+                    }
+                ]
             },
+            "validations": pod_security_validations(),
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": meta(POD_SECURITY_POLICY, app="admission"),
+        "spec": {
+            "policyName": POD_SECURITY_POLICY,
+            "validationActions": ["Deny"],
+            "matchResources": all_namespaces_but(HOST_ACCESS_NAMESPACES),
         },
     }
     return [policy, binding]
 
 
 def admission(spec: AddonsSpec) -> list[Obj]:
+    # tenant-pod-security (pod_security()) is rendered last by modules/cluster/manifests.py.
     return validating(spec) + mutating(spec) + gpu_isolation()

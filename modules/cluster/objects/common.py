@@ -119,6 +119,18 @@ def scrape_annotations(port: int, path: str = "/metrics", *, honor_labels: bool 
     return out
 
 
+def pod_security_labels(levels: dict[str, str], minor: int) -> dict[str, str]:
+    """Pod Security admission labels: a level per mode (enforce, audit, warn), each pinned to the cluster's
+    minor (``<mode>-version``), so a control-plane upgrade does not change what a namespace admits until the
+    labels move with it (kubernetes.io/docs/concepts/security/pod-security-admission, "Pod Security Admission
+    labels for namespaces")."""
+    out: dict[str, str] = {}
+    for mode, level in levels.items():
+        out[f"pod-security.kubernetes.io/{mode}"] = level
+        out[f"pod-security.kubernetes.io/{mode}-version"] = f"v1.{minor}"
+    return out
+
+
 def namespace(
     name: str, *, app: str, pod_security_level: str | None, extra_labels: dict[str, str] | None = None
 ) -> Obj:

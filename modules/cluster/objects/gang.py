@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from modules.cluster.objects import tenancy
 from modules.cluster.objects.common import (
     GANG_NS,
     Obj,
@@ -40,10 +41,10 @@ CONFIG_PATH = "/etc/kubernetes/scheduler-config.yaml"
 
 _INT32: Obj = {"type": "integer", "format": "int32"}
 
-# NCCL topology files the Ubuntu-HPC image writes at boot, by VM family (Azure/azhpc-images
-# components/setup_sku_customizations.sh: standard_nd*v4 -> ndv4, standard_nd96is*_h[1-2]00_v5 -> ndv5;
-# customizations/ndv5.sh also writes /etc/nccl.conf, which a container does not see: hence the env below).
-TOPO_FILES = {"v4": "/opt/microsoft/ndv4/topo.xml", "v5": "/opt/microsoft/ndv5/topo.xml"}
+# NCCL topology files by VM family: the Ubuntu-HPC image's paths (Azure/azhpc-images
+# components/setup_sku_customizations.sh; customizations/ndv5.sh also writes /etc/nccl.conf, which a container
+# does not see: hence the env below), filled from the team's ConfigMap, not the host (objects/tenancy.py).
+TOPO_FILES = {suffix: f"{tenancy.MOUNT}/{fam}/topo.xml" for suffix, fam in tenancy.FAMILIES.items()}
 
 
 def nccl_env(vm_size: str) -> list[Obj]:
@@ -355,14 +356,15 @@ def example(spec: AddonsSpec, team: TeamSpec, *, name: str = "pretrain", nodes: 
                             "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
                             "volumeMounts": [
                                 {"name": "dshm", "mountPath": "/dev/shm"},
-                                {"name": "topology", "mountPath": "/opt/microsoft", "readOnly": True},
+                                *tenancy.topology_mount(vm_size),
                             ],
                         }
                     ],
                     "volumes": [
                         # NCCL's intra-node transport and the data loaders use /dev/shm; the runtime's is 64 MiB.
                         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
-                        {"name": "topology", "hostPath": {"path": "/opt/microsoft", "type": "Directory"}},
+                        # No hostPath (team namespaces refuse it): the topology file is the team's ConfigMap.
+                        *tenancy.topology_volume(vm_size),
                     ],
                 },
             },

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
-from modules.cluster.objects.common import Obj, meta, namespace
+from modules.cluster.objects.common import Obj, meta, namespace, pod_security_labels
 from modules.cluster.spec import AddonsSpec, TeamSpec
 
 GPU = "nvidia.com/gpu"
 
 
 def team_objects(spec: AddonsSpec, team: TeamSpec) -> list[Obj]:
-    # No Pod Security level on team namespaces: InfiniBand jobs need IPC_LOCK (pinned memory),
-    # which 'baseline' refuses; the admission policy below is what keeps teams apart.
-    ns = namespace(team.name, app="teams", pod_security_level=None, extra_labels={spec.team_key: team.name})
+    # Pod Security labels: InfiniBand jobs need IPC_LOCK (pinned memory), which 'baseline' refuses, so the
+    # labels cannot enforce baseline; the ValidatingAdmissionPolicy tenant-pod-security enforces baseline plus
+    # IPC_LOCK instead (objects/admission.py). 'enforce: privileged' is written out so a cluster-wide default
+    # does not refuse training; 'restricted' warns the submitter and audits (docs/tenancy.md).
+    levels = {"enforce": "privileged", "warn": "restricted", "audit": "restricted"}
+    ns = namespace(
+        team.name,
+        app="teams",
+        pod_security_level=None,
+        extra_labels={**pod_security_labels(levels, spec.minor), spec.team_key: team.name},
+    )
     quota = {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
