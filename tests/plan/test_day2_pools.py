@@ -16,7 +16,7 @@ import pytest
 from agk.plan.change_report import quota_delta, radius_lines
 from agk.plan.diff import resources_of
 from agk.review import ChangeSet, review
-from agk.review.export import parse
+from agk.stack_export import parse
 
 from .changed_stacks import cluster, diff, export, line, stack_folder
 
