@@ -4,7 +4,7 @@ A pod in a team namespace (one labelled ``<domain>/team``) may tolerate only its
 taint; only the ``borrow`` priority class may tolerate every team. Nobody may tolerate the
 preflight taint (that is how untested nodes stay empty), so wildcard tolerations are refused.
 From Kubernetes 1.36 a MutatingAdmissionPolicy adds the team toleration itself; before that,
-users write it in their pod spec (README).
+users write it in their pod spec (docs/gpu-jobs.md).
 
 A second policy keeps pods to the GPUs the device plugin allocated them. With nvidia as the default
 runtime, the node's nvidia-container-runtime ignores ``NVIDIA_VISIBLE_DEVICES`` from unprivileged
