@@ -9,7 +9,7 @@ refuses in place are marked ``refused``. Pure: state dicts in, :class:`StackDiff
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -426,7 +426,3 @@ def diff_against(stack: str, head_state: Mapping[str, Any], base: Base, all_stac
         return diff_states(stack, [], resources_of(head_state), f"{base.path} (no state for {stack})", new_stack=True)
     export, source = base.state(stack)
     return diff_states(stack, resources_of(export), resources_of(head_state), source)
-
-
-def changes_json(changes: Sequence[Change]) -> list[dict[str, Any]]:
-    return [c.as_json() for c in changes]
