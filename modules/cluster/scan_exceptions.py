@@ -1,6 +1,6 @@
 """The add-ons' answers to Checkov's Kubernetes checks, one place: each check an object fails on purpose,
 with why, written onto the object as Checkov's skip annotations (``checkov.io/skip<N>: <check>=<why>``,
-Checkov docs, "Suppressing and skipping policies", Kubernetes). `make lint` renders every cluster's
+https://www.checkov.io/2.Basics/Suppressing%20and%20Skipping%20Policies.html, Kubernetes). `make lint` renders every cluster's
 objects and runs Checkov over them: a finding not answered here fails the build, and a row here that
 names no object fails tests/cluster/test_scan_exceptions.py.
 
