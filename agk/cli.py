@@ -102,8 +102,8 @@ def plan(
     (with --base: what it would change, and what goes with it)."""
 
     def work() -> int:
-        from agk.plan import run
         from agk.plan.engine import check_out
+        from agk.plan_command import run
         from modules.stackplan.config import stack_names
 
         if out is not None:
@@ -155,7 +155,7 @@ def review(
 
     def work() -> int:
         from agk.review import run
-        from agk.review.export import read_json
+        from agk.stack_export import read_json
 
         for i, path in enumerate(files):
             twice = next((p for p in files[:i] if p.exists() and path.exists() and p.samefile(path)), None)

@@ -3,7 +3,7 @@
 ``agk`` and ``subnet-calc`` run their work through :func:`guard`, which turns what escapes into a
 status from :data:`EXIT_STATUSES` and at most one line on stderr. Bad input (:class:`AgkError`, a
 usage error) is ``error: <what is wrong>: <how to fix it>`` and status 2, never a traceback; only a
-bug (an exception nobody expected) prints one. The README's exit status table is this table
+bug (an exception nobody expected) prints one. docs/plan-and-review.md's exit status table is this table
 (tests/cli/test_readme_agrees.py checks it; tests/cli/test_exit_statuses.py the mapping).
 """
 

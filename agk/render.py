@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from agk.plan.engine import check_out
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.delivery import document, placeholder_facts, placeholder_pems
 from modules.bootstrap.roles import ROLES, NodeBundle, bundle, names
@@ -113,8 +114,6 @@ def render_manifests_dir(spec: AddonsSpec, out: Path) -> list[Path]:
 
 
 def run(*, stack: str, out: Path, stacks_dir: Path) -> int:
-    from agk.plan.engine import check_out
-
     check_out(out, {folder: () for folder in OWNED})
     config = load_stack(stacks_dir, stack)
     if config.kind == "addons":

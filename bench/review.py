@@ -25,7 +25,7 @@ def rows() -> list[tuple[str, str]]:
     from policy_fixtures import good_cluster, vmss  # type: ignore[import-not-found]
 
     from agk.review import review
-    from agk.review.export import load_file
+    from agk.stack_export import load_file
     from bench.plan import cli_seconds
 
     out: list[tuple[str, str]] = []

@@ -21,12 +21,12 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.program import stacks_dir
 from modules.cluster.component import ClusterAddons, ClusterAddonsArgs
 from modules.cluster.spec import AddonsSpec
 from modules.errors import ConfigError
 from modules.stackplan.config import StackConfig, load_stack
 from modules.stackplan.prepare import prepare_cluster
+from modules.stackplan.stacks_dir import stacks_dir
 
 
 def cluster_spec(cluster_stack: str) -> AddonsSpec:

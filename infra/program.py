@@ -6,15 +6,15 @@ resource is constructed, so bad input never leaves a half-built graph.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pulumi
 from pulumi_azure_native import authorization, managedidentity, resources
 
+from infra.addons_stack import build as build_addons
+from infra.images_stack import build as build_images
 from modules import tags as tagging
 from modules.azure.boot import minimal_cloud_config
 from modules.azure.context import DeployContext
@@ -52,15 +52,8 @@ from modules.stackplan.egress import public_ips_for
 from modules.stackplan.pools import SYSTEM, deployed_large_pools, deployed_scale_sets
 from modules.stackplan.prepare import ClusterPrep, prepare_cluster
 from modules.stackplan.prerequisites import hub_prerequisites
+from modules.stackplan.stacks_dir import stacks_dir
 from modules.vm_sizing.formulas import etcd_iops
-
-# The other stacks of the network (hub, sibling spokes) are read from their files: Pulumi's
-# stackConfigDir, or wherever `agk plan --stacks-dir` points (it sets AGK_STACKS_DIR).
-DEFAULT_STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
-
-
-def stacks_dir() -> Path:
-    return Path(os.environ.get("AGK_STACKS_DIR") or DEFAULT_STACKS_DIR)
 
 
 def runtime_config() -> dict[str, Any]:
@@ -582,12 +575,8 @@ def _cluster_outputs(
 def build(stack: str, config: StackConfig) -> dict[str, Any]:
     """Validate and plan, then construct every resource of the stack; returns the outputs."""
     if config.kind == "addons":
-        from infra.addons_stack import build as build_addons
-
         return build_addons(config)
     if config.kind == "images":
-        from infra.images_stack import build as build_images
-
         return build_images(stack, config)
     if config.kind == "hub":
         return build_hub(stack, config, plan_stack(stacks_dir(), stack, config, deployed_subnets(last_outputs(stack))))

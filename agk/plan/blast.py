@@ -151,12 +151,6 @@ class BlastRadius:
     def gpus_created(self) -> int:
         return sum(s.gpus for s in self.created)
 
-    @property
-    def empty(self) -> bool:
-        return not (self.scale_sets or self.etcd_members or self.subnets_moved or self.subnets_removed) and not (
-            self.api_endpoint
-        )
-
     def as_json(self) -> dict[str, Any]:
         def subnet(s: SubnetMove) -> dict[str, Any]:
             return {

@@ -90,9 +90,7 @@ def radius_lines(radius: BlastRadius) -> list[str]:
         # Which VMs go is known before `pulumi up`: a scaled-in set removes its newest instances (NewestVM) and
         # a pool shrinks from its newest sets (split_pool), so these are the VMs to drain first.
         lines.append(
-            "VMs removed: "
-            + "; ".join(s.removed() for s in radius.scale_sets)
-            + "; drain them first (README: Day 2 changes)"
+            "VMs removed: " + "; ".join(s.removed() for s in radius.scale_sets) + "; drain them first (docs/day2.md)"
         )
     if radius.created:
         lines.append(
@@ -117,7 +115,7 @@ def radius_lines(radius: BlastRadius) -> list[str]:
             f"{_plural(len(radius.to_roll), 'scale set')} ({_plural(nodes, 'running node')}) "
             f"{'gets' if len(radius.to_roll) == 1 else 'get'} a new model that "
             f"running nodes boot only once reimaged: {', '.join(r.name for r in radius.to_roll)}"
-            " (README: rolling a scale set)"
+            " (docs/day2.md, 'Rolling a scale set')"
         )
     return lines
 
@@ -178,7 +176,7 @@ def cost_line(diff: StackDiff, prices: Prices | None) -> str:
     if prices is None:
         return (
             "Cost delta: not priced (agk plan --prices FILE with the Azure Retail Prices API's answer;"
-            " README: pull-request review)"
+            " docs/plan-and-review.md)"
         )
     delta, unpriced = cost_delta(diff, prices)
     missing = f"; not priced: {', '.join(unpriced)} (not in {prices.source})" if unpriced else ""

@@ -9,13 +9,14 @@ refuses in place are marked ``refused``. Pure: state dicts in, :class:`StackDiff
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agk.plan import wire
 from agk.plan.cloud import arm_path
+from agk.stack_export import parse, read_json
 from modules.errors import AgkError
 from policies.rules.replacements import ARM_PATH, FIXED_NAME, Effect, covers, refusals, rules_for
 
@@ -162,8 +163,6 @@ def load_base(path: Path) -> Base:
 
 
 def _read_export(path: Path, where: str) -> dict[str, Any]:
-    from agk.review.export import parse, read_json
-
     data = read_json(path, where, _BASE_HINT)
     parse(data, where, str(path))  # the same structural checks `agk review --file` makes
     assert isinstance(data, dict)
@@ -182,7 +181,7 @@ def _stack_of(export: Mapping[str, Any]) -> str:
 
 
 def resources_of(export: Mapping[str, Any]) -> list[State]:
-    """The live resources of an export that :func:`agk.review.export.parse` accepted: copies of a
+    """The live resources of an export that :func:`agk.stack_export.parse` accepted: copies of a
     URN marked ``delete`` (left by a replacement that has not finished) are not what runs."""
     deployment = export.get("deployment") or {}
     return [r for r in deployment.get("resources") or [] if not (isinstance(r, dict) and r.get("delete") is True)]
@@ -427,7 +426,3 @@ def diff_against(stack: str, head_state: Mapping[str, Any], base: Base, all_stac
         return diff_states(stack, [], resources_of(head_state), f"{base.path} (no state for {stack})", new_stack=True)
     export, source = base.state(stack)
     return diff_states(stack, resources_of(export), resources_of(head_state), source)
-
-
-def changes_json(changes: Sequence[Change]) -> list[dict[str, Any]]:
-    return [c.as_json() for c in changes]

@@ -43,6 +43,7 @@ from agk.plan.monitor import STACK_TYPE, Captured, CaptureMonitor, LastOutputs
 from agk.plan.stackconfig import project_name, runtime_config
 from modules.errors import AgkError, ConfigError
 from modules.stackplan.config import stack_names
+from modules.stackplan.stacks_dir import ENV as STACKS_DIR_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -331,7 +332,7 @@ class Planner:
         config, secret_keys = runtime_config(self.stacks_dir, stack, self.project)
         # The program reads its network's other stacks (hub, sibling spokes) from files: the same
         # directory this plan reads, not the repository's default stacks/.
-        os.environ["AGK_STACKS_DIR"] = str(self.stacks_dir.resolve())
+        os.environ[STACKS_DIR_ENV] = str(self.stacks_dir.resolve())
         monitor = CaptureMonitor(stack, self.project, config, self._resolve, self.last_outputs)
         engine = _Engine()
         started = time.perf_counter()

@@ -4,30 +4,32 @@ change policies (policies/changes.py) over what the change does to the base as w
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pulumi_policy import Policy
 
+from agk.plan.blast import props_of
+from agk.plan.diff import StackDiff, diff_against, load_base, resources_of
+from agk.plan.engine import Planner, deployment
+from agk.plan.progress import Progress
+from agk.review import allowances, formats
 from agk.review import config as policy_config_file
-from agk.review import formats
+from agk.review.changes import change_args, evaluate_changes
 from agk.review.evaluate import Report, evaluate
-from agk.review.export import Deployment, load_file, parse
 from agk.review.locate import config_key
+from agk.stack_export import Deployment, load_file, parse
 from modules.errors import AgkError
 from modules.stackplan.config import stack_file
 from modules.stackplan.config import stack_names as config_stack_names
 from policies.changes import CHANGE_POLICIES
 from policies.pack import ENFORCEMENT, NAME, POLICIES, VERSION
 from policies.rules.change import Allowance
-
-if TYPE_CHECKING:
-    from agk.plan.diff import StackDiff
-    from agk.plan.engine import Planner
 
 FORMATS = ("text", "json", "sarif", "markdown")
 ALL_POLICIES: list[Policy] = [*POLICIES, *CHANGE_POLICIES]
@@ -52,8 +54,6 @@ def _state(stack: str, stacks_dir: Path, planner: Planner | None) -> dict[str, A
     if not stack_file(stacks_dir, stack).is_file():
         known = ", ".join(stack_names(stacks_dir)) or "none"
         raise AgkError(f"--stack {stack}: no {stacks_dir}/Pulumi.{stack}.yaml: use one of {known}")
-    from agk.plan.engine import Planner, deployment
-
     return deployment((planner or Planner(stacks_dir)).plan(stack))
 
 
@@ -66,8 +66,6 @@ def planned(stack: str, stacks_dir: Path, planner: Planner | None = None) -> Dep
 
 
 def review(deployments: list[Deployment], policy_config: Path | None, changes: Sequence[ChangeSet] = ()) -> Report:
-    from agk.review.changes import change_args, evaluate_changes
-
     settings = policy_config_file.settings(ALL_POLICIES, ENFORCEMENT, policy_config_file.read(policy_config))
     reports = [evaluate(POLICIES, settings, dep, NAME, VERSION) for dep in deployments]
     reports += [
@@ -78,8 +76,6 @@ def review(deployments: list[Deployment], policy_config: Path | None, changes: S
     for dep in deployments:
         for res in dep.resources:
             props[res.urn] = {**res.inputs, **res.outputs}
-    from agk.plan.blast import props_of
-
     for c in changes:
         for state in [*c.diff.base_resources, *c.diff.head_resources]:
             props.setdefault(str(state["urn"]), props_of(state))
@@ -117,9 +113,6 @@ def verdict(state: dict[str, Any], stack: str, changes: ChangeSet | None = None)
 
 
 def change_set(stack: str, head: dict[str, Any], base: Any, all_stacks: bool, stacks_dir: Path) -> ChangeSet:
-    from agk.plan.diff import diff_against
-    from agk.review import allowances
-
     diff = diff_against(stack, head, base, all_stacks)
     return ChangeSet(diff, allowances.read(stacks_dir, stack), str(stacks_dir / f"Pulumi.{stack}.yaml"))
 
@@ -147,9 +140,6 @@ def run(
         raise AgkError("choose what to review: give exactly one of --stack NAME, --all or --file STATE.json")
     # Validate the policy config and the base before planning anything: bad input must fail fast.
     policy_config_file.settings(ALL_POLICIES, ENFORCEMENT, policy_config_file.read(policy_config))
-    from agk.plan.diff import load_base
-    from agk.plan.progress import Progress
-
     base_state = load_base(base) if base is not None else None
     if base_state is not None and all_stacks and not base_state.is_folder:
         only = base_state.stacks()[0] if base_state.stacks() else "?"
@@ -157,10 +147,6 @@ def run(
     changes: list[ChangeSet] = []
     deployments: list[Deployment] = []
     if files:
-        import json
-
-        from agk.plan.diff import resources_of
-
         deployments = [load_file(path) for path in files]
         if base_state is not None:
             for path, dep in zip(files, deployments, strict=True):
@@ -170,14 +156,10 @@ def run(
                 # Several files stand for every stack (as --all): one the base lacks is new.
                 changes.append(change_set(dep.stack, head, base_state, len(files) > 1, stacks_dir))
     else:
-        from agk.plan.engine import Planner
-
         names = [stack] if stack is not None else stack_names(stacks_dir)
         if not names:
             raise AgkError(f"--all: no Pulumi.<stack>.yaml in {stacks_dir}: give --stacks-dir the stacks folder")
         if base_state is not None:
-            from agk.review import allowances
-
             for name in names:
                 allowances.read(stacks_dir, name)
             if stack is not None:

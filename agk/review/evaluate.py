@@ -4,16 +4,23 @@ Resource policies get each resource's inputs (``Analyze``), stack policies every
 outputs, parent and dependencies (``AnalyzeStack``). A policy that touches an unknown value yields
 the SDK's advisory "can't run policy ... during preview" instead of a verdict; a policy that calls
 ``not_applicable`` yields nothing; REMEDIATE counts as MANDATORY, DISABLED does not run.
+
+Props go through the same path the analyzer's gRPC server uses: a protobuf ``Struct`` (so numbers
+are floats, as policies see them under `pulumi preview`), ``deserialize_properties`` and the SDK's
+``unknown_checking_proxy``. Encrypted secrets (an export without ``--show-secrets``) become the
+text ``[secret]``: the engine would know them, a file does not.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from inspect import isawaitable
 from typing import Any
 
+from google.protobuf import json_format, struct_pb2
 from pulumi_policy import (
     EnforcementLevel,
     Policy,
@@ -26,11 +33,36 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+from pulumi_policy.deserialize import SPECIAL_SECRET_SIG, SPECIAL_SIG_KEY, deserialize_properties
 from pulumi_policy.policy import _NotApplicableError
-from pulumi_policy.proxy import UnknownValueError
+from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
 from agk.review.config import Settings
-from agk.review.export import STACK_TYPE, Deployment, Exported, wire_props
+from agk.stack_export import STACK_TYPE, Deployment, Exported
+
+
+def _reveal(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_reveal(v) for v in value]
+    if isinstance(value, dict):
+        if value.get(SPECIAL_SIG_KEY) == SPECIAL_SECRET_SIG:
+            if "plaintext" in value:
+                try:
+                    return _reveal(json.loads(value["plaintext"]))
+                except (TypeError, json.JSONDecodeError):
+                    return value["plaintext"]
+            if "value" in value:
+                return _reveal(value["value"])
+            return "[secret]"
+        return {k: _reveal(v) for k, v in value.items()}
+    return value
+
+
+def wire_props(props: Mapping[str, Any]) -> Any:
+    """Props exactly as the analyzer hands them to a policy."""
+    struct = struct_pb2.Struct()
+    struct.update(_reveal(dict(props)))
+    return unknown_checking_proxy(deserialize_properties(json_format.MessageToDict(struct)))
 
 
 @dataclass(frozen=True)

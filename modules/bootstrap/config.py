@@ -95,7 +95,7 @@ class ControlPlaneTuning(_Model):
         default_factory=lambda: ["secrets-1"],
         description="Names of the keys that encrypt Secrets in etcd (secretbox; the cluster stack generates "
         "each key, modules/bootstrap/encryption.py), in the order the API servers try them: the first "
-        'encrypts new writes, every one decrypts. One key, two during a rotation (README "Encryption at '
+        'encrypts new writes, every one decrypts. One key, two during a rotation (docs/etcd.md "Encryption at '
         'rest": add the new name last, then move it first, rewrite, drop the old). Renaming or removing a '
         "key that still encrypts data makes those Secrets unreadable.",
     )

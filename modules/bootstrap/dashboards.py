@@ -20,8 +20,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from modules import labels
+from modules.bootstrap.alerting import secret_file
 from modules.bootstrap.context import GRAFANA_PORT, PROMETHEUS_PORT, BootstrapContext, Host
+from modules.bootstrap.monitoring import ksm_node_label
 
 PROVISIONING = "/etc/grafana/provisioning"
 DASHBOARD_DIR = "/var/lib/grafana/dashboards/agk"
@@ -52,16 +56,10 @@ class Dashboard:
     island_variable: bool = False
 
 
-def _ksm(key: str) -> str:
-    from modules.bootstrap.roles import ksm_node_label
-
-    return ksm_node_label(key)
-
-
 def dashboards(ctx: BootstrapContext) -> tuple[Dashboard, ...]:
     domain = ctx.label_domain
-    team = _ksm(labels.key(domain, labels.TEAM))
-    preflight = _ksm(labels.key(domain, labels.PREFLIGHT))
+    team = ksm_node_label(labels.key(domain, labels.TEAM))
+    preflight = ksm_node_label(labels.key(domain, labels.PREFLIGHT))
     island = 'island=~"$island"'
     api = 'job="kubernetes-apiservers"'
     node_team = f'max by (node, team) (label_replace(kube_node_labels{{{team}!=""}}, "team", "$1", "{team}", "(.+)"))'
@@ -424,10 +422,6 @@ def grafana_ini(secret_path: str) -> str:
 
 def files(ctx: BootstrapContext, host: Host) -> dict[str, str]:
     """Absolute path -> content of every Grafana file of ``host``."""
-    import yaml
-
-    from modules.bootstrap.alerting import secret_file
-
     out = {
         "/etc/grafana/grafana.ini": grafana_ini(secret_file(ADMIN_SECRET)),
         f"{PROVISIONING}/datasources/agk.yaml": yaml.safe_dump(datasources(ctx, host), sort_keys=False),

@@ -32,7 +32,7 @@ bundle carries it, and customData never does. Moving to KMS v2 later is a config
 What is encrypted: ``secrets`` only. ConfigMaps are not secret by contract and are read on every pod start
 that mounts one (kubelets across 7,500 nodes): encrypting them buys nothing but API server CPU. The
 ``identity`` provider is last, read-only in effect: Secrets written before encryption was on stay readable
-until they are rewritten (README "Encryption at rest": the one-off rewrite and key rotation).
+until they are rewritten (docs/etcd.md "Encryption at rest": the one-off rewrite and key rotation).
 """
 
 from __future__ import annotations

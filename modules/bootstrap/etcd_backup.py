@@ -16,7 +16,7 @@ from modules.bootstrap.host import boot as host_boot
 from modules.bootstrap.host import etcd_snapshot
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.monitoring import ETCD_BACKUP_STALE_INTERVALS
-from modules.bootstrap.roles import FactFile, NodeFile, host_program
+from modules.bootstrap.node_files import FactFile, NodeFile, host_program
 from modules.bootstrap.steps import Step, start
 from modules.bootstrap.templating import render
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from modules.bootstrap.alerting_config import Severity
@@ -116,3 +117,9 @@ def severity(name: str) -> Severity:
 
 def runbook_anchor(name: str) -> str:
     return name.lower()
+
+
+def ksm_node_label(key: str) -> str:
+    """kube-state-metrics' name of node label ``key`` in ``kube_node_labels`` (every character that may
+    not be in a Prometheus label name becomes ``_``: kube-state-metrics' SanitizeLabelName)."""
+    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", key)

@@ -13,7 +13,6 @@ Design and residual risk: docs/bootstrap-tokens.md.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from modules.bootstrap import pki
 from modules.bootstrap.context import PORTS, BootstrapContext
@@ -21,11 +20,9 @@ from modules.bootstrap.host import boot as host_boot
 from modules.bootstrap.host import bootstrap_tokens as bt
 from modules.bootstrap.host import node_token
 from modules.bootstrap.layout import PATHS
+from modules.bootstrap.node_files import FactFile, NodeFile, SecretFile, host_program
 from modules.bootstrap.steps import Step, start
 from modules.bootstrap.templating import render
-
-if TYPE_CHECKING:
-    from modules.bootstrap.roles import FactFile, NodeFile, SecretFile
 
 LIBRARY = ("bootstrap_tokens.py",)
 """Host programs only the API servers need (node_token.py, which the nodes run, is in roles.HOST_PROGRAMS)."""
@@ -90,8 +87,6 @@ def apiserver_part(
     ctx: BootstrapContext,
 ) -> tuple[tuple[NodeFile, ...], tuple[SecretFile, ...], tuple[FactFile, ...], tuple[Step, ...]]:
     """The issuer on an API server: files, secrets (its certificate, key and configuration), boot step."""
-    from modules.bootstrap.roles import FactFile, NodeFile, SecretFile, host_program
-
     service = render(
         "agk-bootstrap-tokens.service.j2",
         program=f"{host_boot.LIB}/{LIBRARY[0]}",
@@ -123,8 +118,6 @@ def apiserver_part(
 def pool_part(ctx: BootstrapContext) -> tuple[tuple[NodeFile, ...], tuple[FactFile, ...], Step]:
     """A pool's bootstrap kubeconfig (``tokenFile``, no secret in it), its token settings, and the boot step
     that copies the first token before the kubelet starts."""
-    from modules.bootstrap.roles import FactFile, NodeFile
-
     kubeconfig = render(
         "bootstrap-kubeconfig.j2",
         cluster=ctx.cluster,

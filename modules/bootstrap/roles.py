@@ -18,13 +18,11 @@ reads a changed file (``restart_map``).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, replace
-from importlib import resources
 from typing import Literal, get_args
 
 from modules import labels
-from modules.bootstrap import alerting, dashboards, encryption, monitoring, node_tokens, pki, versions
+from modules.bootstrap import alerting, dashboards, encryption, etcd_backup, monitoring, node_tokens, pki, versions
 from modules.bootstrap.config import AZURE_CNI_URL
 from modules.bootstrap.context import (
     ALERTMANAGER_CLUSTER_PORT,
@@ -52,7 +50,9 @@ from modules.bootstrap.monitoring import (
     DROP_RULES,
     ETCD_FSYNC_P99_SECONDS,
     ETCD_QUOTA_RATIO,
+    ksm_node_label,
 )
+from modules.bootstrap.node_files import FactFile, NodeFile, SecretFile, host_program
 from modules.bootstrap.steps import APT_INSTALL, STEP_SCRIPT, Step, apt_install, start
 from modules.bootstrap.templating import render
 from modules.netplan import addressing
@@ -85,39 +85,6 @@ IMDS_RETRY_DELAY_S = 5
 NODE_IDENTITY_CACHE = "/var/lib/agk/scale-set-name"
 """The scale set name a GPU node read from IMDS on its first boot (a VM never changes scale set)."""
 APT_LOCK_TIMEOUT_S = 600
-
-
-@dataclass(frozen=True)
-class NodeFile:
-    path: str
-    """Absolute path on the node."""
-    rel: str
-    """Where ``agk render`` writes it, under ``DIR/nodes/<role>/``."""
-    content: str
-    mode: str = "0644"
-    boot_only: bool = False
-    """Written at first boot only: a boot step removes it, so a later sync must not put it back."""
-
-
-@dataclass(frozen=True)
-class SecretFile:
-    path: str
-    secret: str
-    """PKI secret name (``cert:<name>``, ``key:<name>``, ``pub:<name>``)."""
-
-    @property
-    def mode(self) -> str:
-        return "0600" if self.secret.startswith("key:") else "0644"
-
-
-@dataclass(frozen=True)
-class FactFile:
-    """A file holding a value only a deploy knows (not secret: e.g. the storage account's URL, whose name
-    comes from the subscription), filled in by the cluster stack (customdata.bundle_parts ``facts``)."""
-
-    path: str
-    fact: str
-    mode: str = "0644"
 
 
 @dataclass(frozen=True)
@@ -503,9 +470,7 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
     # etcd itself is the image's (PATHS.etcd_bin, the versions table's release), never a distribution package.
     packages = ("prometheus-node-exporter",)
     # Scheduled snapshots to blob storage: the main etcd only, when enabled (etcd_backup.py says why).
-    from modules.bootstrap.etcd_backup import member_files
-
-    backup = member_files(ctx, etcd, name)
+    backup = etcd_backup.member_files(ctx, etcd, name)
     return NodeBundle(
         role=etcd.role,
         name=name,
@@ -859,16 +824,8 @@ def island_join(expr: str) -> str:
     return f"({expr}) * on(node) group_left(island) agk:node_island or ({expr}) unless on(node) agk:node_island"
 
 
-def ksm_node_label(key: str) -> str:
-    """kube-state-metrics' name of node label ``key`` in ``kube_node_labels`` (every character that may
-    not be in a Prometheus label name becomes ``_``: kube-state-metrics' SanitizeLabelName)."""
-    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", key)
-
-
 def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
     """rules/<group>.yml -> content."""
-    from modules.bootstrap import etcd_backup
-
     jobs = "etcd|events-etcd" if ctx.events_etcd else "etcd"
     xid_expr = " or ".join(f"DCGM_FI_DEV_XID_ERRORS == {x}" for x in ctx.fatal_xids)
     common = {
@@ -1129,11 +1086,6 @@ class FilesHash:
 
 def files_hash_slot(ctx: BootstrapContext) -> FilesHash:
     return FilesHash(labels.key(ctx.label_domain, FILES_HASH), FILES_HASH_SLOT)
-
-
-def host_program(name: str) -> NodeFile:
-    text = resources.files("modules.bootstrap.host").joinpath(name).read_text()
-    return NodeFile(f"{host_boot.LIB}/{name}", f"lib/{name}", text)
 
 
 def sync_minute(ctx: BootstrapContext, role: Role, name: str) -> int | None:

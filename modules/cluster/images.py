@@ -5,7 +5,7 @@ Hub allows 10 anonymous pulls an hour per IP, and a cluster behind one NAT IP pu
 A digest is written only where a public, pinned source pairs it with the tag (an OLM bundle's
 ``relatedImages``, the Kubernetes image promoter's manifest, a node's ``status.images``); a row whose
 digest could not be verified says so (``digest=None``) and is pinned by its immutable release tag.
-Mirroring (README, "Images"): copy each reference byte for byte (``az acr import --source <ref>``,
+Mirroring (docs/container-images.md): copy each reference byte for byte (``az acr import --source <ref>``,
 ``crane copy``); the digest stays the same, so only the registry host changes.
 """
 

@@ -21,6 +21,7 @@ from modules.cluster.objects import (
     tenancy,
 )
 from modules.cluster.objects.common import Obj
+from modules.cluster.scan_exceptions import annotate
 from modules.cluster.spec import AddonsSpec
 
 # Objects others depend on come first: a namespaced object after its Namespace, a CR after its CRD.
@@ -49,7 +50,7 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         + tenancy.tenancy(spec)
     )
     rank = {kind: i for i, kind in enumerate(_FIRST)}
-    return sorted(objs, key=lambda o: rank.get(o["kind"], len(_FIRST)))
+    return annotate(sorted(objs, key=lambda o: rank.get(o["kind"], len(_FIRST))))
 
 
 def render_examples(spec: AddonsSpec) -> list[Obj]:

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 
 class Finding(NamedTuple):
-    """One broken limit. ``code`` is stable (documented in the README); ``message`` is for people."""
+    """One broken limit. ``code`` is stable (documented in docs/subnet-calc.md); ``message`` is for people."""
 
     code: str
     message: str

@@ -61,7 +61,7 @@ def sku(name: str) -> Sku:
         return SKUS[name]
     except KeyError:
         raise ConfigError(
-            f"VM size {name!r} is unknown: use one of {', '.join(sorted(SKUS))} (or add it to modules/sizing/skus.py)"
+            f"VM size {name!r} is unknown: use one of {', '.join(sorted(SKUS))} (or add it to modules/vm_sizing/skus.py)"
         ) from None
 
 

@@ -236,7 +236,7 @@ def etcd_membership_change(args: ChangeArgs, report_violation: Report) -> None:
                 " the program renders a member for a new cluster (initial-cluster-state: new), so it never joins the"
                 " running one. Add one member per update: `etcdctl member add <name> --peer-urls=https://<ip>:2380`"
                 " on a healthy member, then deploy that member and start it with initial-cluster-state: existing"
-                " (README: etcd membership changes); " + args.how_to_allow(added[0].name, "add"),
+                " (docs/day2.md); " + args.how_to_allow(added[0].name, "add"),
                 added[0].urn,
             )
         for change in removed:
@@ -267,7 +267,7 @@ def allowance_takes_quorum(args: ChangeArgs, report_violation: Report) -> None:
             report_violation(
                 f"{CHANGES_KEY} allows {len(allowed)} of {roll.members} {roll.role} members to be replaced or deleted"
                 f" in one update ({', '.join(allowed)}): more than {(roll.members - 1) // 2} down at once takes"
-                " etcd's quorum; replace one member per update (README: etcd member replacement)",
+                " etcd's quorum; replace one member per update (docs/day2.md)",
                 None,
             )
 

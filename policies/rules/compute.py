@@ -223,7 +223,9 @@ def apiserver_memory_sizing(args: ResourceValidationArgs, report_violation: Repo
     size = str(fields.get(args.props, "hardwareProfile.vmSize", ""))
     sku = SKUS.get(size)
     if sku is None:
-        report_violation(f"API server VM {args.name} size {size!r} is unknown: add it to modules/sizing/skus.py", None)
+        report_violation(
+            f"API server VM {args.name} size {size!r} is unknown: add it to modules/vm_sizing/skus.py", None
+        )
         return
     vcpus, memory = apiserver_min_vcpus(nodes), apiserver_min_memory_gib(nodes)
     if sku.vcpus < vcpus or sku.memory_gib < memory:

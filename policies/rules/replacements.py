@@ -56,7 +56,7 @@ _VMSS_DOC = (
 
 _REPLACE_VM = (
     "replace the VM deliberately, one host at a time: `pulumi up --replace <urn>` (the program replaces its"
-    " fixed-name VMs delete-first; an etcd member as the README's member replacement, one member at a time)"
+    " fixed-name VMs delete-first; an etcd member as docs/day2.md replaces one, one member at a time)"
 )
 _NEW_SCALE_SET = (
     "a create-time property of a scale set: add a pool with the new value (a new name), move the work to it,"
@@ -103,7 +103,7 @@ RULES: tuple[Rule, ...] = (
         "osProfile.customData",
         Effect.REFUSED,
         "pulumi-azure-native#577; Azure/azure-sdk-for-node#2297 ('Changing property customData is not allowed')",
-        "customData is written once: change what the host reads through its Key Vault bundle (README: Day 2), or "
+        "customData is written once: change what the host reads through its Key Vault bundle (docs/day2.md), or "
         + _REPLACE_VM.removeprefix("replace the VM deliberately, "),
     ),
     Rule(

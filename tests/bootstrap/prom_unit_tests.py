@@ -8,8 +8,8 @@ from typing import Any
 import yaml
 
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.monitoring import ALERTS, BACKUP_ALERTS
-from modules.bootstrap.roles import alert_rules, ksm_node_label
+from modules.bootstrap.monitoring import ALERTS, BACKUP_ALERTS, ksm_node_label
+from modules.bootstrap.roles import alert_rules
 
 API = 'apiserver_request_total{job="kubernetes-apiservers",code="%s"}'
 FSYNC = 'etcd_disk_wal_fsync_duration_seconds_bucket{job="etcd",instance="e0:2381",le="%s"}'

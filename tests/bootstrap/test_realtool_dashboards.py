@@ -28,7 +28,8 @@ import yaml
 
 from modules.bootstrap import dashboards
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.roles import alert_rules, bundle, ksm_node_label, names
+from modules.bootstrap.monitoring import ksm_node_label
+from modules.bootstrap.roles import alert_rules, bundle, names
 
 
 def _queries(ctx: BootstrapContext) -> list[tuple[str, str, str]]:

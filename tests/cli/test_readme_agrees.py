@@ -1,5 +1,5 @@
-"""The README says what the program does: the exit statuses, dev's plan excerpt and VMs, prod-7500's
-address space. When the program changes, these fail and name the README line to update."""
+"""The README and the docs it links say what the program does: the exit statuses, dev's plan excerpt and VMs,
+prod-7500's address space. When the program changes, these fail and name the line to update."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import yaml
 
 from .badinput import ROOT, STACKS, agk
 
-README = (ROOT / "README.md").read_text()
+# The README and every doc it links, as one text: the chapters moved to docs/ (one topic a file).
+README = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
 
 
 def _section(title: str) -> str:

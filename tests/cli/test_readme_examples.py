@@ -1,4 +1,4 @@
-"""The README's `$ subnet-calc ...` examples are what the commands print today, byte for byte."""
+"""docs/subnet-calc.md's `$ subnet-calc ...` examples are what the commands print today, byte for byte."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ def blocks(text: str) -> list[list[str]]:
 
 
 def examples(tool: str) -> list[tuple[str, str]]:
-    """(command line, expected stdout) for every `$ <tool> ...` line inside a README code block."""
+    """(command line, expected stdout) for every `$ <tool> ...` line inside a code block of docs/subnet-calc.md."""
     found: list[tuple[str, str]] = []
-    for block in blocks((ROOT / "README.md").read_text()):
+    for block in blocks((ROOT / "docs" / "subnet-calc.md").read_text()):
         current: tuple[str, list[str]] | None = None
         for line in block:
             if line.startswith("$ "):

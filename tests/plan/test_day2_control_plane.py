@@ -20,7 +20,7 @@ import pytest
 from agk.plan.change_report import sizing_line
 from agk.plan.diff import resources_of
 from agk.review import ChangeSet, review
-from agk.review.export import parse
+from agk.stack_export import parse
 from modules.vm_sizing.recommend import sizing_step
 from policies.rules.change import chain_is_enough
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from agk.cli import app
 from agk.plan.diff import resources_of
 from agk.review import ChangeSet, allowances, review
-from agk.review.export import parse
+from agk.stack_export import parse
 
 from .changed_stacks import Edit, both, cluster, diff, export, line, stack_folder
 

@@ -16,7 +16,7 @@ import pytest
 from agk.plan.change_report import quota_delta, radius_lines
 from agk.plan.diff import resources_of
 from agk.review import ChangeSet, review
-from agk.review.export import parse
+from agk.stack_export import parse
 
 from .changed_stacks import cluster, diff, export, line, stack_folder
 
@@ -103,7 +103,7 @@ def test_shrinking_a_pool_names_the_vms_it_removes(tmp_path: Path, base: dict[st
     assert radius_lines(radius)[:2] == [
         "100 nodes (800 GPUs) in 2 scale sets replaced, deleted or scaled in",
         "VMs removed: h100-a-18: all 93 VMs, the set is deleted; h100-a-17: the newest 7 of its 99 VMs;"
-        " drain them first (README: Day 2 changes)",
+        " drain them first (docs/day2.md)",
     ]
     assert quota_delta(found) == {"standardNDSH100v5Family": -100 * 96}
     assert ("pool-shrink-below-running", "advisory") in {v[:2] for v in _verdicts(found, head)}

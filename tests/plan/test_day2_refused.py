@@ -16,7 +16,7 @@ import pytest
 
 from agk.plan.change_report import markdown, refused_lines
 from agk.review import ChangeSet, allowances, review
-from agk.review.export import parse
+from agk.stack_export import parse
 from policies.rules.replacements import RULES, Effect
 
 from .changed_stacks import Edit, both, cluster, diff, export, line, stack_folder

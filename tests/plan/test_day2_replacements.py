@@ -18,7 +18,7 @@ from agk.plan import cloud
 from agk.plan.change_report import text as changes_text
 from agk.plan.diff import resources_of
 from agk.review import ChangeSet, review
-from agk.review.export import parse
+from agk.stack_export import parse
 from modules.errors import AgkError
 
 from .changed_stacks import cluster, diff, export, export_after, line, stack_folder

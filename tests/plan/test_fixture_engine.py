@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agk.plan import run, wire
+from agk.plan import wire
 from agk.plan.engine import Planner, deployment
 from agk.plan.stackconfig import runtime_config
+from agk.plan_command import run
 from modules.errors import AgkError, ConfigError
 
 from .conftest import FIXTURE

@@ -16,7 +16,7 @@ import pytest
 
 from agk.plan.diff import StackDiff, resources_of
 from agk.review import ChangeSet, allowances, review
-from agk.review.export import parse
+from agk.stack_export import parse
 from modules.bootstrap.delivery import PARTS
 from modules.bootstrap.host.bundle import part_name
 

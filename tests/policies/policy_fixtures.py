@@ -14,7 +14,7 @@ from typing import Any
 
 from agk.review.config import settings
 from agk.review.evaluate import Report, Violation, evaluate
-from agk.review.export import Deployment, parse
+from agk.stack_export import Deployment, parse
 from policies.pack import ENFORCEMENT, NAME, POLICIES, VERSION
 
 PROJECT = "azure-gpu-k8s"

@@ -1,4 +1,4 @@
-"""The README's pull-request excerpt (a renamed pool: diff, blast radius, review) is what the commands print."""
+"""docs/plan-and-review.md's pull-request excerpt (a renamed pool: diff, blast radius, review) is what the commands print."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from agk.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+README = (ROOT / "docs" / "plan-and-review.md").read_text()
 
 
 def _block(after: str, fence: str) -> list[str]:

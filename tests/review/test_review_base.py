@@ -114,7 +114,7 @@ def test_plan_md_leads_with_the_blast_radius(base: Path, renamed: Path, tmp_path
         "#### Blast radius",
         "",
         "- 4 nodes (32 GPUs) in 1 scale set replaced or deleted",
-        "- VMs removed: h100-00: all 4 VMs, the set is deleted; drain them first (README: Day 2 changes)",
+        "- VMs removed: h100-00: all 4 VMs, the set is deleted; drain them first (docs/day2.md)",
         "- 4 nodes (32 GPUs) created in 1 scale set",
         "- 0 etcd members lost",
         "- 0 subnets in use moved",

@@ -11,7 +11,7 @@ import pytest
 
 from agk.plan.engine import export_state
 from agk.review import review
-from agk.review.export import load_file, parse
+from agk.stack_export import load_file, parse
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 

@@ -1,6 +1,6 @@
 """Rebuild this etcd member from a snapshot in the cluster's blob storage (stdlib only; Python 3.10).
 
-An operator runs it as root on each member of the main etcd cluster (README, "etcd backup and
+An operator runs it as root on each member of the main etcd cluster (docs/etcd.md, "etcd backup and
 restore"): only there are both the storage account (private endpoint only, so inside the VNet) and an
 identity allowed to read the snapshots (each member's, Storage Blob Data Contributor on the container).
 
@@ -54,7 +54,7 @@ UNITS_BEFORE = ("agk-etcd-snapshot.timer", "agk-etcd-snapshot.service", "etcd.se
 BUMP_REVISION = 1_000_000_000
 """Revisions etcdutl adds on restore: more than a cluster writes between two snapshots."""
 WATCHERS = (
-    "then restart every watcher (README, etcd backup and restore, step 6): the API servers, kube-controller-manager, "
+    "then restart every watcher (docs/etcd.md, etcd backup and restore, step 6): the API servers, kube-controller-manager, "
     "kube-scheduler, the gang scheduler and kube-system's Deployments, every DaemonSet, and on every node the "
     "kubelet and kube-proxy"
 )

@@ -9,7 +9,7 @@ taint; only the ``borrow`` priority class may tolerate every team. A pod in any 
 tolerates no team's taint at all. Nobody may tolerate the preflight taint (that is how untested
 nodes stay empty), so wildcard tolerations are refused.
 From Kubernetes 1.36 a MutatingAdmissionPolicy adds the team toleration itself; before that,
-users write it in their pod spec (README).
+users write it in their pod spec (docs/gpu-jobs.md).
 
 ``tenant-pod-security`` is the Pod Security Standards' baseline level, control by control
 (kubernetes.io/docs/concepts/security/pod-security-standards, as k8s.io/pod-security-admission

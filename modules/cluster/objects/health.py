@@ -122,6 +122,8 @@ def device_plugin(spec: AddonsSpec) -> Obj:
         DEVICE_PLUGIN_WHY,
         host_network(
             {
+                # It talks to the kubelet only (the device-plugin socket): no API token to leak.
+                "automountServiceAccountToken": False,
                 "nodeSelector": gpu_nodes(spec),
                 "containers": [
                     {
@@ -160,6 +162,9 @@ def dcgm_exporter(spec: AddonsSpec) -> Obj:
         DCGM_WHY,
         host_network(
             {
+                # GPUs map to pods through the kubelet's pod-resources socket (DCGM_EXPORTER_KUBERNETES), not the
+                # API server: no API token to leak.
+                "automountServiceAccountToken": False,
                 "nodeSelector": gpu_nodes(spec),
                 "containers": [
                     {

@@ -1,9 +1,7 @@
-"""Reading a `pulumi stack export` (deployment version 3) into what the policy SDK hands policies.
+"""Reading a `pulumi stack export` (deployment version 3): every way a file cannot be one is a line.
 
-Props go through the same path the analyzer's gRPC server uses: a protobuf ``Struct`` (so numbers
-are floats, as policies see them under `pulumi preview`), ``deserialize_properties`` and the SDK's
-``unknown_checking_proxy``. Encrypted secrets (an export without ``--show-secrets``) become the
-text ``[secret]``: the engine would know them, a file does not.
+Shared by `agk review --file` and `agk plan --base`, which check a file the same way; what the policy
+SDK then makes of the props is agk.review.evaluate's ``wire_props``.
 """
 
 from __future__ import annotations
@@ -14,10 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from google.protobuf import json_format, struct_pb2
-from pulumi_policy.deserialize import SPECIAL_SECRET_SIG, SPECIAL_SIG_KEY, deserialize_properties
-from pulumi_policy.proxy import unknown_checking_proxy
 
 from modules.errors import AgkError
 
@@ -336,27 +330,3 @@ def _resource(item: Any, where: str) -> Exported:
         property_dependencies=property_dependencies,
         protect=bool(item.get("protect", False)),
     )
-
-
-def _reveal(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_reveal(v) for v in value]
-    if isinstance(value, dict):
-        if value.get(SPECIAL_SIG_KEY) == SPECIAL_SECRET_SIG:
-            if "plaintext" in value:
-                try:
-                    return _reveal(json.loads(value["plaintext"]))
-                except (TypeError, json.JSONDecodeError):
-                    return value["plaintext"]
-            if "value" in value:
-                return _reveal(value["value"])
-            return "[secret]"
-        return {k: _reveal(v) for k, v in value.items()}
-    return value
-
-
-def wire_props(props: Mapping[str, Any]) -> Any:
-    """Props exactly as the analyzer hands them to a policy."""
-    struct = struct_pb2.Struct()
-    struct.update(_reveal(dict(props)))
-    return unknown_checking_proxy(deserialize_properties(json_format.MessageToDict(struct)))
