@@ -56,7 +56,15 @@ their serving certificates' names from their own Node's status.addresses, which 
 (NodeRestriction lets a node update its own Node); signed by the Kubernetes CA, an approved request naming
 the API server's VIP or kubernetes.default.svc would be trusted by every API server client. Only Prometheus'
 kubelet scrape trusts this CA, so such a certificate lets one pass for a kubelet to Prometheus, no more."""
-SERVICE_ACCOUNT = "service-account"
+SERVICE_ACCOUNT = "service-account-rsa"
+"""Signs service-account tokens. RSA (``KEY_PAIR_ALGORITHMS``), unlike every other key here: Entra accepts only
+RSA signatures on the federated tokens of workload identity (modules/identity/oidc.py says where that is written)."""
+SERVICE_ACCOUNT_LEGACY = "service-account"
+"""The ECDSA key that signed service-account tokens before the RSA one: the API servers still verify with it (its
+public half only; its private key reaches no host), so tokens a running cluster issued earlier stay valid."""
+RSA_BITS = 2048
+KEY_PAIR_ALGORITHMS: dict[str, str] = {SERVICE_ACCOUNT: "RSA"}
+"""Bare key pairs that are not ECDSA P-256, by name; pulumi-tls and the tests' issuer both read this."""
 APISERVER_ETCD_CLIENT = "apiserver-etcd-client"
 APISERVER_KUBELET_CLIENT = "apiserver-kubelet-client"
 FRONT_PROXY_CLIENT = "front-proxy-client"
@@ -189,6 +197,6 @@ def pki_spec(ctx: BootstrapContext) -> PkiSpec:
     return PkiSpec(
         cas=cas,
         certs=tuple(certs),
-        key_pairs=(SERVICE_ACCOUNT,),
+        key_pairs=(SERVICE_ACCOUNT_LEGACY, SERVICE_ACCOUNT),
         encryption_keys=ctx.control_plane.encryption_keys,
     )

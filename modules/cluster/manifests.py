@@ -15,9 +15,11 @@ from modules.cluster.objects import (
     priorities,
     rdma,
     remediation,
+    researchers,
     serving_certs,
     state_metrics,
     teams,
+    workload_identity,
 )
 from modules.cluster.objects.common import Obj
 from modules.cluster.spec import AddonsSpec
@@ -42,6 +44,8 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         + balloons.balloons(spec)
         + gang.gang(spec)
         + access.access(spec)
+        + researchers.researchers(spec)
+        + workload_identity.workload_identity(spec)
         + network_policies.network_policies(spec)
     )
     rank = {kind: i for i, kind in enumerate(_FIRST)}
