@@ -37,7 +37,7 @@ from modules.bootstrap.etcd_backup import ACCOUNT_URL_FACT
 from modules.bootstrap.host import alert_secrets
 from modules.bootstrap.host.node_token import PLACEHOLDER
 from modules.bootstrap.kubeconfig import admin_kubeconfig
-from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, SERVICE_ACCOUNT, pki_spec
+from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, SERVICE_ACCOUNT_RSA, pki_spec
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
 from modules.bootstrap.roles import POOL_ROLES, Role, prometheus_secrets
 from modules.identity import oidc
@@ -465,7 +465,7 @@ def _workload_identity(s: _Spoke) -> WorkloadIdentity | None:
             account_name=account,
             issuer=access.issuer,
             # The public half is no secret: the JWKS publishes it.
-            signing_public_key=pulumi.Output.unsecret(s.pki.secrets[f"pub:{SERVICE_ACCOUNT}"]),
+            signing_public_key=pulumi.Output.unsecret(s.pki.secrets[f"pub:{SERVICE_ACCOUNT_RSA}"]),
             teams=access.teams,
         ),
     )

@@ -78,6 +78,7 @@ class WorkloadIdentity(pulumi.ComponentResource):
         documents = pulumi.Output.from_input(args.signing_public_key).apply(
             lambda pem: oidc.documents(args.issuer, pem)
         )
+
         def asset(blob: str) -> pulumi.Output[pulumi.Asset]:
             return documents.apply(lambda docs: pulumi.StringAsset(docs[blob]))
 

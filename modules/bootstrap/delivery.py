@@ -109,9 +109,9 @@ def mounted_files_hash(manifest: str, contents: Mapping[str, tuple[str, str]]) -
 
 
 PARTS = 3
-"""Secrets per host (or pool): room for 3 x 25 KB of encoded bundle. The largest today, a backed-up etcd
-member's (the snapshot and restore programs) and an API server's (the bootstrap token issuer), fill about
-60% of it with real certificates (`make bench`)."""
+"""Secrets per host (or pool): room for 3 x 25 KB of encoded bundle. The largest today, an API server's (the
+bootstrap token issuer's programs and, with workload identity, an RSA signing key), fill 78-81% of it with
+real-size certificates (tests/bootstrap/test_delivery.py, dev and prod-7500; `make bench`)."""
 
 
 def encode(doc: Mapping[str, Any]) -> list[str]:

@@ -627,9 +627,10 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         f"{pki.KUBELET_SERVING_CA}.key": f"key:{pki.KUBELET_SERVING_CA}",
         "front-proxy-client.crt": f"cert:{pki.FRONT_PROXY_CLIENT}",
         "front-proxy-client.key": f"key:{pki.FRONT_PROXY_CLIENT}",
-        "sa.key": f"key:{pki.SERVICE_ACCOUNT}",
-        "sa.pub": f"pub:{pki.SERVICE_ACCOUNT}",
-        "sa-legacy.pub": f"pub:{pki.SERVICE_ACCOUNT_LEGACY}",
+        "sa.key": f"key:{pki.signing_key(ctx)}",
+        "sa.pub": f"pub:{pki.signing_key(ctx)}",
+        # With workload identity the ECDSA key that signed before the RSA one still verifies (pki.SERVICE_ACCOUNT_RSA).
+        **({"sa-legacy.pub": f"pub:{pki.SERVICE_ACCOUNT}"} if ctx.identity else {}),
         f"{pki.CONTROLLER_MANAGER}.crt": f"cert:{pki.CONTROLLER_MANAGER}",
         f"{pki.CONTROLLER_MANAGER}.key": f"key:{pki.CONTROLLER_MANAGER}",
         f"{pki.SCHEDULER}.crt": f"cert:{pki.SCHEDULER}",

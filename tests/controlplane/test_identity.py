@@ -62,7 +62,7 @@ def test_a_team_token_verifies_against_the_published_jwks_as_azure_expects(dev_c
     team = access.team(TEAM_A)
     assert team is not None
     # What the cluster stack uploads to the issuer container: rendered from the signing key's public half.
-    blobs = oidc.documents(access.issuer, dev_cluster.pems[f"pub:{pki.SERVICE_ACCOUNT}"])
+    blobs = oidc.documents(access.issuer, dev_cluster.pems[f"pub:{pki.SERVICE_ACCOUNT_RSA}"])
     token = token_request(dev_cluster, TEAM_A, team.service_accounts[0], oidc.AUDIENCE)
     claims = verify(token, json.loads(blobs[oidc.JWKS_PATH]))
     assert claims["iss"] == access.issuer

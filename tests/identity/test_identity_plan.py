@@ -29,7 +29,7 @@ def test_the_service_account_key_is_rsa_and_the_jwks_publishes_it() -> None:
     exponent and the kid kube-apiserver puts in each token (sha256 of the PKIX DER)."""
     prep = prepare_cluster("dev", load_stack(STACKS, "dev"), STACKS)
     pems = issue(pki.pki_spec(prep.bootstrap))
-    public = pems[f"pub:{pki.SERVICE_ACCOUNT}"]
+    public = pems[f"pub:{pki.SERVICE_ACCOUNT_RSA}"]
     key = serialization.load_pem_public_key(public.encode())
     assert isinstance(key, rsa.RSAPublicKey)
     (jwk,) = oidc.jwks([public])["keys"]
@@ -40,7 +40,7 @@ def test_the_service_account_key_is_rsa_and_the_jwks_publishes_it() -> None:
     assert (jwk["alg"], jwk["kty"], jwk["use"]) == ("RS256", "RSA", "sig")
     # The legacy ECDSA key stays a verification key of the API servers (tokens issued before), never published.
     with pytest.raises(ValueError, match="not an RSA public key"):
-        oidc.rsa_jwk(pems[f"pub:{pki.SERVICE_ACCOUNT_LEGACY}"])
+        oidc.rsa_jwk(pems[f"pub:{pki.SERVICE_ACCOUNT}"])
 
 
 def test_the_issuer_documents_agree_with_the_api_server_flags() -> None:
@@ -51,7 +51,7 @@ def test_the_issuer_documents_agree_with_the_api_server_flags() -> None:
     assert public == access.issuer
     assert public.startswith("https://agkoidcdev") and public.endswith(".blob.core.windows.net/oidc/")
     assert identity.service_account_issuers[1] == "https://kubernetes.default.svc.cluster.local"
-    docs = oidc.documents(public, issue(pki.pki_spec(prep.bootstrap))[f"pub:{pki.SERVICE_ACCOUNT}"])
+    docs = oidc.documents(public, issue(pki.pki_spec(prep.bootstrap))[f"pub:{pki.SERVICE_ACCOUNT_RSA}"])
     discovery = yaml.safe_load(docs[oidc.DISCOVERY_PATH])
     assert discovery["issuer"] == public
     assert discovery["jwks_uri"] == identity.jwks_uri == public + "openid/v1/jwks"
