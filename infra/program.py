@@ -41,7 +41,7 @@ from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, SERVICE_ACCOUNT_RSA, pki
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
 from modules.bootstrap.roles import POOL_ROLES, Role, prometheus_secrets
 from modules.identity import oidc
-from modules.identity.plan import team_containers
+from modules.identity.plan import team_containers, workload_identity_component
 from modules.stackplan.addresses import StackAddresses, deployed_subnets, hub_stack_name, limits_for, plan_stack
 from modules.stackplan.config import (
     BACKUP_CONTAINER,
@@ -459,7 +459,7 @@ def _workload_identity(s: _Spoke) -> WorkloadIdentity | None:
         s.cluster.name, identity.entra.tenant_id, s.prep.config.location or "", s.prep.stack
     )
     return WorkloadIdentity(
-        f"{s.cluster.name}-workload-identity",
+        workload_identity_component(s.cluster.name),
         WorkloadIdentityArgs(
             ctx=s.ctx,
             account_name=account,

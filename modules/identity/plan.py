@@ -16,6 +16,16 @@ CONTAINERS = ("datasets", "checkpoints")
 """Each team's own blob containers, ``<team>-<kind>``: its identity may read and write these and no other."""
 
 
+def workload_identity_component(cluster: str) -> str:
+    """The WorkloadIdentity component's name; each team's identity is ``<it>-<team>`` (identity_name)."""
+    return f"{cluster}-workload-identity"
+
+
+def identity_name(cluster: str, team: str) -> str:
+    """The team's user-assigned identity, as Azure names it."""
+    return f"{workload_identity_component(cluster)}-{team}"
+
+
 def team_containers(team: str) -> tuple[str, ...]:
     return tuple(f"{team}-{kind}" for kind in CONTAINERS)
 
