@@ -203,6 +203,7 @@ def test_researchers_can_i_table(dev_cluster: ControlPlane, tmp_path: Path) -> N
 
 # ---- the Azure Workload Identity webhook, built from its Go module, registered with a URL ----
 
+CONFIG_PATH = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{workload_identity.CONFIG}"
 WEBHOOK_PORT = 9443
 """controller-runtime's default webhook port; the webhook has no flag for it (cmd/webhook/main.go)."""
 
@@ -245,16 +246,9 @@ def test_the_webhook_mutates_a_team_pod(dev_cluster: ControlPlane, tmp_path: Pat
     )
     try:
         wait("the webhook to listen", lambda: not _free(WEBHOOK_PORT), [], timeout=60)
-        applied = dev_cluster.kubectl(
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "--field-manager=test",
-            "-f",
-            "-",
-            input=yaml.safe_dump(config),
-        )
-        assert applied.returncode == 0, applied.stderr
+        # A merge patch replaces the webhooks list whole: the URL takes the Service's place.
+        status, got = dev_cluster.call_patch(CONFIG_PATH, {"webhooks": config["webhooks"]})
+        assert status == 200, got
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -277,31 +271,21 @@ def test_the_webhook_mutates_a_team_pod(dev_cluster: ControlPlane, tmp_path: Pat
         proc.wait(10)
         log.close()
         # Back to the rendered configuration (the Service), as the add-ons stack applies it.
-        dev_cluster.kubectl(
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "--field-manager=agk",
-            "-f",
-            "-",
-            input=yaml.safe_dump(
-                next(
-                    o
-                    for o in workload_identity.workload_identity(prepared("dev").addons)
-                    if o["kind"] == "MutatingWebhookConfiguration"
-                )
-            ),
+        rendered = next(
+            o for o in workload_identity.workload_identity(prepared("dev").addons) if o["kind"] == config["kind"]
         )
+        dev_cluster.call_patch(CONFIG_PATH, {"webhooks": rendered["webhooks"]})
     team = access.team(TEAM_A)
     assert team is not None
     (container,) = body["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["AZURE_CLIENT_ID"] == team.client_id
     assert env["AZURE_TENANT_ID"] == access.tenant_id
-    assert env["AZURE_FEDERATED_TOKEN_FILE"].endswith("/azure-identity-token")
     assert env["AZURE_AUTHORITY_HOST"].startswith("https://login.microsoftonline.com")
-    volume = next(v for v in body["spec"]["volumes"] if v["name"] == "azure-identity-token")
+    # v1.6.0's layout (pkg/webhook/consts.go): one projected volume named azure-workload-identity-reserved-<hash>,
+    # mounted at /var/run/secrets/azure/wi, the token at token/azure-identity-token in it.
+    (volume,) = (v for v in body["spec"]["volumes"] if v["name"].startswith("azure-workload-identity-reserved-"))
     (source,) = volume["projected"]["sources"]
     assert source["serviceAccountToken"]["audience"] == oidc.AUDIENCE
-    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
-    assert env["AZURE_FEDERATED_TOKEN_FILE"].startswith(mounts["azure-identity-token"])
+    mount = next(m for m in container["volumeMounts"] if m["name"] == volume["name"])
+    assert env["AZURE_FEDERATED_TOKEN_FILE"] == f"{mount['mountPath']}/{source['serviceAccountToken']['path']}"
