@@ -76,6 +76,9 @@ def team_access(access: AccessSpec, team: TeamAccess) -> list[Obj]:
             "apiVersion": "v1",
             "kind": "ServiceAccount",
             "metadata": meta(sa, ns, app=APP, annotations={CLIENT_ID: team.client_id, TENANT_ID: access.tenant_id}),
+            # No Kubernetes API token in training pods by default (they need none, and the team's role grants the
+            # service account nothing); the webhook mounts the Azure-audience token on its own.
+            "automountServiceAccountToken": False,
         }
         for sa in team.service_accounts
     ]

@@ -12,7 +12,15 @@ The API servers reach it at its pods' VNet addresses (--enable-aggregator-routin
 from __future__ import annotations
 
 from modules.cluster import images
-from modules.cluster.objects.common import Obj, meta, namespace, pod_security, restricted, system_nodes
+from modules.cluster.objects.common import (
+    Obj,
+    meta,
+    namespace,
+    pod_security,
+    restricted,
+    service_account,
+    system_nodes,
+)
 from modules.cluster.objects.network_policies import api_server
 from modules.cluster.objects.researchers import USE_LABEL
 from modules.cluster.spec import AddonsSpec
@@ -82,7 +90,7 @@ def workload_identity(spec: AddonsSpec) -> list[Obj]:
     }
     return [
         namespace(NS, app=APP, pod_security_level="restricted", extra_labels=SELECTOR),
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(SA, NS, app=APP)},
+        service_account(SA, NS, app=APP),
         {
             "apiVersion": rbac,
             "kind": "Role",
