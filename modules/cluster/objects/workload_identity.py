@@ -136,7 +136,14 @@ def workload_identity(spec: AddonsSpec) -> list[Obj]:
             "metadata": meta("azure-wi-webhook-config", NS, app=APP),
             "data": {"AZURE_ENVIRONMENT": "AzurePublicCloud", "AZURE_TENANT_ID": access.tenant_id},
         },
-        {"apiVersion": "v1", "kind": "Secret", "metadata": meta(SECRET, NS, app=APP)},
+        # Empty: the webhook's certificate rotation writes the pair into it (upstream ships it empty too).
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": meta(SECRET, NS, app=APP),
+            "type": "Opaque",
+            "stringData": {},
+        },
         {
             "apiVersion": "v1",
             "kind": "Service",
