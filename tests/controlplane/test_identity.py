@@ -72,7 +72,9 @@ def test_a_team_token_verifies_against_the_published_jwks_as_azure_expects(dev_c
     served = dev_cluster.get("/.well-known/openid-configuration")
     assert (served["issuer"], served["jwks_uri"]) == (access.issuer, oidc.jwks_uri(access.issuer))
     published = {k["kid"] for k in json.loads(blobs[oidc.JWKS_PATH])["keys"]}
-    assert published <= {k["kid"] for k in dev_cluster.get("/openid/v1/jwks")["keys"]}
+    req = urllib.request.Request(dev_cluster.url + "/openid/v1/jwks", headers={"Accept": "application/jwk-set+json"})
+    with urllib.request.urlopen(req, context=dev_cluster.context(), timeout=30) as resp:
+        assert published <= {k["kid"] for k in json.loads(resp.read())["keys"]}
 
     # Azure's exchange (STAND-IN): team A's credential accepts the token, team B's (another subject) refuses it.
     own = Credential("client-a", access.issuer, oidc.subject(TEAM_A, "training"))
@@ -149,9 +151,9 @@ def test_researchers_can_i_table(dev_cluster: ControlPlane, tmp_path: Path) -> N
     )
     assert applied.returncode == 0, applied.stderr
     wait_for_default_service_account(dev_cluster, [TEAM_B])
-    audience = yaml.safe_load(prepared("dev").bootstrap.identity.authentication_config)["jwt"][0]["issuer"][
-        "audiences"
-    ][0]  # type: ignore[union-attr]
+    identity = prepared("dev").bootstrap.identity
+    assert identity is not None
+    audience = yaml.safe_load(identity.authentication_config)["jwt"][0]["issuer"]["audiences"][0]
     with entra_standin(tmp_path / "entra", access.tenant_id) as standin, signed_in_through(dev_cluster, standin):
         people = {
             "team A": standin.token(audience, groups=[team_a.group]),
@@ -258,7 +260,7 @@ def test_the_webhook_mutates_a_team_pod(dev_cluster: ControlPlane, tmp_path: Pat
                 "containers": [{"name": "train", "image": "registry.k8s.io/pause:3.10"}],
             },
         }
-        status, body = 0, {}
+        body: Any = {}
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             status, body = dev_cluster.call("POST", f"/api/v1/namespaces/{TEAM_A}/pods?dryRun=All", pod)
