@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from functools import cache
 from typing import Any
 
 import pytest
@@ -15,9 +16,14 @@ from modules.bootstrap import pki
 from modules.errors import ConfigError
 from modules.identity import oidc
 from modules.stackplan.config import load_stack, parse_config
-from modules.stackplan.prepare import prepare_cluster
+from modules.stackplan.prepare import ClusterPrep, prepare_cluster
 from tests.bootstrap.certs import issue
 from tests.bootstrap.conftest import STACKS
+
+
+@cache
+def _dev() -> ClusterPrep:
+    return prepare_cluster("dev", load_stack(STACKS, "dev"), STACKS)
 
 
 def _b64int(value: str) -> int:
@@ -27,7 +33,7 @@ def _b64int(value: str) -> int:
 def test_the_service_account_key_is_rsa_and_the_jwks_publishes_it() -> None:
     """Entra verifies RSA only (AADSTS5002738 for ES256): the signing key is RSA, and the JWKS carries its modulus,
     exponent and the kid kube-apiserver puts in each token (sha256 of the PKIX DER)."""
-    prep = prepare_cluster("dev", load_stack(STACKS, "dev"), STACKS)
+    prep = _dev()
     pems = issue(pki.pki_spec(prep.bootstrap))
     public = pems[f"pub:{pki.SERVICE_ACCOUNT_RSA}"]
     key = serialization.load_pem_public_key(public.encode())
@@ -44,7 +50,7 @@ def test_the_service_account_key_is_rsa_and_the_jwks_publishes_it() -> None:
 
 
 def test_the_issuer_documents_agree_with_the_api_server_flags() -> None:
-    prep = prepare_cluster("dev", load_stack(STACKS, "dev"), STACKS)
+    prep = _dev()
     identity, access = prep.bootstrap.identity, prep.addons.access
     assert identity is not None and access is not None
     public = identity.service_account_issuers[0]
@@ -61,7 +67,7 @@ def test_the_issuer_documents_agree_with_the_api_server_flags() -> None:
 
 
 def test_authentication_config_maps_entra_claims_with_a_prefix() -> None:
-    prep = prepare_cluster("dev", load_stack(STACKS, "dev"), STACKS)
+    prep = _dev()
     assert prep.bootstrap.identity is not None
     doc: dict[str, Any] = yaml.safe_load(prep.bootstrap.identity.authentication_config)
     (jwt,) = doc["jwt"]
