@@ -69,6 +69,16 @@ def cluster_outputs(cluster_stack: str) -> dict[str, Any]:
     return outputs if isinstance(outputs, dict) else {}
 
 
+def with_team_identities(spec: AddonsSpec, outputs: dict[str, Any]) -> AddonsSpec:
+    """The spec with each team identity's client id (the cluster stack's ``workload_identity`` output)."""
+    got = outputs.get("workload_identity")
+    ids = got.get("client_ids") if isinstance(got, dict) else None
+    if spec.access is None or not isinstance(ids, dict):
+        return spec  # not deployed yet: the service accounts carry the placeholder client id
+    teams = tuple(replace(t, client_id=str(ids.get(t.team) or t.client_id)) for t in spec.access.teams)
+    return replace(spec, access=replace(spec.access, teams=teams))
+
+
 def with_cloud_ids(spec: AddonsSpec, outputs: dict[str, Any]) -> AddonsSpec:
     """The spec with the Azure ids only a deployed cluster stack knows (its ``cloud_ids`` output)."""
     ids = outputs.get("cloud_ids")
@@ -84,7 +94,8 @@ def build(config: StackConfig) -> dict[str, object]:
         raise ConfigError("azure-gpu-k8s:addons_stack: missing: add cluster_stack: <the cluster stack>")
     cluster = config.addons_stack.cluster_stack
     local = cluster_spec(cluster)
-    spec = with_cloud_ids(local, cluster_outputs(cluster))
+    outputs = cluster_outputs(cluster)
+    spec = with_team_identities(with_cloud_ids(local, outputs), outputs)
     ref = pulumi.StackReference(f"{cluster}-ref", stack_name=cluster)
     current = ref.get_output("addons_spec").apply(lambda exported: _current(exported, local, cluster))
     provider = k8s.Provider(

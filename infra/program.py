@@ -29,6 +29,7 @@ from modules.azure.segmentation import spoke_rules
 from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import ClusterStorage, ClusterStorageArgs, Grant, account_name, blob_url
 from modules.azure.vm import IdentityBound
+from modules.azure.workload_identity import WorkloadIdentity, WorkloadIdentityArgs
 from modules.bootstrap import alerting, node_tokens, versions
 from modules.bootstrap.customdata import bundle_parts, custom_data
 from modules.bootstrap.delivery import check_sizes
@@ -36,9 +37,11 @@ from modules.bootstrap.etcd_backup import ACCOUNT_URL_FACT
 from modules.bootstrap.host import alert_secrets
 from modules.bootstrap.host.node_token import PLACEHOLDER
 from modules.bootstrap.kubeconfig import admin_kubeconfig
-from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, pki_spec
+from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, SERVICE_ACCOUNT_RSA, pki_spec
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
 from modules.bootstrap.roles import POOL_ROLES, Role, prometheus_secrets
+from modules.identity import oidc
+from modules.identity.plan import team_containers, workload_identity_component
 from modules.stackplan.addresses import StackAddresses, deployed_subnets, hub_stack_name, limits_for, plan_stack
 from modules.stackplan.config import (
     BACKUP_CONTAINER,
@@ -440,8 +443,46 @@ def _node_pools(s: _Spoke, controllers: ClusterIdentities) -> dict[str, NodePool
     return node_pools
 
 
-def _storage(s: _Spoke, account: pulumi.Output[str], node_pools: Mapping[str, NodePool], control: ControlPlane) -> None:
-    """The cluster's storage account: the pools' containers and, when backed up, etcd's snapshots."""
+def _workload_identity(s: _Spoke) -> WorkloadIdentity | None:
+    """The public service-account issuer and the teams' identities (``cluster.identity``)."""
+    access, identity = s.prep.addons.access, s.cluster.identity
+    if access is None or identity is None:
+        return None
+    account = oidc.issuer_account_name(
+        s.cluster.name, identity.entra.tenant_id, s.prep.config.location or "", s.prep.stack
+    )
+    return WorkloadIdentity(
+        workload_identity_component(s.cluster.name),
+        WorkloadIdentityArgs(
+            ctx=s.ctx,
+            account_name=account,
+            issuer=access.issuer,
+            # The public half is no secret: the JWKS publishes it.
+            signing_public_key=pulumi.Output.unsecret(s.pki.secrets[f"pub:{SERVICE_ACCOUNT_RSA}"]),
+            teams=access.teams,
+        ),
+    )
+
+
+def _team_grants(s: _Spoke, identity: WorkloadIdentity | None) -> dict[str, list[Grant]]:
+    """Each team's identity may read and write its own containers, and only those."""
+    if identity is None:
+        return {}
+    return {
+        container: [Grant(f"team-{team}", principal, "ServicePrincipal", "read-write")]
+        for team, principal in identity.principal_ids.items()
+        for container in team_containers(team)
+    }
+
+
+def _storage(
+    s: _Spoke,
+    account: pulumi.Output[str],
+    node_pools: Mapping[str, NodePool],
+    control: ControlPlane,
+    identity: WorkloadIdentity | None = None,
+) -> None:
+    """The cluster's storage account: the pools' containers, the teams' own and, when backed up, etcd's snapshots."""
     prep, cluster = s.prep, s.cluster
     if not cluster.storage.enabled:
         return
@@ -457,8 +498,12 @@ def _storage(s: _Spoke, account: pulumi.Output[str], node_pools: Mapping[str, No
         ClusterStorageArgs(
             ctx=s.ctx,
             account_name=account,
-            containers=[*cluster.storage.containers, *([BACKUP_CONTAINER] if backup.enabled else [])],
-            grants={**_grants(prep, node_pools), **backup_grants},
+            containers=[
+                *cluster.storage.containers,
+                *_team_grants(s, identity),
+                *([BACKUP_CONTAINER] if backup.enabled else []),
+            ],
+            grants={**_grants(prep, node_pools), **_team_grants(s, identity), **backup_grants},
             retention_days={BACKUP_CONTAINER: backup.retention_days} if backup.enabled else {},
             endpoint_subnet_id=s.subnet["endpoints"],
             vnet_id=s.network.id,
@@ -514,8 +559,13 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
         )
     )
     token_writers(s.keys, prep.pools.pools, {h: control.identities[h] for h in addresses.apiservers})
-    _storage(s, account, node_pools, control)
-    return _cluster_outputs(s, client, control, prometheus, controllers, node_pools)
+    identity = _workload_identity(s)
+    _storage(s, account, node_pools, control, identity)
+    outputs = _cluster_outputs(s, client, control, prometheus, controllers, node_pools)
+    if identity is not None:
+        # What the add-ons stack annotates the teams' service accounts with (client ids are no secret).
+        outputs["workload_identity"] = {"issuer": identity.issuer, "client_ids": identity.client_ids}
+    return outputs
 
 
 def _cluster_outputs(

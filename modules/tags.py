@@ -12,7 +12,7 @@ from collections.abc import Mapping
 REQUIRED = ("owner", "cost-center", "cluster")
 
 ROLE = "agk-role"
-"""apiserver | etcd | events-etcd | prometheus | nat | jump | gpu-node | system-node | network | storage"""
+"""apiserver | etcd | events-etcd | prometheus | nat | jump | gpu-node | system-node | network | storage | oidc-issuer"""
 POOL = "agk-pool"
 POD_IPS = "agk-pod-ips"
 """On scale sets: the pool's pod IPs per node (the NIC carries 1 + this many IP configurations)."""

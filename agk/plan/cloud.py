@@ -10,6 +10,7 @@ counted from the bottom).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import ipaddress
 import threading
@@ -217,7 +218,11 @@ class Cloud:
             name = segment
         outputs = {k: v for k, v in inputs.items() if k not in {key for _, key in path.segments}}
         outputs.pop("resourceGroupName", None)
-        outputs.update({"id": rid, "name": name, "type": arm_type, "provisioningState": "Succeeded"})
+        # A resource whose own schema has a top-level ``type`` input (storage.Blob: Block, Append, Page) keeps it; the
+        # provider's output is that property, not the ARM type.
+        outputs.update(
+            {"id": rid, "name": name, "type": inputs.get("type", arm_type), "provisioningState": "Succeeded"}
+        )
         self._extras(type_, rid, name, urn, values, outputs)
         return rid, outputs
 
@@ -289,6 +294,14 @@ class Cloud:
         return result
 
     def _tls(self, type_: str, urn: str, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        outputs = self._tls_outputs(type_, urn, inputs)
+        if type_.endswith("PrivateKey") and inputs.get("algorithm") == "RSA":
+            # What is derived from an RSA public key (the workload identity JWKS) parses it: a well-formed public
+            # key whose modulus comes from the URN; no private key exists for it.
+            outputs["publicKeyPem"] = planned_rsa_public_pem(urn, int(inputs.get("rsaBits") or 2048))
+        return digest(urn, length=32), outputs
+
+    def _tls_outputs(self, type_: str, urn: str, inputs: dict[str, Any]) -> dict[str, Any]:
         # Key material is never real here: a plan must not mint keys; the values are marked secret.
         outputs = dict(inputs)
         tag = digest(urn, length=16)
@@ -307,4 +320,30 @@ class Cloud:
         elif type_.endswith("Cert") or type_.endswith("CertRequest"):
             field_name = "certRequestPem" if type_.endswith("CertRequest") else "certPem"
             outputs[field_name] = f"-----BEGIN CERTIFICATE-----\nplanned-{tag}\n-----END CERTIFICATE-----\n"
-        return digest(urn, length=32), outputs
+        return outputs
+
+
+def _der(tag: int, body: bytes) -> bytes:
+    n = len(body)
+    size = (
+        bytes([n])
+        if n < 0x80
+        else bytes([0x80 | ((n.bit_length() + 7) // 8)]) + n.to_bytes((n.bit_length() + 7) // 8, "big")
+    )
+    return bytes([tag]) + size + body
+
+
+def planned_rsa_public_pem(urn: str, bits: int) -> str:
+    """A PKIX PEM RSA public key for a planned ``tls.PrivateKey`` (deterministic, odd modulus of ``bits``)."""
+    seed, raw = urn.encode(), b""
+    while len(raw) < bits // 8:
+        raw += hashlib.sha256(seed + len(raw).to_bytes(4, "big")).digest()
+    modulus = bytearray(raw[: bits // 8])
+    modulus[0] |= 0x80
+    modulus[-1] |= 1
+    key = _der(0x30, _der(0x02, b"\0" + bytes(modulus)) + _der(0x02, (65537).to_bytes(3, "big")))
+    algorithm = _der(0x30, _der(0x06, bytes.fromhex("2a864886f70d010101")) + b"\x05\x00")
+    der = _der(0x30, algorithm + _der(0x03, b"\0" + key))
+    body = base64.b64encode(der).decode()
+    lines = "\n".join(body[i : i + 64] for i in range(0, len(body), 64))
+    return f"-----BEGIN PUBLIC KEY-----\n{lines}\n-----END PUBLIC KEY-----\n"

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
-from agk.plan import change_report, wire
+from agk.plan import change_report, teams, wire
 from agk.plan.blast import BlastRadius
 from agk.plan.diff import StackDiff
 from agk.plan.engine import StackPlan
@@ -143,6 +143,13 @@ def text(
                 f"  {pool.name:<18} {pool.role:<12} {pool.vm_size:<26} {_plural(pool.scale_sets, 'scale set'):>13}"
                 f" {pool.nodes:>6,} nodes  subnet {subnets}"
             )
+    team_table = teams.team_rows(plan.outputs)
+    if team_table:
+        grid = [[h for _, h in teams.COLUMNS]] + [[teams.cell(r[k]) for k, _ in teams.COLUMNS] for r in team_table]
+        widths = [max(len(row[i]) for row in grid) for i in range(len(teams.COLUMNS))]
+        lines += ["", "Teams:"] + [
+            "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in grid
+        ]
     if topo.vms_by_role:
         lines += ["", "Virtual machines: " + ", ".join(f"{role} {n}" for role, n in topo.vms_by_role.items())]
     sizing = _sizing(plan)
@@ -270,6 +277,12 @@ def markdown(
         ]
         out += [f"| {p.name} | {p.role} | {p.vm_size} | {p.scale_sets} | {p.nodes:,} |" for p in topo.pools]
         out.append("")
+    team_table = teams.team_rows(plan.outputs)
+    if team_table:
+        out += ["#### Teams", "", "| " + " | ".join(h for _, h in teams.COLUMNS) + " |"]
+        out += ["|" + "|".join("---" for _ in teams.COLUMNS) + "|"]
+        out += ["| " + " | ".join(teams.cell(r[k]) for k, _ in teams.COLUMNS) + " |" for r in team_table]
+        out.append("")
     if topo.vms_by_role:
         out += ["Virtual machines: " + ", ".join(f"{role} × {n}" for role, n in topo.vms_by_role.items()), ""]
     sizing = _sizing(plan)
@@ -326,6 +339,7 @@ def as_json(
             "vms_by_role": topo.vms_by_role,
         },
         "sizes": _sizes(plan)[1],
+        "teams": teams.team_rows(plan.outputs),
         "warnings": plan.warnings,
         "review": review,
         **extra,

@@ -191,6 +191,18 @@ class PrometheusSettings:
 
 
 @dataclass(frozen=True)
+class ApiserverIdentity:
+    """Who the API servers trust and as whom they sign (modules/identity/oidc.py renders both)."""
+
+    service_account_issuers: tuple[str, ...]
+    """The public issuer Azure fetches first (it signs), then the in-cluster one (still accepted)."""
+    jwks_uri: str
+    """Where the public issuer's keys are published (the discovery document the API server serves names it)."""
+    authentication_config: str
+    """AuthenticationConfiguration YAML: researchers' Entra ID tokens."""
+
+
+@dataclass(frozen=True)
 class BootstrapContext:
     """The cluster as the bootstrap files see it."""
 
@@ -221,6 +233,9 @@ class BootstrapContext:
     """XIDs that fail a node (the stack's ``addons.health.fatal_xids``, shared with the XID rule)."""
     alerting: Alerting = UNCONFIGURED
     """Where Alertmanager sends alerts (the stack's ``alerting`` section)."""
+    identity: ApiserverIdentity | None = None
+    """Workload identity's issuer and researchers' sign-in (``cluster.identity``); None: the in-cluster issuer
+    only, and client certificates are the only way in for people."""
 
     @property
     def kubernetes_minor(self) -> str:

@@ -26,7 +26,7 @@ from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.host import bundle as host_bundle
 from modules.bootstrap.host.vault import SECRET_LIMIT
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.pki import CertSpec, PkiSpec, pki_spec
+from modules.bootstrap.pki import KEY_PAIR_ALGORITHMS, CertSpec, PkiSpec, pki_spec
 from modules.bootstrap.roles import FILES_HASH_SLOT, POOL_ROLES, ROLES, NodeBundle, bundle, names, prometheus_secrets
 from modules.errors import AgkError
 
@@ -109,9 +109,9 @@ def mounted_files_hash(manifest: str, contents: Mapping[str, tuple[str, str]]) -
 
 
 PARTS = 3
-"""Secrets per host (or pool): room for 3 x 25 KB of encoded bundle. The largest today, a backed-up etcd
-member's (the snapshot and restore programs) and an API server's (the bootstrap token issuer), fill about
-60% of it with real certificates (`make bench`)."""
+"""Secrets per host (or pool): room for 3 x 25 KB of encoded bundle. The largest today, an API server's (the
+bootstrap token issuer's programs and, with workload identity, an RSA signing key), fill 78-81% of it with
+real-size certificates (tests/bootstrap/test_delivery.py, dev and prod-7500; `make bench`)."""
 
 
 def encode(doc: Mapping[str, Any]) -> list[str]:
@@ -133,6 +133,10 @@ KEY_PEM_BYTES = 241
 """An ECDSA P-256 private key in PKCS#8 PEM (138 bytes DER; SEC1's EC PRIVATE KEY is 227)."""
 PUB_PEM_BYTES = 178
 """Its public key, SubjectPublicKeyInfo PEM (91 bytes DER)."""
+RSA_KEY_PEM_BYTES = 1704
+"""An RSA-2048 private key in PKCS#8 PEM (pulumi-tls writes PKCS#1, 1,675 bytes: this is the larger)."""
+RSA_PUB_PEM_BYTES = 451
+"""Its public key, SubjectPublicKeyInfo PEM."""
 CERT_DER_BASE = 560
 """A P-256 certificate's DER without its names: version, serial, algorithms, validity, key, key usage,
 extended key usage, basic constraints, key identifiers and the signature (upper bound, checked against
@@ -161,7 +165,9 @@ def standin_pems(spec: PkiSpec) -> dict[str, str]:
         sizes[f"cert:{cert.name}"] = pem_bytes(cert_der_bytes(cert, ca_cn[cert.ca]))
         sizes[f"key:{cert.name}"] = KEY_PEM_BYTES
     for pair in spec.key_pairs:
-        sizes[f"key:{pair}"], sizes[f"pub:{pair}"] = KEY_PEM_BYTES, PUB_PEM_BYTES
+        rsa = KEY_PAIR_ALGORITHMS.get(pair) == "RSA"
+        sizes[f"key:{pair}"] = RSA_KEY_PEM_BYTES if rsa else KEY_PEM_BYTES
+        sizes[f"pub:{pair}"] = RSA_PUB_PEM_BYTES if rsa else PUB_PEM_BYTES
     for key in spec.encryption_keys:
         # An Ed25519 PEM is shorter; the size is moot anyway: only the derived key reaches a bundle.
         sizes[encryption.seed_secret(key)] = KEY_PEM_BYTES

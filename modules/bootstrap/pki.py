@@ -57,6 +57,15 @@ their serving certificates' names from their own Node's status.addresses, which 
 the API server's VIP or kubernetes.default.svc would be trusted by every API server client. Only Prometheus'
 kubelet scrape trusts this CA, so such a certificate lets one pass for a kubelet to Prometheus, no more."""
 SERVICE_ACCOUNT = "service-account"
+"""Signs service-account tokens (ECDSA P-256) on a cluster without workload identity."""
+SERVICE_ACCOUNT_RSA = "service-account-rsa"
+"""Signs them instead once ``cluster.identity`` is set: RSA (``KEY_PAIR_ALGORITHMS``), because Entra accepts only
+RSA signatures on the federated tokens of workload identity (modules/identity/oidc.py says where that is written).
+The ECDSA key then stays a verification key of the API servers (its public half only), so tokens the cluster issued
+before keep working. Only then: an RSA key pair is 2 KB more of every API server's bundle."""
+RSA_BITS = 2048
+KEY_PAIR_ALGORITHMS: dict[str, str] = {SERVICE_ACCOUNT_RSA: "RSA"}
+"""Bare key pairs that are not ECDSA P-256, by name; pulumi-tls and the tests' issuer both read this."""
 APISERVER_ETCD_CLIENT = "apiserver-etcd-client"
 APISERVER_KUBELET_CLIENT = "apiserver-kubelet-client"
 FRONT_PROXY_CLIENT = "front-proxy-client"
@@ -69,6 +78,11 @@ BOOTSTRAP_TOKEN_ISSUER = "bootstrap-token-issuer"
 """The API servers' token issuer (host/bootstrap_tokens.py): the add-ons' Role lets it create Secrets."""
 ADMIN = "admin"
 """The break-glass cluster-admin client whose kubeconfig the cluster stack exports (secret)."""
+
+
+def signing_key(ctx: BootstrapContext) -> str:
+    """The key pair that signs service-account tokens (the other, if any, only verifies)."""
+    return SERVICE_ACCOUNT_RSA if ctx.identity else SERVICE_ACCOUNT
 
 
 @dataclass(frozen=True)
@@ -189,6 +203,6 @@ def pki_spec(ctx: BootstrapContext) -> PkiSpec:
     return PkiSpec(
         cas=cas,
         certs=tuple(certs),
-        key_pairs=(SERVICE_ACCOUNT,),
+        key_pairs=(SERVICE_ACCOUNT, SERVICE_ACCOUNT_RSA) if ctx.identity else (SERVICE_ACCOUNT,),
         encryption_keys=ctx.control_plane.encryption_keys,
     )

@@ -8,7 +8,15 @@ import pulumi
 import pulumi_tls as tls
 
 from modules.bootstrap import encryption
-from modules.bootstrap.pki import CA_USAGES, EARLY_RENEWAL_HOURS, CaSpec, CertSpec, PkiSpec
+from modules.bootstrap.pki import (
+    CA_USAGES,
+    EARLY_RENEWAL_HOURS,
+    KEY_PAIR_ALGORITHMS,
+    RSA_BITS,
+    CaSpec,
+    CertSpec,
+    PkiSpec,
+)
 
 ALGORITHM = "ECDSA"
 CURVE = "P256"
@@ -41,7 +49,10 @@ class ClusterPki(pulumi.ComponentResource):
             key, ca_key, ca_cert = self._key(name, cert.name, child), *cas[cert.ca]
             self._leaf(name, cert, key, ca_key, ca_cert, child)
         for pair in args.spec.key_pairs:
-            key = self._key(name, pair, child)
+            if KEY_PAIR_ALGORITHMS.get(pair) == "RSA":
+                key = tls.PrivateKey(f"{name}-{pair}-key", algorithm="RSA", rsa_bits=RSA_BITS, opts=child)
+            else:
+                key = self._key(name, pair, child)
             self.secrets[f"key:{pair}"] = pulumi.Output.secret(key.private_key_pem)
             self.secrets[f"pub:{pair}"] = pulumi.Output.secret(key.public_key_pem)
         self._encryption(name, args.spec.encryption_keys, child)

@@ -523,6 +523,7 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         events_etcd=ctx.events_etcd,
         apiservers=len(ctx.control_plane.apiservers),
         cluster_domain=ctx.cluster_domain,
+        identity=ctx.identity,
     )
     # The internal load balancer does not hairpin: components talk to their own host's server.
     local = f"https://127.0.0.1:{PORTS.apiserver}"
@@ -557,6 +558,11 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
             ),
         ),
         NodeFile(PATHS.audit_policy, "audit-policy.yaml", render("audit-policy.yaml.j2")),
+        *(
+            (NodeFile(PATHS.authentication_config, "authentication-config.yaml", ctx.identity.authentication_config),)
+            if ctx.identity
+            else ()
+        ),
         _kubeconfig(
             ctx,
             PATHS.controller_manager_kubeconfig,
@@ -586,8 +592,10 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         f"{pki.KUBELET_SERVING_CA}.key": f"key:{pki.KUBELET_SERVING_CA}",
         "front-proxy-client.crt": f"cert:{pki.FRONT_PROXY_CLIENT}",
         "front-proxy-client.key": f"key:{pki.FRONT_PROXY_CLIENT}",
-        "sa.key": f"key:{pki.SERVICE_ACCOUNT}",
-        "sa.pub": f"pub:{pki.SERVICE_ACCOUNT}",
+        "sa.key": f"key:{pki.signing_key(ctx)}",
+        "sa.pub": f"pub:{pki.signing_key(ctx)}",
+        # With workload identity the ECDSA key that signed before the RSA one still verifies (pki.SERVICE_ACCOUNT_RSA).
+        **({"sa-legacy.pub": f"pub:{pki.SERVICE_ACCOUNT}"} if ctx.identity else {}),
         f"{pki.CONTROLLER_MANAGER}.crt": f"cert:{pki.CONTROLLER_MANAGER}",
         f"{pki.CONTROLLER_MANAGER}.key": f"key:{pki.CONTROLLER_MANAGER}",
         f"{pki.SCHEDULER}.crt": f"cert:{pki.SCHEDULER}",

@@ -94,6 +94,10 @@ def create_object(name: str, obj: Obj, opts: pulumi.ResourceOptions) -> pulumi.C
         return k8s.rbac.v1.ClusterRoleBinding(
             name, metadata=m, role_ref=obj["roleRef"], subjects=obj["subjects"], opts=opts
         )
+    if kind == ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"):
+        return k8s.admissionregistration.v1.MutatingWebhookConfiguration(
+            name, metadata=m, webhooks=obj["webhooks"], opts=opts
+        )
     if kind == (_RBAC, "RoleBinding"):
         return k8s.rbac.v1.RoleBinding(name, metadata=m, role_ref=obj["roleRef"], subjects=obj["subjects"], opts=opts)
     raise ValueError(f"no Pulumi resource for {kind[0]} {kind[1]}: add it to modules/cluster/component.py")

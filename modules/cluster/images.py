@@ -38,7 +38,21 @@ class Image:
         return f"{self.repository}:{self.tag}" + (f"@{self.digest}" if self.digest else "")
 
 
+WORKLOAD_IDENTITY = "v1.6.0"
+"""Azure Workload Identity's release: the webhook image below and the Go module the tests build it from
+(github.com/Azure/azure-workload-identity, tools/components/components.py): one version, typed once."""
+
 IMAGES: dict[str, Image] = {
+    "workload-identity-webhook": Image(
+        "mcr.microsoft.com/oss/v2/azure/workload-identity/webhook",
+        WORKLOAD_IDENTITY,
+        "sha256:6873b8cec3fb5d585e712ea18af1c1c24107c589e4eafd20a91e260092bc8acb",
+        "ONE public source only: an integration test of a public chart repository pairs the tag with this imageID "
+        "(as a node reports the pulled image); upstream's deploy/azure-wi-webhook.yaml at the v1.6.0 tag names the "
+        "tag (under oss/azure/, without v2) and no digest. Check it before a deploy: "
+        "`az acr manifest show-metadata` or `crane digest` of the tag. A wrong digest fails the pull, never runs "
+        "another image",
+    ),
     # dcgm-exporter also serves as the DCGM client of the preflight diagnostics: its image carries
     # the datacenter-gpu-manager package (dcgmi), and both talk to the host's nv-hostengine, whose
     # major version they must match (HOST_DCGM below).
@@ -88,6 +102,7 @@ DEVICE_PLUGIN = IMAGES["nvidia-device-plugin"].ref
 RDMA_DEVICE_PLUGIN = IMAGES["rdma-shared-device-plugin"].ref
 NODE_PROBLEM_DETECTOR = IMAGES["node-problem-detector"].ref
 PYTHON = IMAGES["python"].ref
+WORKLOAD_IDENTITY_WEBHOOK = IMAGES["workload-identity-webhook"].ref
 
 # The DCGM host engine (nvidia-dcgm.service, nv-hostengine on 127.0.0.1:5555) each GPU image ships,
 # by Ubuntu-HPC marketplace version. The in-cluster DCGM clients above connect to it and must share

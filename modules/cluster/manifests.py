@@ -15,10 +15,12 @@ from modules.cluster.objects import (
     priorities,
     rdma,
     remediation,
+    researchers,
     serving_certs,
     state_metrics,
     teams,
     tenancy,
+    workload_identity,
 )
 from modules.cluster.objects.common import Obj
 from modules.cluster.scan_exceptions import annotate
@@ -44,6 +46,8 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         + balloons.balloons(spec)
         + gang.gang(spec)
         + access.access(spec)
+        + researchers.researchers(spec)
+        + workload_identity.workload_identity(spec)
         + network_policies.network_policies(spec)
         # Appended last: files keep the numbers `agk render` gave them before (the README names some).
         + admission.pod_security()

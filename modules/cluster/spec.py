@@ -22,6 +22,7 @@ from modules.bootstrap.context import APISERVER_PORT
 from modules.cluster import images
 from modules.cluster.config import AddonsConfig
 from modules.errors import ConfigError
+from modules.identity.plan import AccessSpec
 from modules.vm_sizing import formulas
 
 P = "azure-gpu-k8s"
@@ -232,6 +233,8 @@ class AddonsSpec:
     cloud_provider: CloudProviderSpec
     cloud: CloudSpec
     network: NetworkSpec
+    access: AccessSpec | None = None
+    """Researchers' groups and the teams' workload identities (``cluster.identity``); None: none."""
 
     # Node label and taint keys shared with the node bootstrap (modules.labels).
     @property
@@ -307,6 +310,7 @@ class AddonsSpec:
                         "monitoring_cidrs": tuple(raw["network"]["monitoring_cidrs"]),
                     }
                 ),
+                access=AccessSpec.from_json(raw["access"]) if raw.get("access") else None,
             )
         except (KeyError, TypeError) as err:
             raise ConfigError(
@@ -544,6 +548,7 @@ def addons_spec(
     cluster_domain: str = CLUSTER_DOMAIN,
     cloud: CloudSpec | None = None,
     network: NetworkSpec | None = None,
+    access: AccessSpec | None = None,
 ) -> AddonsSpec:
     """Validate the ``addons`` section against the pools and build the spec (pure, no Pulumi).
 
@@ -572,13 +577,15 @@ def addons_spec(
         raise _fail("cluster.system_pool.nodes", f"{system_nodes}: cluster services need at least 1 system node")
     nodes = formulas.sizing_step(peak_nodes)
     pods = formulas.cluster_pods(nodes, pods_per_node)
+    teams = _teams(pools, addons)
+    _check_access(access, teams)
     return AddonsSpec(
         cluster_name=cluster_name,
         kubernetes_version=kubernetes_version,
         label_domain=label_domain,
         system_nodes=system_nodes,
         pools=tuple(sorted(pools.values(), key=lambda p: p.name)),
-        teams=_teams(pools, addons),
+        teams=teams,
         balloons=_balloons(pools, addons),
         preflight=_preflight(addons, pools),
         gang=_gang(kubernetes_version, addons, formulas.gang_scheduler(nodes, pods)),
@@ -588,4 +595,19 @@ def addons_spec(
         cloud_provider=_cloud_provider(kubernetes_version, formulas.cloud_controller_manager(nodes)),
         cloud=cloud or CloudSpec(),
         network=_network(network or NetworkSpec()),
+        access=access,
     )
+
+
+def _check_access(access: AccessSpec | None, teams: tuple[TeamSpec, ...]) -> None:
+    """Every team given an Entra group is a team of the cluster (a typo would leave a group with nothing)."""
+    if access is None:
+        return
+    names = {t.name for t in teams}
+    for team in access.teams:
+        if team.team not in names:
+            raise _fail(
+                f"cluster.identity.teams.{team.team}",
+                f"no team {team.team!r} (teams: {', '.join(sorted(names)) or 'none'}): name a team of a GPU pool or "
+                "of addons.teams",
+            )

@@ -21,6 +21,7 @@ from modules.bootstrap.context import (
 )
 from modules.cluster.spec import CLUSTER_DOMAIN
 from modules.errors import ConfigError
+from modules.identity.plan import apiserver_identity
 from modules.netplan.host_addresses import ClusterAddresses
 from modules.stackplan.config import BACKUP_CONTAINER, PROJECT, EtcdConfig, StackConfig
 from modules.stackplan.pools import ClusterPools, PoolPlan
@@ -96,8 +97,11 @@ def _pool(pool: PoolPlan, addresses: ClusterAddresses) -> PoolBoot:
     )
 
 
-def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: ClusterPools) -> BootstrapContext:
-    """The context every bootstrap renderer reads; raises ConfigError for a non-cluster stack."""
+def bootstrap_context(
+    config: StackConfig, addresses: ClusterAddresses, pools: ClusterPools, stack: str
+) -> BootstrapContext:
+    """The context every bootstrap renderer reads (``stack`` names the workload identity issuer); raises
+    ConfigError for a non-cluster stack."""
     cluster = config.cluster
     if cluster is None:
         raise ConfigError(f"{PROJECT}:kind: a {config.kind} stack boots no nodes: render a cluster stack")
@@ -171,5 +175,12 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: C
         nat=Host(f"{cluster.name}-nat-0", addresses.nat),
         preflight_timeout=cfg.preflight_timeout,
         fatal_xids=tuple(sorted(set(xids))),
+        identity=apiserver_identity(
+            cluster.identity,
+            cluster=cluster.name,
+            location=config.location or "",
+            stack=stack,
+            cluster_domain=CLUSTER_DOMAIN,
+        ),
         alerting=alerting.from_config(config.alerting),
     )

@@ -24,6 +24,7 @@ from modules.bootstrap.alerting_config import AlertingConfig
 from modules.bootstrap.config import BootstrapConfig
 from modules.cluster.config import AddonsConfig
 from modules.errors import ConfigError
+from modules.identity.config import IdentityConfig
 from modules.images import IMAGE_ROLES, ImageRole
 from modules.netplan.limits import Limits
 from modules.regions import REGIONS, closest
@@ -609,6 +610,11 @@ class ClusterConfig(_Model):
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
     nat: NatConfig = Field(default_factory=NatConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
+    identity: IdentityConfig | None = Field(
+        default=None,
+        description="Researchers' sign-in (Microsoft Entra ID), their RBAC, and workload identity for the teams' pods "
+        "(docs/researchers.md). Omitted: only the break-glass admin kubeconfig gets in, and pods reach no storage.",
+    )
     system_pool: PoolConfig = Field(description="CPU nodes for cluster services.")
     gpu_pools: dict[str, GpuPoolConfig] = Field(min_length=1, description="GPU pools keyed by name.")
     kubernetes_version: str = Field(

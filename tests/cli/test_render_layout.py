@@ -30,7 +30,7 @@ def test_every_path_is_portable(rendered: Path) -> None:
     other character outside letters, digits, '.', '_' and '-'."""
     bad = [str(p.relative_to(rendered)) for p in rendered.rglob("*") if not PORTABLE.fullmatch(p.name)]
     assert bad == []
-    assert (rendered / "manifests" / "015-clusterrole-system_coredns.yaml").is_file()
+    assert (rendered / "manifests" / "016-clusterrole-system_coredns.yaml").is_file()
 
 
 @pytest.mark.parametrize(

@@ -180,7 +180,12 @@ def test_etcd_members_learn_where_to_upload_snapshots_from_their_bundle(
     plans: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     state = plans[0]
-    accounts = [r["inputs"]["accountName"] for r in resources_of(state) if r["type"] == STORAGE_ACCOUNT]
+    # The cluster's data account (the workload identity issuer's account, agk-role oidc-issuer, holds no data).
+    accounts = [
+        r["inputs"]["accountName"]
+        for r in resources_of(state)
+        if r["type"] == STORAGE_ACCOUNT and r["inputs"]["tags"].get("agk-role") == "storage"
+    ]
     assert len(accounts) == 1
     for member in ("dev-etcd-0", "dev-etcd-1", "dev-etcd-2"):
         files = {f["path"]: f["content"] for f in _bundle(state, member)["files"]}

@@ -32,6 +32,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
 from modules.bootstrap import versions  # noqa: E402
+from modules.cluster import images  # noqa: E402
 
 GO_LINE = "1.25.0"
 """The oldest Go the modules declare; ``go mod tidy`` raises it to what the dependencies need."""
@@ -69,6 +70,14 @@ SUBSTITUTES: dict[tuple[str, str], Substitute] = {
 }
 """Checked on every build: a substitute is printed, never silent (the tests name it too)."""
 
+LOCAL_MODULES: dict[str, str] = {
+    "monis.app/mlog": "the module proxy answers every version of monis.app/mlog (a logging library "
+    "azure-workload-identity's webhook imports) with 403 (2026-12-02): tools/components/azure-workload-identity/mlog "
+    "stands in for it, the functions the webhook calls over go-logr's funcr; logging only, the webhook's own code "
+    "is built unchanged",
+}
+"""Dependencies replaced by a module in the component's folder (``local`` below): printed on every build."""
+
 
 class Failure(Exception):
     """One line for the user: what failed and what to do."""
@@ -86,6 +95,8 @@ class Component:
     ldflags: tuple[str, ...] = field(default=())
     data: dict[str, str] = field(default_factory=dict)
     """File in the output folder -> a file of the (first) required module, copied beside the binaries."""
+    local: dict[str, str] = field(default_factory=dict)
+    """Go module -> folder (in the component's) replacing it: only modules LOCAL_MODULES explains."""
 
     @property
     def dir(self) -> Path:
@@ -163,6 +174,18 @@ def components() -> tuple[Component, ...]:
                     ldflags=(f"-X main.version=v{artifact.version}",),
                 )
             )
+    out.append(
+        Component(
+            "azure-workload-identity",
+            {"github.com/Azure/azure-workload-identity": images.WORKLOAD_IDENTITY},
+            {"azure-wi-webhook": "github.com/Azure/azure-workload-identity/cmd/webhook"},
+            # What its Makefile stamps into the webhook (pkg/version.BuildVersion).
+            ldflags=(
+                f"-X github.com/Azure/azure-workload-identity/pkg/version.BuildVersion={images.WORKLOAD_IDENTITY}",
+            ),
+            local={"monis.app/mlog": "mlog"},
+        )
+    )
     if gang is not None:
         built_for = versions.release(f"1.{versions.tag_minor(gang)}").release()
         sub = SUBSTITUTES.get(("sigs.k8s.io/scheduler-plugins", gang))
@@ -229,8 +252,9 @@ def _render(c: Component, replaces: dict[str, str]) -> str:
     lines += [")", "", "require ("]
     lines += [f"\t{m} {v}" for m, v in sorted(c.requires.items())]
     lines += [")"]
-    if replaces:
-        lines += ["", "replace ("] + [f"\t{m} => {m} {v}" for m, v in sorted(replaces.items())] + [")"]
+    if replaces or c.local:
+        lines += ["", "replace ("] + [f"\t{m} => {m} {v}" for m, v in sorted(replaces.items())]
+        lines += [f"\t{m} => ./{d}" for m, d in sorted(c.local.items())] + [")"]
     return "\n".join(lines) + "\n"
 
 
@@ -238,9 +262,11 @@ def _current(go: str, c: Component) -> dict[str, object]:
     """What ``c.dir/go.mod`` pins: requires of the table's modules, replaces, tools."""
     parsed = json.loads(_run([go, "mod", "edit", "-json"], c.dir))
     requires = {r["Path"]: r["Version"] for r in parsed.get("Require") or [] if r["Path"] in c.requires}
-    replaces = {r["Old"]["Path"]: r["New"].get("Version") for r in parsed.get("Replace") or []}
+    every = parsed.get("Replace") or []
+    replaces = {r["Old"]["Path"]: r["New"].get("Version") for r in every if r["New"].get("Version")}
+    local = {r["Old"]["Path"]: r["New"]["Path"].removeprefix("./") for r in every if not r["New"].get("Version")}
     tools = sorted(t["Path"] for t in parsed.get("Tool") or [])
-    return {"requires": requires, "replaces": replaces, "tools": tools}
+    return {"requires": requires, "replaces": replaces, "tools": tools, "local": local}
 
 
 def stale(go: str, c: Component) -> str | None:
@@ -252,6 +278,8 @@ def stale(go: str, c: Component) -> str | None:
         return f"pins {have['requires']}, the table {c.requires}"
     if have["tools"] != sorted(set(c.binaries.values())):
         return f"builds {have['tools']}, the table {sorted(set(c.binaries.values()))}"
+    if have["local"] != c.local:
+        return f"replaces {have['local']} with local modules, the table {c.local}"
     replaces = have["replaces"]
     assert isinstance(replaces, dict)
     if c.kubernetes is None:
@@ -299,6 +327,10 @@ def _stamp(go: str, c: Component) -> str:
         h.update(hashlib.sha256(part).digest())
     h.update(_run([go, "version"], HERE).encode() + STATIC.encode())
     h.update(json.dumps([c.binaries, c.data], sort_keys=True).encode())
+    for folder in sorted(c.local.values()):  # a local module's source is part of what is built
+        for f in sorted((c.dir / folder).rglob("*")):
+            if f.is_file():
+                h.update(f.relative_to(c.dir).as_posix().encode() + hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
 
 
@@ -333,6 +365,8 @@ def main(argv: list[str]) -> int:
             return 0
         for (module, version), sub in SUBSTITUTES.items():
             print(f"components: {module} {sub.version} is built in place of {version}: {sub.why}", file=sys.stderr)
+        for module, reason in LOCAL_MODULES.items():
+            print(f"components: {module} is replaced by a local module: {reason}", file=sys.stderr)
         go = _go()
         if command == "check":
             bad = [(c, why) for c in components() if (why := stale(go, c)) is not None]
