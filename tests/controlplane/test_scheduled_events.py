@@ -19,6 +19,7 @@ import json
 import subprocess
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +265,224 @@ def test_a_reboot_event_cordons_drains_within_budgets_and_is_acknowledged(
         "PATCH", f"/api/v1/nodes/{other.name}", {"spec": {"unschedulable": True}}, "application/merge-patch+json"
     )
     assert code == 403
+
+
+# ---- The agent's decisions, one poll at a time, against the real API server -----------------------------
+# The agent runs in-process here (its ``step``, with the clock and NotBefore's "now" in the test's hands) with
+# the node's own credential; only IMDS is the loopback stand-in. The Node, its pods, their evictions and the
+# PodDisruptionBudget are the real API server's (kwok keeps the node Ready; no kubelet runs here).
+
+CASES = "drain-cases"
+NOW = dt.datetime(2026, 12, 2, 8, 0, tzinfo=dt.UTC)
+
+
+def event_at(
+    kind: str, *resources: str, event_id: str = "EVT-1", status: str = "Scheduled", minutes: int = 15
+) -> dict[str, Any]:
+    when = (NOW + dt.timedelta(minutes=minutes)).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    return {
+        "EventId": event_id,
+        "EventType": kind,
+        "ResourceType": "VirtualMachine",
+        "Resources": list(resources),
+        "EventStatus": status,
+        "NotBefore": when if status == "Scheduled" else "",
+        "Description": "test",
+        "EventSource": "Platform",
+        "DurationInSeconds": -1,
+    }
+
+
+class CountingKube(se.Kube):
+    """The agent's own client, counting the evictions it asks the real API server for."""
+
+    def __init__(self, server: str, ca: str, credential: str) -> None:
+        super().__init__(server, ca, credential)
+        self.evictions: list[str] = []
+
+    def evict(self, pod: dict[str, Any]) -> tuple[int, str]:
+        self.evictions.append(se.pod_key(pod))
+        return super().evict(pod)
+
+
+@dataclass
+class Case:
+    cp: ControlPlane
+    node: str
+    vm_name: str
+    annotation: str
+    kube: CountingKube
+    imds: Imds
+    client: se.Imds
+    clock: list[float]
+
+    def agent(self) -> se.Agent:
+        return se.Agent(
+            self.client,
+            self.kube,
+            self.node,
+            self.vm_name,
+            self.annotation,
+            now=lambda: NOW,
+            clock=lambda: self.clock[0],
+            evict_every=5,
+        )
+
+    def pod(self, name: str, app: str = "job") -> None:
+        body = bare_pod(name, self.node, app)
+        body["metadata"]["namespace"] = CASES
+        assert self.cp.call("POST", f"/api/v1/namespaces/{CASES}/pods", body)[0] == 201, body
+
+    def names(self) -> set[str]:
+        """This test's pods left on the node (the node agents of dev's add-ons run there too)."""
+        pods = [p for p in self.kube.pods_on(self.node) if p["metadata"]["namespace"] == CASES]
+        return {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+
+    def spec(self) -> dict[str, Any]:
+        return dict(self.cp.get(f"/api/v1/nodes/{self.node}")["spec"])
+
+    def annotations(self) -> dict[str, str]:
+        return dict(self.cp.get(f"/api/v1/nodes/{self.node}")["metadata"].get("annotations") or {})
+
+    def until_acknowledged(self, agent: se.Agent) -> None:
+        """Poll (the clock stands still) until the evicted pods are gone and the agent has acknowledged."""
+
+        def polled() -> bool:
+            agent.step()
+            return bool(self.imds.started)
+
+        wait("acknowledged", polled, [], timeout=60)
+
+
+@pytest.fixture(scope="module")
+def cases_namespace(dev_nodes: Nodes, dev_cluster: ControlPlane) -> Iterator[str]:
+    cp = dev_cluster
+    assert cp.call("POST", "/api/v1/namespaces", {"metadata": {"name": CASES}})[0] in (201, 409)
+    wait_for_default_service_account(cp, [CASES])
+    yield CASES
+    cp.call("DELETE", f"/api/v1/namespaces/{CASES}")
+
+
+@pytest.fixture
+def case(dev_cluster: ControlPlane, dev_nodes: Nodes, cases_namespace: str, tmp_path: Path) -> Iterator[Case]:
+    cp = dev_cluster
+    # A GPU node: dev's Deployments run on the system nodes, and the agent would evict them too.
+    me = [n for n in dev_nodes.all if n.pool != "system"][0]
+    ca = tmp_path / "ca.crt"
+    ca.write_text(cp.pems[f"cert:{pki.KUBERNETES_CA}"])
+    credential = node_credential(cp, me.name, tmp_path / "kubelet-client-current.pem")
+    fake = Imds(f"{me.scale_set}_{me.instance}")
+    with serve(fake.handle) as url:
+        yield Case(
+            cp,
+            me.name,
+            fake.vm_name,
+            f"{dev_nodes.prep.bootstrap.label_domain}/{DRAINED_FOR}",
+            CountingKube(cp.url, str(ca), str(credential)),
+            fake,
+            se.Imds(url),
+            [0.0],
+        )
+    cp.call("DELETE", f"/api/v1/namespaces/{CASES}/pods?fieldSelector=spec.nodeName%3D{me.name}")
+    cp.call("DELETE", f"/apis/policy/v1/namespaces/{CASES}/poddisruptionbudgets")
+    mine = {"metadata": {"annotations": {f"{dev_nodes.prep.bootstrap.label_domain}/{DRAINED_FOR}": None}}}
+    cp.call_patch(f"/api/v1/nodes/{me.name}", {**mine, "spec": {"unschedulable": False}})
+    wait("the node's pods gone", lambda: not [p for p in pods_of(cp, CASES, "")], [], timeout=60)
+
+
+def test_a_mirror_pod_stays_like_a_daemonset_pod_and_the_event_is_acknowledged_once(case: Case) -> None:
+    case.pod("job-0")
+    # A static pod's mirror, created as the kubelet creates it: by the node itself, owned by its Node.
+    node = case.cp.get(f"/api/v1/nodes/{case.node}")
+    mirror = bare_pod("static-agent", case.node, "static")
+    mirror["metadata"]["namespace"] = CASES
+    mirror["metadata"]["annotations"] = {se.MIRROR: "hash"}
+    mirror["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Node", "name": case.node, "uid": node["metadata"]["uid"], "controller": True}
+    ]
+    code, body = case.kube.call("POST", f"/api/v1/namespaces/{CASES}/pods", mirror)
+    assert code == 201, body
+    case.imds.events = [event_at("Reboot", case.vm_name)]
+    agent = case.agent()
+    agent.step()
+    assert case.spec()["unschedulable"] is True and case.annotations()[case.annotation] == "EVT-1"
+    assert case.kube.evictions == [f"{CASES}/job-0"] and case.imds.started == []
+    case.until_acknowledged(agent)
+    assert case.names() == {"static-agent"}
+    agent.step()
+    assert case.imds.started == [{"StartRequests": [{"EventId": "EVT-1"}]}], "acknowledged once"
+    case.imds.events = []  # the reboot is over
+    agent.step()
+    assert not case.spec().get("unschedulable") and case.annotation not in case.annotations()
+
+
+def test_a_budget_that_forbids_the_eviction_is_retried_every_5s_and_holds_the_acknowledgement(case: Case) -> None:
+    case.pod("guarded", app="guarded")
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "guarded", "namespace": CASES},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+    }
+    assert case.cp.call("POST", f"/apis/policy/v1/namespaces/{CASES}/poddisruptionbudgets", pdb)[0] == 201
+    path = f"/apis/policy/v1/namespaces/{CASES}/poddisruptionbudgets/guarded"
+    wait("the budget counted", lambda: case.cp.get(path).get("status", {}).get("currentHealthy") == 1, [], timeout=90)
+    case.imds.events = [event_at("Terminate", case.vm_name)]
+    agent = case.agent()
+    for t in (0.0, 1.0, 2.0, 4.9):
+        case.clock[0] = t
+        agent.step()
+    assert case.kube.evictions == [f"{CASES}/guarded"], "one try per 5 s"
+    case.clock[0] = 5.0
+    agent.step()
+    assert case.kube.evictions == [f"{CASES}/guarded"] * 2 and case.names() == {"guarded"}
+    assert case.imds.started == []
+    assert case.cp.call("DELETE", path)[0] == 200
+    case.clock[0] = 10.0
+    case.until_acknowledged(agent)
+    assert case.imds.started == [{"StartRequests": [{"EventId": "EVT-1"}]}] and case.names() == set()
+
+
+def test_other_vms_events_freeze_and_started_events_change_nothing(case: Case) -> None:
+    case.pod("job-0")
+    case.imds.events = [
+        event_at("Reboot", "other-00_99", event_id="OTHER"),
+        event_at("Freeze", case.vm_name, event_id="FREEZE"),
+        event_at("Redeploy", case.vm_name, event_id="STARTED", status="Started"),
+    ]
+    agent = case.agent()
+    agent.step()
+    agent.step()
+    assert case.kube.evictions == [] and not case.spec().get("unschedulable") and case.names() == {"job-0"}
+    assert case.imds.started == []
+
+
+def test_an_event_naming_other_vms_too_is_drained_for_but_not_acknowledged(case: Case) -> None:
+    case.pod("job-0")
+    case.imds.events = [event_at("Reboot", case.vm_name, "other-00_99")]
+    agent = case.agent()
+    wait("drained", lambda: (agent.step(), case.names() == set())[1], [], timeout=60)
+    for _ in range(3):
+        agent.step()
+    assert case.kube.evictions == [f"{CASES}/job-0"] and case.spec()["unschedulable"] is True
+    assert case.imds.started == [], "acknowledging would let Azure start on other-00_99 too"
+
+
+def test_past_not_before_the_agent_stops_draining(case: Case) -> None:
+    case.pod("job-0")
+    case.imds.events = [event_at("Reboot", case.vm_name, minutes=-1)]
+    case.agent().step()
+    assert case.kube.evictions == [] and case.imds.started == [] and not case.spec().get("unschedulable")
+
+
+def test_a_cordon_not_ours_is_left_after_the_event(case: Case) -> None:
+    # Cordoned by a person, or the XID remediation, before the event.
+    case.cp.call_patch(f"/api/v1/nodes/{case.node}", {"spec": {"unschedulable": True}})
+    case.imds.events = [event_at("Reboot", case.vm_name)]
+    agent = case.agent()
+    agent.step()
+    assert case.imds.started == [{"StartRequests": [{"EventId": "EVT-1"}]}]
+    assert case.annotation not in case.annotations()
+    case.imds.events = []
+    agent.step()
+    assert case.spec()["unschedulable"] is True
