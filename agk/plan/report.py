@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
-from agk.plan import change_report, wire
+from agk.plan import change_report, teams, wire
 from agk.plan.blast import BlastRadius
 from agk.plan.diff import StackDiff
 from agk.plan.engine import StackPlan
@@ -143,6 +143,7 @@ def text(
                 f"  {pool.name:<18} {pool.role:<12} {pool.vm_size:<26} {_plural(pool.scale_sets, 'scale set'):>13}"
                 f" {pool.nodes:>6,} nodes  subnet {subnets}"
             )
+    lines += teams.text(plan)
     if topo.vms_by_role:
         lines += ["", "Virtual machines: " + ", ".join(f"{role} {n}" for role, n in topo.vms_by_role.items())]
     sizing = _sizing(plan)
@@ -277,6 +278,7 @@ def markdown(
         out += ["| role | recommended | chosen | rule |", "|---|---|---|---|"]
         out += [f"| {r['role']} | {r['recommended']} | {r['chosen']} | {r['rule']} |" for r in sizing]
         out.append("")
+    out += teams.markdown(plan)
     head, sizes = _sizes(plan)
     if sizes:
         out += [f"#### {head}", "", "| size | value | formula | source |", "|---|--:|---|---|"]
@@ -325,6 +327,7 @@ def as_json(
             "pools": [asdict(p) for p in topo.pools],
             "vms_by_role": topo.vms_by_role,
         },
+        "teams": teams.rows(plan),
         "sizes": _sizes(plan)[1],
         "warnings": plan.warnings,
         "review": review,

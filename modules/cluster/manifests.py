@@ -13,6 +13,7 @@ from modules.cluster.objects import (
     network_policies,
     preflight,
     priorities,
+    queues,
     rdma,
     remediation,
     serving_certs,
@@ -43,6 +44,7 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         + gang.gang(spec)
         + access.access(spec)
         + network_policies.network_policies(spec)
+        + queues.queues(spec)
     )
     rank = {kind: i for i, kind in enumerate(_FIRST)}
     return sorted(objs, key=lambda o: rank.get(o["kind"], len(_FIRST)))

@@ -114,6 +114,18 @@ class GangSpec:
 
 
 @dataclass(frozen=True)
+class QueuesSpec:
+    """Kueue (modules/cluster/objects/queues.py): one ClusterQueue per team in ``cohort``."""
+
+    enabled: bool
+    cohort: str
+    image: str
+    borrowing_limit_percent: int | None = None
+    lending_limit_percent: int | None = None
+    replicas: int = 2
+
+
+@dataclass(frozen=True)
 class HealthSpec:
     dcgm_exporter: bool
     iptables_exporter: bool
@@ -232,6 +244,8 @@ class AddonsSpec:
     cloud_provider: CloudProviderSpec
     cloud: CloudSpec
     network: NetworkSpec
+    # Default for an add-ons spec a cluster stack exported before queues existed: no Kueue.
+    queues: QueuesSpec = QueuesSpec(False, "gpus", versions.KUEUE.ref)
 
     # Node label and taint keys shared with the node bootstrap (modules.labels).
     @property
@@ -307,6 +321,7 @@ class AddonsSpec:
                         "monitoring_cidrs": tuple(raw["network"]["monitoring_cidrs"]),
                     }
                 ),
+                **({"queues": QueuesSpec(**raw["queues"])} if "queues" in raw else {}),
             )
         except (KeyError, TypeError) as err:
             raise ConfigError(
@@ -452,6 +467,22 @@ def _gang(kubernetes_version: str, addons: AddonsConfig, size: formulas.Resource
     )
 
 
+def _queues(addons: AddonsConfig) -> QueuesSpec:
+    cfg = addons.queues
+    if not _DNS_LABEL.match(cfg.cohort):
+        raise _fail(
+            "addons.queues.cohort", f"{cfg.cohort!r} is not a valid cohort name: use lowercase letters, digits and '-'"
+        )
+    return QueuesSpec(
+        cfg.enabled,
+        cfg.cohort,
+        versions.KUEUE.ref,
+        cfg.borrowing_limit_percent,
+        cfg.lending_limit_percent,
+        cfg.replicas,
+    )
+
+
 def _health(addons: AddonsConfig) -> HealthSpec:
     cfg = addons.health
     xids = cfg.fatal_xids
@@ -588,4 +619,5 @@ def addons_spec(
         cloud_provider=_cloud_provider(kubernetes_version, formulas.cloud_controller_manager(nodes)),
         cloud=cloud or CloudSpec(),
         network=_network(network or NetworkSpec()),
+        queues=_queues(addons),
     )

@@ -1,7 +1,8 @@
 """Admission without webhook code: CEL policies that keep teams on their own nodes.
 
 A pod in a team namespace (one labelled ``<domain>/team``) may tolerate only its own team's
-taint; only the ``borrow`` priority class may tolerate every team. Nobody may tolerate the
+taint; only the ``borrow`` priority class, and pods Kueue admitted to another team's pool (held
+behind Kueue's scheduling gate until Kueue places them), may tolerate other teams. Nobody may tolerate the
 preflight taint (that is how untested nodes stay empty), so wildcard tolerations are refused.
 From Kubernetes 1.36 a MutatingAdmissionPolicy adds the team toleration itself; before that,
 users write it in their pod spec (README).
@@ -22,6 +23,11 @@ from __future__ import annotations
 from modules.cluster.objects.common import Obj, meta
 from modules.cluster.spec import AddonsSpec
 
+KUEUE_GATE = "kueue.x-k8s.io/topology"
+"""Topology Aware Scheduling's scheduling gate on every pod Kueue admits to a pool (Kueue apis/kueue/v1beta2
+topology_types.go TopologySchedulingGate; pkg/podset FromAssignment adds it with the flavor's tolerations)."""
+KUEUE_USER = "system:serviceaccount:kueue-system:kueue-controller-manager"
+"""Kueue's controller (objects/queues.py NS and MANAGER), the one client that lifts that gate."""
 POLICY = "team-tolerations"
 MUTATING_POLICY = "team-toleration-default"
 GPU_POLICY = "gpu-isolation"
@@ -44,6 +50,33 @@ def variables(spec: AddonsSpec) -> list[dict[str, str]]:
         {
             "name": "borrowing",
             "expression": "has(object.spec.priorityClassName) && object.spec.priorityClassName == 'borrow'",
+        },
+        {
+            # Kueue admitted the pod's job to a pool (objects/queues.py): the pool's flavor adds its owner's
+            # toleration, and Topology Aware Scheduling creates the pods behind its scheduling gate, which only
+            # Kueue lifts (validations below), after pinning each pod to a node of the admitted pool.
+            "name": "queued",
+            "expression": (
+                f"has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, g.name == '{KUEUE_GATE}')"
+            ),
+        },
+        {
+            # An update that leaves the tolerations as they were adds no access (the job controller removing
+            # its finalizer, Kueue lifting its gate): only what a request adds is judged.
+            "name": "unchanged",
+            "expression": (
+                "request.operation == 'UPDATE' && "
+                "(has(oldObject.spec.tolerations) ? oldObject.spec.tolerations : []) == "
+                "(has(object.spec.tolerations) ? object.spec.tolerations : [])"
+            ),
+        },
+        {
+            "name": "ungated",
+            "expression": (
+                "request.operation == 'UPDATE' && has(oldObject.spec.schedulingGates) && "
+                f"oldObject.spec.schedulingGates.exists(g, g.name == '{KUEUE_GATE}') && "
+                f"!(has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, g.name == '{KUEUE_GATE}'))"
+            ),
         },
         {
             "name": "tolerations",
@@ -69,10 +102,19 @@ def variables(spec: AddonsSpec) -> list[dict[str, str]]:
 def validations() -> list[dict[str, str]]:
     return [
         {
-            "expression": "variables.borrowing || size(variables.foreign) == 0",
+            "expression": "variables.borrowing || variables.queued || variables.unchanged || size(variables.foreign) == 0",
             "messageExpression": (
                 "'pod in team namespace ' + variables.team + ' tolerates another team\\'s taint: tolerate "
                 "only team=' + variables.team + ' or set priorityClassName: borrow'"
+            ),
+            "reason": "Forbidden",
+        },
+        {
+            # Kueue's gate is Kueue's to lift: anyone else lifting it would place a queued pod themselves.
+            "expression": f"!variables.ungated || request.userInfo.username == '{KUEUE_USER}'",
+            "messageExpression": (
+                "'pod in team namespace ' + variables.team + ' is held by Kueue (scheduling gate "
+                f"{KUEUE_GATE}): only Kueue admits it; delete the pod or its job instead'"
             ),
             "reason": "Forbidden",
         },
