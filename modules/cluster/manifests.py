@@ -51,7 +51,9 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
 
 
 def render_examples(spec: AddonsSpec) -> list[Obj]:
-    """Documented examples (not deployed): a gang-scheduled job for the first team."""
-    if not spec.teams or not spec.gang.enabled:
+    """Documented examples (not deployed): for the first team, a queued job (docs/queues.md) and a
+    gang-scheduled one."""
+    if not spec.teams:
         return []
-    return gang.example(spec, spec.teams[0])
+    out = [queues.example_job(spec, spec.teams[0])] if spec.queues.enabled else []
+    return out + (gang.example(spec, spec.teams[0]) if spec.gang.enabled else [])

@@ -56,6 +56,7 @@ QUOTA = 1024
 ISLANDS = 2
 """Scale sets (InfiniBand islands) registered per pool, each at its planned size."""
 GPUS = 8
+"""An ND96isr_H100_v5 node's GPUs: each pod of a job takes one node."""
 JOB_COMPLETED = "pod/fast/pod-complete.yaml"
 
 
@@ -261,36 +262,11 @@ def release(cp: ControlPlane, nodes: list[FakeNode], key: str) -> None:
         assert code == 200, body
 
 
-def job(q: Queues, team: str, name: str, pods: int, *, priority: str = "training") -> dict[str, Any]:
-    """A multi-node training job as docs/queues.md has researchers write it: one whole node per pod, every
-    pod inside one InfiniBand island, submitted to the team's LocalQueue."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": team, "labels": {queues.QUEUE_LABEL: team}},
-        "spec": {
-            "parallelism": pods,
-            "completions": pods,
-            "completionMode": "Indexed",
-            "template": {
-                "metadata": {"annotations": {queues.REQUIRED_TOPOLOGY: q.island_key}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "priorityClassName": priority,
-                    "containers": [
-                        {
-                            "name": "trainer",
-                            "image": "registry.example.com/research/trainer:2024.06",
-                            "resources": {
-                                "requests": {"nvidia.com/gpu": str(GPUS), "cpu": "64", "memory": "1000Gi"},
-                                "limits": {"nvidia.com/gpu": str(GPUS), "cpu": "64", "memory": "1000Gi"},
-                            },
-                        }
-                    ],
-                },
-            },
-        },
-    }
+def job(q: Queues, team: str, name: str, pods: int) -> dict[str, Any]:
+    """The multi-node job docs/queues.md has researchers write (queues.example_job): a whole node per pod,
+    every pod inside one InfiniBand island, in the team's LocalQueue."""
+    spec = q.prep.addons
+    return queues.example_job(spec, next(t for t in spec.teams if t.name == team), name=name, nodes=pods)
 
 
 def workload(q: Queues, team: str, name: str) -> dict[str, Any]:
@@ -330,8 +306,8 @@ def placed(q: Queues, team: str, name: str, pods: int) -> dict[str, str]:
     return dict(until(q, f"{pods} pods of {team}/{name} bound", probe))
 
 
-def submit(q: Queues, team: str, name: str, pods: int, **kw: Any) -> None:
-    apply(q.cp, [job(q, team, name, pods, **kw)])
+def submit(q: Queues, team: str, name: str, pods: int) -> None:
+    apply(q.cp, [job(q, team, name, pods)])
 
 
 def remove(q: Queues, team: str, name: str) -> None:

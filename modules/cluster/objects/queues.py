@@ -421,3 +421,31 @@ def queues(spec: AddonsSpec) -> list[Obj]:
     if not spec.queues.enabled:
         return []
     return install(spec) + team_queues(spec)
+
+
+def example_job(spec: AddonsSpec, team: TeamSpec, *, name: str = "pretrain", nodes: int = 64) -> Obj:
+    """A documented multi-node job (docs/queues.md): the gang example's pods (a whole node each, NCCL over
+    InfiniBand) as an indexed Job in the team's queue, required to fit one island. No PodGroup, no second
+    scheduler, no pod affinity: Kueue admits all of it or none, and picks the island for all of it."""
+    from modules.cluster.objects import gang
+
+    template = json.loads(json.dumps(gang.example(spec, team, name=name, nodes=nodes)[1]["spec"]["template"]))
+    pod = template["spec"]
+    pod.pop("schedulerName")
+    pod.pop("affinity")
+    pod["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": team.name, "labels": {QUEUE_LABEL: team.name}},
+        "spec": {
+            "parallelism": nodes,
+            "completions": nodes,
+            # Each pod's rank is its JOB_COMPLETION_INDEX.
+            "completionMode": "Indexed",
+            "template": {
+                "metadata": {"annotations": {REQUIRED_TOPOLOGY: spec.ib_island_key}},
+                "spec": pod,
+            },
+        },
+    }
