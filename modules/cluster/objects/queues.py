@@ -164,7 +164,13 @@ def configuration(spec: AddonsSpec) -> Obj:
         "health": {"healthProbeBindAddress": f":{HEALTH_PORT}"},
         "metrics": {"bindAddress": ":8443"},
         "webhook": {"port": WEBHOOK_PORT},
-        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        # The namespace is explicit: controller-runtime infers it only inside a pod (and Kueue's defaults
+        # leave it empty), so Kueue run outside one (the tests) would refuse to start without it.
+        "leaderElection": {
+            "leaderElect": True,
+            "resourceName": "c1f6bfd2.kueue.x-k8s.io",
+            "resourceNamespace": NS,
+        },
         "internalCertManagement": {
             "enable": True,
             "webhookServiceName": WEBHOOK_SERVICE,
