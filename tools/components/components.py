@@ -70,8 +70,9 @@ SUBSTITUTES: dict[tuple[str, str], Substitute] = {
         "v0.19.2",
         None,
         "the module proxy answers v0.19.3, v0.19.4 and v0.19.5 with 403 'This module version is not available' "
-        "(2026-12-02); v0.19.2 is the newest release of the same minor whose source it serves (Kueue's API and "
-        "behaviour are fixed within a minor; the patches after it are bug fixes, kubernetes-sigs/kueue releases)",
+        "(2026-12-02); v0.19.2 is the newest release of the same minor whose source it serves, and the CRDs, RBAC "
+        "rules and webhooks the add-ons render are vendored from it (modules/cluster/objects/kueue); what the "
+        "v0.19.3 to v0.19.5 patches changed is not exercised here",
     ),
 }
 """Checked on every build: a substitute is printed, never silent (the tests name it too)."""
