@@ -8,8 +8,8 @@ is all it may do), behind the rendered webhook configurations and the team-toler
 Kueue's webhooks are registered with a URL client config and a test CA instead of its internal
 certificate management, which needs the webhook Service reachable over a pod network (none here).
 
-Stand-ins: kwok for the kubelets (prod-7500's H100 nodes, two pools of two islands each at their real
-size, 396 nodes); the preflight release, patched onto the nodes as the reporter patches it
+Stand-ins: kwok for the kubelets (prod-7500's H100 nodes, three islands of two pools at their real size,
+297 nodes); the preflight release, patched onto the nodes as the reporter patches it
 (modules/cluster/scripts/preflight_report.py node_patch); kwok without its pod-complete stage, since a
 training job's pods run until stopped.
 
@@ -53,8 +53,9 @@ from .kwok import ready as kwok_ready
 STACK = "prod-7500"
 TEAMS = {"alpha": "h100-a", "beta": "h100-b"}
 QUOTA = 1024
-ISLANDS = 2
-"""Scale sets (InfiniBand islands) registered per pool, each at its planned size."""
+ISLANDS = {"h100-a": 1, "h100-b": 2}
+"""Scale sets (InfiniBand islands) registered per pool, each at its planned size (99 nodes): the lender's
+pool needs two, one for the borrowed job and one for the lender's own."""
 GPUS = 8
 """An ND96isr_H100_v5 node's GPUs: each pod of a job takes one node."""
 JOB_COMPLETED = "pod/fast/pod-complete.yaml"
@@ -220,7 +221,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queues]:
         kueue.start()
         wait("Kueue ready", lambda: _ok(f"http://127.0.0.1:{health}/readyz"), [kueue], timeout=180)
         nodes = [n for pool in TEAMS.values() for n in pool_nodes(prep, pool)]
-        sets = {p: sorted({n.scale_set for n in nodes if n.pool == p})[:ISLANDS] for p in TEAMS.values()}
+        sets = {p: sorted({n.scale_set for n in nodes if n.pool == p})[: ISLANDS[p]] for p in TEAMS.values()}
         nodes = [n for n in nodes if n.scale_set in sets[n.pool]]
         kwok = Kwok(cp, root / "kwok", stages=[s for s in STAGES if s != JOB_COMPLETED])
         register(cp, nodes)
