@@ -190,9 +190,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queues]:
             lambda: all(
                 any(
                     c["type"] == "Established" and c["status"] == "True"
-                    for c in cp.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}")
-                    .get("status", {})
-                    .get("conditions", [])
+                    for c in (
+                        cp.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}").get("status") or {}
+                    ).get("conditions")
+                    or []
                 )
                 for n in ("workloads.kueue.x-k8s.io", "clusterqueues.kueue.x-k8s.io", "topologies.kueue.x-k8s.io")
             ),
@@ -210,7 +211,23 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queues]:
         config["health"] = {"healthProbeBindAddress": f"127.0.0.1:{health}"}
         config["metrics"] = {"bindAddress": "0"}
         (root / "kueue.yaml").write_text(yaml.safe_dump(config))
+        # Without its internal certificate management Kueue reads a metrics certificate from a fixed path
+        # (cmd/kueue/main.go: /etc/kueue/metrics/certs), where its pod would mount a Secret: here a private
+        # mount namespace with a tmpfs /etc holding the test pair (nothing else of /etc is read by it).
+        certs = root / "certs"
+        mount = (
+            "mount -t tmpfs tmpfs /etc && mkdir -p /etc/kueue/metrics/certs && "
+            f'cp {certs}/tls.crt {certs}/tls.key /etc/kueue/metrics/certs/ && exec "$@"'
+        )
         argv = [
+            tool("unshare"),
+            "--mount",
+            "--propagation=private",
+            "--",
+            "sh",
+            "-c",
+            mount,
+            "kueue",
             tool("kueue"),
             f"--config={root / 'kueue.yaml'}",
             f"--kubeconfig={as_kueue}",
@@ -250,7 +267,7 @@ def _ok(url: str) -> bool:
 
 def _active(cp: ControlPlane, cq: str) -> bool:
     code, body = cp.call("GET", f"/apis/kueue.x-k8s.io/v1beta2/clusterqueues/{cq}")
-    conditions = body.get("status", {}).get("conditions", []) if code == 200 else []
+    conditions = ((body.get("status") or {}).get("conditions") or []) if code == 200 else []
     return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
 
 
@@ -279,7 +296,7 @@ def workload(q: Queues, team: str, name: str) -> dict[str, Any]:
 
 
 def condition(wl: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in wl.get("status", {}).get("conditions", []) if c["type"] == kind), {})
+    return next((c for c in (wl.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
 
 
 def until(q: Queues, what: str, probe: Callable[[], Any], timeout: float = 120) -> Any:

@@ -303,6 +303,14 @@ def install(spec: AddonsSpec) -> list[Obj]:
         cluster_role("kueue-manager-role", rules, app=APP),
         cluster_role_binding("kueue-manager-rolebinding", "kueue-manager-role", MANAGER, NS, app=APP),
         role("kueue-leader-election-role", NS, leader_rules, app=APP),
+        # Its certificates' Secret (config/components/rbac/manager_secrets_role.yaml): its own namespace only.
+        role(
+            "kueue-manager-secrets-role",
+            NS,
+            [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "update", "watch"]}],
+            app=APP,
+        ),
+        role_binding("kueue-manager-secrets-rolebinding", NS, "kueue-manager-secrets-role", MANAGER, app=APP),
         role_binding("kueue-leader-election-rolebinding", NS, "kueue-leader-election-role", MANAGER, app=APP),
         config,
         secret,
