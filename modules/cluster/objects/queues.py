@@ -402,8 +402,10 @@ def cluster_queue(spec: AddonsSpec, team: TeamSpec) -> Obj:
                 "borrowWithinCohort": {"policy": "LowerPriority"},
                 "withinClusterQueue": "LowerPriority",
             },
-            # Borrow before preempting: a job that fits by borrowing idle GPUs does not evict anyone.
-            "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
+            # A lender reclaims on its own pool rather than moving on to borrow another (measured: with
+            # TryNextFlavor Kueue settled on the other pool, found nothing to preempt there, and left the
+            # lender's job pending: "no candidate workloads allowed for preemption").
+            "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"},
         },
     }
 
