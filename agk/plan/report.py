@@ -143,13 +143,7 @@ def text(
                 f"  {pool.name:<18} {pool.role:<12} {pool.vm_size:<26} {_plural(pool.scale_sets, 'scale set'):>13}"
                 f" {pool.nodes:>6,} nodes  subnet {subnets}"
             )
-    team_table = teams.team_rows(plan.outputs)
-    if team_table:
-        grid = [[h for _, h in teams.COLUMNS]] + [[teams.cell(r[k]) for k, _ in teams.COLUMNS] for r in team_table]
-        widths = [max(len(row[i]) for row in grid) for i in range(len(teams.COLUMNS))]
-        lines += ["", "Teams:"] + [
-            "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in grid
-        ]
+    lines += teams.text(plan)
     if topo.vms_by_role:
         lines += ["", "Virtual machines: " + ", ".join(f"{role} {n}" for role, n in topo.vms_by_role.items())]
     sizing = _sizing(plan)
@@ -277,12 +271,7 @@ def markdown(
         ]
         out += [f"| {p.name} | {p.role} | {p.vm_size} | {p.scale_sets} | {p.nodes:,} |" for p in topo.pools]
         out.append("")
-    team_table = teams.team_rows(plan.outputs)
-    if team_table:
-        out += ["#### Teams", "", "| " + " | ".join(h for _, h in teams.COLUMNS) + " |"]
-        out += ["|" + "|".join("---" for _ in teams.COLUMNS) + "|"]
-        out += ["| " + " | ".join(teams.cell(r[k]) for k, _ in teams.COLUMNS) + " |" for r in team_table]
-        out.append("")
+    out += teams.markdown(plan)
     if topo.vms_by_role:
         out += ["Virtual machines: " + ", ".join(f"{role} × {n}" for role, n in topo.vms_by_role.items()), ""]
     sizing = _sizing(plan)
@@ -338,8 +327,8 @@ def as_json(
             "pools": [asdict(p) for p in topo.pools],
             "vms_by_role": topo.vms_by_role,
         },
+        "teams": teams.rows(plan),
         "sizes": _sizes(plan)[1],
-        "teams": teams.team_rows(plan.outputs),
         "warnings": plan.warnings,
         "review": review,
         **extra,

@@ -333,6 +333,37 @@ KWOK = "v0.8.0"
 """kwok, which stands in for kubelets (fake nodes and pods) in the control-plane and scale tiers."""
 
 
+@dataclass(frozen=True)
+class Image:
+    """One cluster add-on's container image: the release, its repository and the index digest a source pairs."""
+
+    name: str
+    version: str
+    repository: str
+    digest: str
+    source: str
+    """Where the release and its digest were read, so a reviewer can check them."""
+
+    @property
+    def ref(self) -> str:
+        return f"{self.repository}:{self.version}@{self.digest}"
+
+
+KUEUE = Image(
+    "kueue",
+    "v0.19.5",
+    f"{REGISTRY}/kueue/kueue",
+    "sha256:a55949705d7ab1fe38034da56c5af95deecec3da0abebb209a372f7a5c414a2d",
+    # Newest Kueue release with a published digest in the stored sources (2026-09-17). Kueue's installation
+    # page (site/content/en/docs/getting-started/installation.md @v0.19.2) asks for "Kubernetes 1.29 or
+    # newer"; v0.19 is built on k8s.io/* v0.36 (its go.mod), so it serves every minor in TABLE. Its webhooks
+    # use the internal cert management by default (same page).
+    "kubernetes/k8s.io#9955 'Kueue: Promote v0.19.5' (images.yaml, crane digest of kueue:v0.19.5)",
+)
+"""Kueue: the queues, cohort and Topology Aware Scheduling (modules/cluster/objects/queues.py). The tests build
+it from its Go module (tools/components/kueue), the release the proxy serves nearest to this one."""
+
+
 def _choices() -> str:
     return ", ".join(SUPPORTED[:-1]) + f" or {SUPPORTED[-1]}"
 

@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 
 from modules.cluster.manifests import render_manifests
 from modules.cluster.objects.common import Obj
+from modules.cluster.objects.queues import MANAGER as KUEUE_MANAGER
 from modules.cluster.spec import AddonsSpec
 
 # Created before everything else: namespaced objects need their namespace, pods their priority class.
@@ -55,6 +56,7 @@ _SPEC_KINDS: dict[tuple[str, str], Any] = {
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
 }
 _RBAC = "rbac.authorization.k8s.io/v1"
+KUEUE_GROUP = "kueue.x-k8s.io"
 
 
 def create_object(name: str, obj: Obj, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
@@ -100,6 +102,19 @@ def create_object(name: str, obj: Obj, opts: pulumi.ResourceOptions) -> pulumi.C
         )
     if kind == (_RBAC, "RoleBinding"):
         return k8s.rbac.v1.RoleBinding(name, metadata=m, role_ref=obj["roleRef"], subjects=obj["subjects"], opts=opts)
+    if kind == ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"):
+        return k8s.admissionregistration.v1.MutatingWebhookConfiguration(
+            name, metadata=m, webhooks=obj["webhooks"], opts=opts
+        )
+    if kind == ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"):
+        return k8s.admissionregistration.v1.ValidatingWebhookConfiguration(
+            name, metadata=m, webhooks=obj["webhooks"], opts=opts
+        )
+    if kind[0].startswith(f"{KUEUE_GROUP}/"):
+        # Kueue's own API (queues, flavors, topology): custom resources of the CRDs rendered with it.
+        return k8s.apiextensions.CustomResource(
+            name, api_version=kind[0], kind=kind[1], metadata=m, spec=obj["spec"], opts=opts
+        )
     raise ValueError(f"no Pulumi resource for {kind[0]} {kind[1]}: add it to modules/cluster/component.py")
 
 
@@ -142,15 +157,20 @@ class ClusterAddons(pulumi.ComponentResource):
         """Create every object; the keys resolve once every child is registered."""
         objs = render_manifests(spec)
         foundation: list[pulumi.Resource] = []
+        kueue: pulumi.Resource | None = None
         keys: list[str] = []
         urns: list[pulumi.Output[str]] = []
         for obj in objs:
             key = object_key(obj)
             first = obj["kind"] in FOUNDATION_KINDS
-            opts = pulumi.ResourceOptions(
-                parent=self, provider=self._provider, depends_on=None if first else list(foundation)
-            )
+            after = list(foundation)
+            if obj["apiVersion"].startswith(f"{KUEUE_GROUP}/") and kueue is not None:
+                # Kueue's webhooks validate its objects: they wait for its Deployment to be ready.
+                after.append(kueue)
+            opts = pulumi.ResourceOptions(parent=self, provider=self._provider, depends_on=None if first else after)
             resource = create_object(f"{self._name}-{key}", obj, opts)
+            if obj["kind"] == "Deployment" and obj["metadata"]["name"] == KUEUE_MANAGER:
+                kueue = resource
             if first:
                 foundation.append(resource)
             keys.append(key)

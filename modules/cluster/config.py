@@ -78,6 +78,29 @@ class GangConfig(_Model):
     replicas: int = Field(default=2, ge=1, le=5, description="Scheduler replicas (leader-elected).")
 
 
+class QueuesConfig(_Model):
+    """Kueue: a ClusterQueue per team in one cohort, instead of a ResourceQuota per namespace (docs/queues.md)."""
+
+    enabled: bool = Field(
+        default=True, description="Deploy Kueue, a queue per team and Topology Aware Scheduling over the islands."
+    )
+    cohort: str = Field(default="gpus", description="The cohort every team's ClusterQueue lends to and borrows from.")
+    borrowing_limit_percent: int | None = Field(
+        default=None,
+        ge=0,
+        description="GPUs a team may borrow from idle teams, as a percentage of its own quota (per pool); "
+        "null: every idle GPU (the lender gets them back by preemption).",
+    )
+    lending_limit_percent: int | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="Share of a team's quota other teams may borrow while it is idle; null: all of it. What is "
+        "not lent stays idle for the team's own next job (no preemption needed to get it).",
+    )
+    replicas: int = Field(default=2, ge=1, le=5, description="Kueue controller replicas (leader-elected).")
+
+
 class HealthConfig(_Model):
     """Passive health: exporters, the XID rule and what remediation does about it."""
 
@@ -108,3 +131,4 @@ class AddonsConfig(_Model):
     preflight: PreflightConfig = Field(default_factory=PreflightConfig, description="Node preflight.")
     gang: GangConfig = Field(default_factory=GangConfig, description="Gang scheduling.")
     health: HealthConfig = Field(default_factory=HealthConfig, description="Passive health checks.")
+    queues: QueuesConfig = Field(default_factory=QueuesConfig, description="Job queues (Kueue).")

@@ -13,6 +13,7 @@ from modules.cluster.objects import (
     network_policies,
     preflight,
     priorities,
+    queues,
     rdma,
     remediation,
     researchers,
@@ -49,6 +50,7 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         + researchers.researchers(spec)
         + workload_identity.workload_identity(spec)
         + network_policies.network_policies(spec)
+        + queues.queues(spec)
         # Appended last: files keep the numbers `agk render` gave them before (the README names some).
         + admission.pod_security()
         + tenancy.tenancy(spec)
@@ -58,7 +60,9 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
 
 
 def render_examples(spec: AddonsSpec) -> list[Obj]:
-    """Documented examples (not deployed): a gang-scheduled job for the first team."""
-    if not spec.teams or not spec.gang.enabled:
+    """Documented examples (not deployed): for the first team, a queued job (docs/queues.md) and a
+    gang-scheduled one."""
+    if not spec.teams:
         return []
-    return gang.example(spec, spec.teams[0])
+    out = [queues.example_job(spec, spec.teams[0])] if spec.queues.enabled else []
+    return out + (gang.example(spec, spec.teams[0]) if spec.gang.enabled else [])

@@ -115,6 +115,18 @@ class GangSpec:
 
 
 @dataclass(frozen=True)
+class QueuesSpec:
+    """Kueue (modules/cluster/objects/queues.py): one ClusterQueue per team in ``cohort``."""
+
+    enabled: bool
+    cohort: str
+    image: str
+    borrowing_limit_percent: int | None = None
+    lending_limit_percent: int | None = None
+    replicas: int = 2
+
+
+@dataclass(frozen=True)
 class HealthSpec:
     dcgm_exporter: bool
     iptables_exporter: bool
@@ -235,6 +247,8 @@ class AddonsSpec:
     network: NetworkSpec
     access: AccessSpec | None = None
     """Researchers' groups and the teams' workload identities (``cluster.identity``); None: none."""
+    # Default for an add-ons spec a cluster stack exported before queues existed: no Kueue.
+    queues: QueuesSpec = QueuesSpec(False, "gpus", versions.KUEUE.ref)
 
     # Node label and taint keys shared with the node bootstrap (modules.labels).
     @property
@@ -311,6 +325,7 @@ class AddonsSpec:
                     }
                 ),
                 access=AccessSpec.from_json(raw["access"]) if raw.get("access") else None,
+                **({"queues": QueuesSpec(**raw["queues"])} if "queues" in raw else {}),
             )
         except (KeyError, TypeError) as err:
             raise ConfigError(
@@ -456,6 +471,22 @@ def _gang(kubernetes_version: str, addons: AddonsConfig, size: formulas.Resource
     )
 
 
+def _queues(addons: AddonsConfig) -> QueuesSpec:
+    cfg = addons.queues
+    if not _DNS_LABEL.match(cfg.cohort):
+        raise _fail(
+            "addons.queues.cohort", f"{cfg.cohort!r} is not a valid cohort name: use lowercase letters, digits and '-'"
+        )
+    return QueuesSpec(
+        cfg.enabled,
+        cfg.cohort,
+        versions.KUEUE.ref,
+        cfg.borrowing_limit_percent,
+        cfg.lending_limit_percent,
+        cfg.replicas,
+    )
+
+
 def _health(addons: AddonsConfig) -> HealthSpec:
     cfg = addons.health
     xids = cfg.fatal_xids
@@ -596,6 +627,7 @@ def addons_spec(
         cloud=cloud or CloudSpec(),
         network=_network(network or NetworkSpec()),
         access=access,
+        queues=_queues(addons),
     )
 
 

@@ -30,6 +30,7 @@ COMPONENTS = (
     "kubectl",
     "kwok",
     "gang-scheduler",
+    "kueue",
     "kube-state-metrics",
     "azure-vnet",
     "azure-vnet-ipam",

@@ -36,12 +36,25 @@ def _eval(expr: str, activation: dict[str, Any]) -> Any:
     return ENV.program(ENV.compile(expr)).evaluate(activation)
 
 
-def admit(policy: dict[str, Any], pod: dict[str, Any], team: str = "research", *, labelled: bool = True) -> list[str]:
+def admit(
+    policy: dict[str, Any],
+    pod: dict[str, Any],
+    team: str = "research",
+    *,
+    labelled: bool = True,
+    old: dict[str, Any] | None = None,
+    user: str = "alice",
+) -> list[str]:
     """Messages of the failed validations (empty: admitted), as the API server computes them. ``labelled``:
-    the namespace ``team`` carries the team label (else it is a namespace of no team)."""
+    the namespace ``team`` carries the team label (else it is a namespace of no team); ``old``: the pod
+    before an UPDATE (None: a CREATE), ``user``: who sends it."""
     labels = {TEAM: team} if labelled else {"kubernetes.io/metadata.name": team}
     activation: dict[str, Any] = {
         "object": celpy.json_to_cel(pod),
+        "oldObject": celpy.json_to_cel(old),
+        "request": celpy.json_to_cel(
+            {"operation": "CREATE" if old is None else "UPDATE", "userInfo": {"username": user}}
+        ),
         "namespaceObject": celpy.json_to_cel({"metadata": {"name": team, "labels": labels}}),
     }
     variables: dict[Any, Any] = {}
@@ -85,6 +98,25 @@ def test_the_documented_gang_example_is_admitted(dev_spec: AddonsSpec, policy: d
 
 def test_the_same_pod_is_refused_in_another_teams_namespace(policy: dict[str, Any]) -> None:
     assert admit(policy, pod([OWN]), team="vision") != []
+
+
+def _queued(p: dict[str, Any]) -> dict[str, Any]:
+    return {**p, "spec": {**p["spec"], "schedulingGates": [{"name": admission.KUEUE_GATE}]}}
+
+
+def test_kueue_admits_to_another_teams_pool_and_only_kueue_lifts_its_gate(policy: dict[str, Any]) -> None:
+    """A job Kueue admitted to a lender's pool: its pods carry the lender's toleration (the flavor's) and are
+    created behind Kueue's gate; Kueue lifts it. Anyone else lifting it would place the pod themselves."""
+    borrowed = next(iter(REFUSED_TEAM.values()))
+    assert admit(policy, borrowed) == [TEAM_MESSAGE]
+    gated = _queued(borrowed)
+    assert admit(policy, gated) == []
+    assert admit(policy, borrowed, old=gated, user=admission.KUEUE_USER) == []
+    messages = admit(policy, borrowed, old=gated, user="alice")
+    assert len(messages) == 1 and admission.KUEUE_GATE in messages[0], messages
+    # An update that adds a foreign toleration is judged as a create is; one that leaves them is not.
+    assert admit(policy, borrowed, old=pod([OWN])) == [TEAM_MESSAGE]
+    assert admit(policy, {**borrowed, "metadata": {"labels": {"x": "y"}}}, old=borrowed) == []
 
 
 def test_mutating_policy_match_condition(spec_136: AddonsSpec) -> None:

@@ -91,12 +91,20 @@ def test_balloons_hold_one_whole_node_each(dev_spec: AddonsSpec) -> None:
     ]
 
 
-def test_team_quota(dev_spec: AddonsSpec) -> None:
-    quota = by_name(dev_spec, "ResourceQuota", "gpu-quota")
-    assert quota["metadata"]["namespace"] == "research"
-    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "32"}
+def test_team_quota_is_its_queue(dev_spec: AddonsSpec) -> None:
+    """With queues (the default) a team's GPUs are its ClusterQueue's nominal quota, and no ResourceQuota
+    counts borrowed pods against them; without queues the namespace quota is back."""
+    assert [o for o in render_manifests(dev_spec) if o["kind"] == "ResourceQuota"] == []
+    cq = by_name(dev_spec, "ClusterQueue", "research")
+    (group,) = cq["spec"]["resourceGroups"]
+    assert group["flavors"] == [{"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 32}]}]
     ns = by_name(dev_spec, "Namespace", "research")
     assert ns["metadata"]["labels"]["gpu.example.com/team"] == "research"
+    without = replace(dev_spec, queues=replace(dev_spec.queues, enabled=False))
+    quota = by_name(without, "ResourceQuota", "gpu-quota")
+    assert quota["metadata"]["namespace"] == "research"
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "32"}
+    assert [o for o in render_manifests(without) if o["apiVersion"].startswith("kueue.x-k8s.io")] == []
 
 
 def _pods(spec: AddonsSpec) -> list[tuple[dict[str, Any], dict[str, Any]]]:

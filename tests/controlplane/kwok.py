@@ -151,10 +151,11 @@ def initialize(
         assert code == 200, body
 
 
-def config(root: Path, *, heartbeat_ms: int | None = None) -> Path:
-    """kwok's configuration: its release's stages; ``heartbeat_ms`` retunes the heartbeat (scale tier)."""
+def config(root: Path, *, heartbeat_ms: int | None = None, stages: Iterable[str] = STAGES) -> Path:
+    """kwok's configuration: its release's stages; ``heartbeat_ms`` retunes the heartbeat (scale tier);
+    ``stages`` leaves some out (a training job's pods run until stopped: no pod-complete)."""
     docs = []
-    for stage in STAGES:
+    for stage in stages:
         doc = yaml.safe_load((BUILT / "kwok-stages" / stage).read_text())
         if heartbeat_ms is not None and doc["metadata"]["name"] == "node-heartbeat-with-lease":
             doc["spec"]["delay"] = {"durationMilliseconds": heartbeat_ms, "jitterDurationMilliseconds": heartbeat_ms}
@@ -167,12 +168,20 @@ def config(root: Path, *, heartbeat_ms: int | None = None) -> Path:
 class Kwok:
     """One kwok process managing every node annotated ``kwok.x-k8s.io/node: fake``."""
 
-    def __init__(self, cp: ControlPlane, root: Path, *, lease_seconds: int = 40, extra: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        cp: ControlPlane,
+        root: Path,
+        *,
+        lease_seconds: int = 40,
+        extra: Iterable[str] = (),
+        stages: Iterable[str] = STAGES,
+    ) -> None:
         root.mkdir(parents=True, exist_ok=True)
         argv = [
             tool("kwok"),
             f"--kubeconfig={cp.admin}",
-            f"--config={config(root)}",
+            f"--config={config(root, stages=stages)}",
             f"--manage-nodes-with-annotation-selector={FAKE}=fake",
             f"--node-lease-duration-seconds={lease_seconds}",
             "--cidr=10.200.0.0/16",

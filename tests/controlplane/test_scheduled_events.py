@@ -367,7 +367,7 @@ def cases_namespace(dev_nodes: Nodes, dev_cluster: ControlPlane) -> Iterator[str
 def case(dev_cluster: ControlPlane, dev_nodes: Nodes, cases_namespace: str, tmp_path: Path) -> Iterator[Case]:
     cp = dev_cluster
     # A GPU node: dev's Deployments run on the system nodes, and the agent would evict them too.
-    me = [n for n in dev_nodes.all if n.pool != "system"][0]
+    me = next(n for n in dev_nodes.all if n.pool != "system")
     ca = tmp_path / "ca.crt"
     ca.write_text(cp.pems[f"cert:{pki.KUBERNETES_CA}"])
     credential = node_credential(cp, me.name, tmp_path / "kubelet-client-current.pem")

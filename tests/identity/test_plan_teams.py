@@ -15,6 +15,13 @@ def test_plan_rows_per_team() -> None:
         {
             "team": "research",
             "gpus": 32,
+            "pools": ["a100"],
+            "queue": {
+                "cluster_queue": "research",
+                "local_queue": "research/research",
+                "nominal_gpus": 32,
+                "cohort": "gpus",
+            },
             "identity": "dev-workload-identity-research",
             "containers": ["research-datasets", "research-checkpoints"],
         }

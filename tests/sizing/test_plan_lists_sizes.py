@@ -34,3 +34,17 @@ def test_the_plan_lists_every_size_in_force(planned: tuple[dict[str, object], st
         assert str(row["name"]) in text and f"`{row['formula']}`" in markdown
     disk = next(r for r in expected if r["formula"] == "prometheus_disk_gib")
     assert disk["name"] == "Prometheus data disk GiB (15 d at 30s)" and disk["value"] == 128
+
+
+def test_the_plan_lists_each_teams_queue(planned: tuple[dict[str, object], str, str]) -> None:
+    """Per team its GPUs and its queue (issue 23), from the same plan: one row per team, a key per concern."""
+    as_json, text, markdown = planned
+    queue = {"cluster_queue": "research", "local_queue": "research/research", "nominal_gpus": 32, "cohort": "gpus"}
+    identity = {
+        "identity": "dev-workload-identity-research",
+        "containers": ["research-datasets", "research-checkpoints"],
+    }
+    assert as_json["teams"] == [{"team": "research", "gpus": 32, "pools": ["a100"], "queue": queue, **identity}]
+    assert "\nTeams:\n" in text
+    assert "ClusterQueue research (32 GPUs nominal, cohort gpus)" in text
+    assert "| research | 32 | a100 | ClusterQueue research (32 GPUs nominal, cohort gpus) |" in markdown

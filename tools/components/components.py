@@ -52,7 +52,7 @@ class Substitute:
     """A release built in place of the table's because the module proxy will not serve the table's."""
 
     version: str
-    kubernetes: str
+    kubernetes: str | None
     """The k8s.io/kubernetes release the substitute's own go.mod requires (upstream built it on this)."""
     why: str
 
@@ -66,6 +66,14 @@ SUBSTITUTES: dict[tuple[str, str], Substitute] = {
         "release whose source it serves, built here on k8s.io/kubernetes v1.34.9 because several v0.34.7 staging "
         "modules are refused too (same minor, newer patch). A 1.34 kube-scheduler is within the skew of a 1.35 "
         "API server and one minor outside it for 1.36",
+    ),
+    ("sigs.k8s.io/kueue", "v0.19.5"): Substitute(
+        "v0.19.2",
+        None,
+        "the module proxy answers v0.19.3, v0.19.4 and v0.19.5 with 403 'This module version is not available' "
+        "(2026-12-02); v0.19.2 is the newest release of the same minor whose source it serves, and the CRDs, RBAC "
+        "rules and webhooks the add-ons render are vendored from it (modules/cluster/objects/kueue); what the "
+        "v0.19.3 to v0.19.5 patches changed is not exercised here",
     ),
 }
 """Checked on every build: a substitute is printed, never silent (the tests name it too)."""
@@ -186,11 +194,22 @@ def components() -> tuple[Component, ...]:
             local={"monis.app/mlog": "mlog"},
         )
     )
+    kueue = SUBSTITUTES.get(("sigs.k8s.io/kueue", versions.KUEUE.version))
+    kueue_built = kueue.version if kueue is not None else versions.KUEUE.version
+    out.append(
+        Component(
+            "kueue",
+            {"sigs.k8s.io/kueue": kueue_built},
+            {"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
+            # What Kueue's Makefile stamps (LD_FLAGS: version_pkg.GitVersion), so its log names the release.
+            ldflags=(f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={kueue_built}",),
+        )
+    )
     if gang is not None:
         built_for = versions.release(f"1.{versions.tag_minor(gang)}").release()
         sub = SUBSTITUTES.get(("sigs.k8s.io/scheduler-plugins", gang))
         if sub is not None:
-            gang, built_for = sub.version, sub.kubernetes
+            gang, built_for = sub.version, sub.kubernetes or built_for
         out.append(
             Component(
                 "scheduler-plugins",

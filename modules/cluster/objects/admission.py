@@ -5,8 +5,9 @@ Every policy binds every namespace but an explicit list of the toolkit's own sys
 held to the same rules as a team's, so nobody escapes a policy by creating a namespace.
 
 A pod in a team namespace (one labelled ``<domain>/team``) may tolerate only its own team's
-taint; only the ``borrow`` priority class may tolerate every team. A pod in any other namespace
-tolerates no team's taint at all. Nobody may tolerate the preflight taint (that is how untested
+taint; only the ``borrow`` priority class, and pods Kueue admitted to another team's pool (held
+behind Kueue's scheduling gate until Kueue places them), may tolerate other teams. A pod in any other
+namespace tolerates no team's taint at all. Nobody may tolerate the preflight taint (that is how untested
 nodes stay empty), so wildcard tolerations are refused.
 From Kubernetes 1.36 a MutatingAdmissionPolicy adds the team toleration itself; before that,
 users write it in their pod spec (docs/gpu-jobs.md).
@@ -33,6 +34,11 @@ from __future__ import annotations
 from modules.cluster.objects.common import BALLOON_NS, GANG_NS, HEALTH_NS, Obj, meta
 from modules.cluster.spec import AddonsSpec
 
+KUEUE_GATE = "kueue.x-k8s.io/topology"
+"""Topology Aware Scheduling's scheduling gate on every pod Kueue admits to a pool (Kueue apis/kueue/v1beta2
+topology_types.go TopologySchedulingGate; pkg/podset FromAssignment adds it with the flavor's tolerations)."""
+KUEUE_USER = "system:serviceaccount:kueue-system:kueue-controller-manager"
+"""Kueue's controller (objects/queues.py NS and MANAGER), the one client that lifts that gate."""
 POLICY = "team-tolerations"
 MUTATING_POLICY = "team-toleration-default"
 GPU_POLICY = "gpu-isolation"
@@ -100,6 +106,33 @@ def variables(spec: AddonsSpec) -> list[dict[str, str]]:
             "expression": "has(object.spec.priorityClassName) && object.spec.priorityClassName == 'borrow'",
         },
         {
+            # Kueue admitted the pod's job to a pool (objects/queues.py): the pool's flavor adds its owner's
+            # toleration, and Topology Aware Scheduling creates the pods behind its scheduling gate, which only
+            # Kueue lifts (validations below), after pinning each pod to a node of the admitted pool.
+            "name": "queued",
+            "expression": (
+                f"has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, g.name == '{KUEUE_GATE}')"
+            ),
+        },
+        {
+            # An update that leaves the tolerations as they were adds no access (the job controller removing
+            # its finalizer, Kueue lifting its gate): only what a request adds is judged.
+            "name": "unchanged",
+            "expression": (
+                "request.operation == 'UPDATE' && "
+                "(has(oldObject.spec.tolerations) ? oldObject.spec.tolerations : []) == "
+                "(has(object.spec.tolerations) ? object.spec.tolerations : [])"
+            ),
+        },
+        {
+            "name": "ungated",
+            "expression": (
+                "request.operation == 'UPDATE' && has(oldObject.spec.schedulingGates) && "
+                f"oldObject.spec.schedulingGates.exists(g, g.name == '{KUEUE_GATE}') && "
+                f"!(has(object.spec.schedulingGates) && object.spec.schedulingGates.exists(g, g.name == '{KUEUE_GATE}'))"
+            ),
+        },
+        {
             "name": "tolerations",
             "expression": "has(object.spec.tolerations) ? object.spec.tolerations : []",
         },
@@ -127,12 +160,24 @@ def validations() -> list[dict[str, str]]:
     where = "(variables.team == '' ? 'pod in namespace ' + namespaceObject.metadata.name : 'pod in team namespace ' + variables.team)"
     return [
         {
-            "expression": f"({outsider} ? size(variables.foreign) == 0 : (variables.borrowing || size(variables.foreign) == 0))",
+            "expression": (
+                f"variables.unchanged || size(variables.foreign) == 0 || "
+                f"(!({outsider}) && (variables.borrowing || variables.queued))"
+            ),
             "messageExpression": (
                 f"{outsider} ? 'pod in namespace ' + namespaceObject.metadata.name + ', which belongs to no team, "
                 "tolerates a team\\'s taint: run it in its team\\'s namespace' : "
                 "'pod in team namespace ' + variables.team + ' tolerates another team\\'s taint: tolerate "
                 "only team=' + variables.team + ' or set priorityClassName: borrow'"
+            ),
+            "reason": "Forbidden",
+        },
+        {
+            # Kueue's gate is Kueue's to lift: anyone else lifting it would place a queued pod themselves.
+            "expression": f"!variables.ungated || request.userInfo.username == '{KUEUE_USER}'",
+            "messageExpression": (
+                "'pod in team namespace ' + variables.team + ' is held by Kueue (scheduling gate "
+                f"{KUEUE_GATE}): only Kueue admits it; delete the pod or its job instead'"
             ),
             "reason": "Forbidden",
         },

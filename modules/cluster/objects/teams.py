@@ -1,4 +1,4 @@
-"""Team namespaces and their GPU quotas."""
+"""Team namespaces and, without queues (addons.queues.enabled: false), their GPU quotas."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ def team_objects(spec: AddonsSpec, team: TeamSpec) -> list[Obj]:
         pod_security_level=None,
         extra_labels={**pod_security_labels(levels, spec.minor), spec.team_key: team.name},
     )
+    if spec.queues.enabled:
+        # Kueue's ClusterQueue is the team's quota (objects/queues.py): a ResourceQuota here would count
+        # the pods a team runs on borrowed GPUs against its own GPUs, and borrowing would add nothing.
+        return [ns]
     quota = {
         "apiVersion": "v1",
         "kind": "ResourceQuota",
