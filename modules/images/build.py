@@ -34,7 +34,7 @@ import jinja2
 
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.templating import environment
-from modules.images.recipe import MANIFEST, Recipe
+from modules.images.recipe import MANIFEST, UNIT_DIR, Recipe
 
 TEMPLATES = Path(__file__).parent / "templates"
 APT_CONF = "/etc/apt/apt.conf.d/99agk-image"
@@ -57,7 +57,7 @@ def apt_conf(recipe: Recipe) -> str:
         'APT::Periodic::Download-Upgradeable-Packages "0";',
         'APT::Periodic::Unattended-Upgrade "0";',
         "Unattended-Upgrade::Package-Blacklist {",
-        *(f'  "^{p}$";' for p in recipe.holds),
+        *(f'  "^{p}$";' for p in (*recipe.holds, *recipe.apt_names)),
         "};",
     ]
     return "\n".join(lines) + "\n"
@@ -82,6 +82,7 @@ def script(recipe: Recipe) -> str:
         .render(
             r=recipe,
             manifest=MANIFEST,
+            unit_dir=UNIT_DIR,
             manifest_dir=posixpath.dirname(MANIFEST),
             policy_rc=PATHS.policy_rc,
             apt_conf=APT_CONF,

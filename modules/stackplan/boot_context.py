@@ -15,14 +15,18 @@ from modules.bootstrap.context import (
     EtcdCluster,
     EtcdRole,
     Host,
+    NodeImageExpectation,
     NodeSettings,
     PoolBoot,
     PrometheusSettings,
 )
+from modules.bootstrap.roles import ROLES
 from modules.cluster.spec import CLUSTER_DOMAIN
 from modules.errors import ConfigError
+from modules.images.recipe import recipe
 from modules.netplan.host_addresses import ClusterAddresses
 from modules.stackplan.config import BACKUP_CONTAINER, PROJECT, EtcdConfig, StackConfig
+from modules.stackplan.node_images import node_images
 from modules.stackplan.pools import ClusterPools, PoolPlan
 from modules.vm_sizing import formulas
 from modules.vm_sizing.skus import sku
@@ -94,6 +98,24 @@ def _pool(pool: PoolPlan, addresses: ClusterAddresses) -> PoolBoot:
         labels=pool.labels,
         taints=pool.taints,
     )
+
+
+def image_expectations(config: StackConfig, release: str) -> dict[str, NodeImageExpectation]:
+    """Per cluster role, the node image its hosts must have booted: the role's recipe for ``release`` (what the
+    images stack builds from the same versions table) and the gallery version the cluster chose."""
+    cluster = config.cluster
+    assert cluster is not None
+    roles = tuple(r for r in ROLES if r != "events-etcd" or cluster.events_etcd is not None)
+    out: dict[str, NodeImageExpectation] = {}
+    for role, image in node_images(cluster, release, roles).items():
+        made = recipe(image.role, release, images=config.images)
+        out[role] = NodeImageExpectation(
+            role=image.role,
+            version=image.version,
+            release=made.release,
+            artifacts=tuple((i.row.name, i.row.version, i.sha256) for i in made.installs),
+        )
+    return out
 
 
 def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: ClusterPools) -> BootstrapContext:
@@ -172,4 +194,5 @@ def bootstrap_context(config: StackConfig, addresses: ClusterAddresses, pools: C
         preflight_timeout=cfg.preflight_timeout,
         fatal_xids=tuple(sorted(set(xids))),
         alerting=alerting.from_config(config.alerting),
+        node_images=image_expectations(config, release.release(patch)),
     )

@@ -593,11 +593,49 @@ class RepairsConfig(_Model):
     )
 
 
+class NodeImagesConfig(_Model):
+    """The gallery image versions a cluster's hosts and scale sets boot: the images stack's (modules/images).
+
+    Required in effect, not optional: a host's boot installs nothing from the internet (it verifies its image
+    and configures it), so no cluster host can boot a marketplace image. The version of each role's image is
+    ``<minor>.<patch>.<build>`` of the cluster's own Kubernetes release (``Recipe.gallery_version``): only the
+    build number is chosen here, so a cluster can never boot a kubelet of another release than it runs."""
+
+    images_stack: str = Field(
+        default="images",
+        description="Stack reference of the images stack whose gallery holds the images: 'images' or "
+        "'org/azure-gpu-k8s/images'. Its gallery is agk_<stack> in resource group agk-<stack>, same subscription.",
+    )
+    build: int = Field(
+        default=1,
+        ge=1,
+        le=2_147_483_647,
+        description="The images stack's build number every role boots (image version <minor>.<patch>.<build>). "
+        "Raising it is a planned roll: scale sets get a new model, fixed hosts are replaced (agk plan --base).",
+    )
+    roles: dict[ImageRole, int] = Field(
+        default_factory=dict,
+        description="Per image role, a build other than `build` (roll one role at a time, e.g. gpu-node: 4).",
+    )
+
+    @field_validator("roles")
+    @classmethod
+    def _builds(cls, roles: dict[ImageRole, int]) -> dict[ImageRole, int]:
+        for role, build in roles.items():
+            if isinstance(build, bool) or not 1 <= build <= 2_147_483_647:
+                raise ValueError(f"roles.{role}: {build!r} is not a build number: use a whole number of 1 or more")
+        return roles
+
+
 class ClusterConfig(_Model):
     """One GPU cluster spoke with its self-managed control plane."""
 
     name: str = Field(description="Cluster name (tag `cluster`, resource names).")
     hub_stack: str = Field(default="hub", description="Stack reference of the hub: 'hub' or 'org/azure-gpu-k8s/hub'.")
+    node_images: NodeImagesConfig = Field(
+        default_factory=NodeImagesConfig,
+        description="The images stack's gallery image versions every host and scale set boots.",
+    )
     network_plugin: Literal["azure-cni"] = Field(
         default="azure-cni",
         description="Pod networking: secondary IP configurations on node NICs (no overlay).",
