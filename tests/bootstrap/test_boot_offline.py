@@ -28,6 +28,7 @@ from modules.stackplan.config import load_stack, stack_names
 from modules.stackplan.prepare import prepare_cluster
 
 STACKS = REPO_ROOT / "stacks"
+Net = ipaddress.IPv4Network | ipaddress.IPv6Network
 URL = re.compile(r"\b(?:https?|ftp)://[^\s\"'<>)}\]\\,;]+")
 PACKAGE_MANAGERS = re.compile(r"(?<![\w.-])(apt-get|apt|dpkg -i|pip3?|snap|wget|go (?:get|install))\s+\S")
 PLATFORM = (
@@ -69,7 +70,7 @@ def _host(url: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host.strip("[]")
 
 
-def _inside(host: str, vnet: list[ipaddress.IPv4Network]) -> bool:
+def _inside(host: str, vnet: list[Net]) -> bool:
     if host in ("localhost",) or host.endswith((*PRIVATE_LINK, IN_CLUSTER)) or "{" in host or "$" in host:
         # A templated host is filled from host.json or the bundle: the vault's URI and the storage URL, both
         # private-link names (checked where they are made: keyvault.py, storage.py).
@@ -81,14 +82,14 @@ def _inside(host: str, vnet: list[ipaddress.IPv4Network]) -> bool:
     return any(ip in net for net in (*PLATFORM, *vnet))
 
 
-def _texts(stack: str) -> Iterator[tuple[str, str, list[ipaddress.IPv4Network]]]:
+def _texts(stack: str) -> Iterator[tuple[str, str, list[Net]]]:
     """(where, text) of everything a host of ``stack`` boots with, and the stack's own address space."""
     config = load_stack(STACKS, stack)
     if config.kind == "hub":
         assert config.hub is not None and config.network is not None
         vnet = [ipaddress.ip_network(c) for c in config.network.address_space]
         for i in range(config.hub.jump_hosts):
-            yield f"{stack} jump {i}", minimal_cloud_config(f"{stack}-jump-{i}", "jump"), vnet  # type: ignore[misc]
+            yield f"{stack} jump {i}", minimal_cloud_config(f"{stack}-jump-{i}", "jump"), vnet
         return
     if config.kind != "cluster":
         return
@@ -103,13 +104,13 @@ def _texts(stack: str) -> Iterator[tuple[str, str, list[ipaddress.IPv4Network]]]
                 text = _without_comments(f.path, f.content)
                 if f.path.endswith(".py"):
                     text = _docstrings_out(text)
-                yield f"{where} {f.path}", text, vnet  # type: ignore[misc]
+                yield f"{where} {f.path}", text, vnet
             for step in node.steps:
-                yield f"{where} step {step.name}", step.command, vnet  # type: ignore[misc]
+                yield f"{where} step {step.name}", step.command, vnet
             for line in node.before_steps:
-                yield f"{where} before the steps", line, vnet  # type: ignore[misc]
+                yield f"{where} before the steps", line, vnet
             user_data = render_user_data(ctx, node, offline_host(ctx, node))
-            yield f"{where} customData", _docstrings_out(_without_comments("user-data.yaml", user_data)), vnet  # type: ignore[misc]
+            yield f"{where} customData", _docstrings_out(_without_comments("user-data.yaml", user_data)), vnet
 
 
 def reach(stacks: list[str]) -> list[str]:
