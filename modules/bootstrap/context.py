@@ -154,10 +154,6 @@ class NodeSettings:
     image_gc_high_percent: int
     image_gc_low_percent: int
     image_pull_progress_deadline: str
-    azure_cni_version: str
-    azure_cni_sha256: str
-    cni_plugins_version: str
-    cni_plugins_sha256: str
 
 
 @dataclass(frozen=True)

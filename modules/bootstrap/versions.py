@@ -360,6 +360,11 @@ APT_PACKAGES: dict[str, AptPackage] = {
 }
 """Packages from vendors' signed apt repositories, by name (the Prometheus image's Grafana)."""
 
+NVIDIA_CONTAINER_TOOLKIT_MIN = "1.17.8"
+"""The oldest nvidia-container-toolkit a GPU image may carry: 1.17.8 fixes CVE-2025-23266 (a container escape
+through the toolkit's createContainer hook; NVIDIA security bulletin of July 2025). The GPU image's base (the Azure
+HPC image) brings the toolkit; its build refuses an older one (modules/images/templates/build-image.sh.j2)."""
+
 IMAGE_CONTAINERD: dict[str, str] = {
     # Canonical ubuntu-24_04-lts server (modules/stackplan/config.py UBUNTU_2404): the archive's containerd
     # package is the 1.7 line (noble). *unverified* on this exact version: check `containerd --version`.

@@ -33,6 +33,7 @@ from pathlib import Path
 import jinja2
 
 from modules.bootstrap.layout import PATHS
+from modules.bootstrap.versions import NVIDIA_CONTAINER_TOOLKIT_MIN
 from modules.bootstrap.templating import environment
 from modules.images.recipe import MANIFEST, UNIT_DIR, Recipe
 
@@ -82,6 +83,7 @@ def script(recipe: Recipe) -> str:
         .render(
             r=recipe,
             manifest=MANIFEST,
+            toolkit_min=NVIDIA_CONTAINER_TOOLKIT_MIN,
             unit_dir=UNIT_DIR,
             manifest_dir=posixpath.dirname(MANIFEST),
             policy_rc=PATHS.policy_rc,

@@ -282,6 +282,11 @@ class Recipe:
     """Packages from a vendor's signed apt repository, pinned to the table's version and held."""
 
     @property
+    def base_kind(self) -> str:
+        """``gpu`` for the image built on the GPU base (``images.gpu``), else ``general``."""
+        return ROLE_IMAGES[self.role].base
+
+    @property
     def apt_pins(self) -> tuple[str, ...]:
         return tuple(f"{p.name}={p.version}" for p in self.apt_packages)
 
@@ -361,6 +366,7 @@ def recipe(
     *,
     images: ImagesConfig | None = None,
     rows: Mapping[str, versions.Artifact] | None = None,
+    key: str = KEY,
 ) -> Recipe:
     """The image recipe of ``role`` for Kubernetes ``kubernetes`` (``1.35`` or ``1.35.8``).
 
@@ -382,11 +388,11 @@ def recipe(
             raise ValueError(f"rows {', '.join(unknown)}: not rows of the versions table")
         table.update(rows)
     chosen = {name: table[name] for name in (*spec.rows, *spec.kubernetes)}
-    versions.require_verified(chosen, KEY)
+    versions.require_verified(chosen, key)
     toolchain = None
     if any(a.go_module is not None for a in chosen.values()):
         go = table[TOOLCHAIN]
-        versions.require_verified({TOOLCHAIN: go}, KEY)
+        versions.require_verified({TOOLCHAIN: go}, key)
         toolchain = Install(go, Placement("unpack", "", (), "go.dev/doc/install"))
     base_images = images or ImagesConfig()
     return Recipe(

@@ -858,7 +858,11 @@ class StackConfig(_Model):
         return self
 
 
-# Keys earlier versions accepted, and what replaced them.
+_IN_IMAGE = (
+    "removed: {what} now comes with the node image, at the versions table's release (modules/bootstrap/versions.py "
+    "row {row}); remove the key, and bump the row and rebuild the images to change it (docs/images.md)"
+)
+# Keys earlier versions accepted, and what replaced them (by key, or by section.key where the key is generic).
 RENAMED = {
     "retest_schedule": "replaced by retest_every_minutes (how often the re-test runs) and retest_period_days "
     "(in how many days every GPU node is re-tested): the nodes per run follow from the fleet's size",
@@ -866,6 +870,16 @@ RENAMED = {
     "in the period) nodes",
     "max_pods": "no longer set by hand: set pod_ips (the NIC's secondary IP configurations); the kubelet's "
     "maxPods is pod_ips plus the host-network pods the cluster runs on the node",
+    # Issue 21: hosts boot node images built from the versions table; nothing is downloaded at boot.
+    "azure_cni_sha256": _IN_IMAGE.format(what="Azure CNI", row="azure-cni")
+    + " (built from its Go module, checked by go.sum: no checksum to set)",
+    "azure_cni_version": _IN_IMAGE.format(what="Azure CNI", row="azure-cni"),
+    "cni_plugins_version": _IN_IMAGE.format(what="the CNI plugins", row="cni-plugins"),
+    "cni_plugins_sha256": _IN_IMAGE.format(what="the CNI plugins", row="cni-plugins"),
+    "prometheus.version": _IN_IMAGE.format(what="Prometheus", row="prometheus"),
+    "alertmanager_version": _IN_IMAGE.format(what="Alertmanager", row="alertmanager"),
+    "grafana_version": _IN_IMAGE.format(what="Grafana", row="grafana (APT_PACKAGES)")
+    + "; set bootstrap.prometheus.grafana: false to run none",
 }
 
 
@@ -885,7 +899,8 @@ def _one_line(err: ValidationError, section: tuple[str, ...] = ()) -> str:
     if not first["loc"] and not section:
         return str(msg).removeprefix("Value error, ")
     if kind == "extra_forbidden":
-        renamed = RENAMED.get(str(first["loc"][-1]))
+        loc = [str(x) for x in first["loc"]]
+        renamed = RENAMED.get(".".join(loc[-2:])) or RENAMED.get(loc[-1])
         if renamed:
             return f"{where}: {renamed}"
         return f"{where}: unknown key: remove it or fix the spelling (see stacks/schema.json)"

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from modules.bootstrap.config import AZURE_CNI_URL, UNSET_SHA256
 from modules.bootstrap.roles import Role
 from modules.errors import ConfigError
 from modules.netplan.limits import VCPU_QUOTA_PREFIX, Limits, quota_name
@@ -215,7 +214,6 @@ def cluster_prerequisites(
         vm_vcpus(counts, limits_for(config)),
         steps=(
             *node_image_steps(images or {}),
-            *checksum_steps(config),
             *encryption_at_host_steps((s for s, _ in counts), config.location or ""),
         ),
         permissions=deployer_permissions(stack, hub_group),
@@ -261,22 +259,6 @@ def encryption_at_host_steps(vm_sizes: Iterable[str], location: str) -> tuple[St
             " size lacks the capability (the EncryptionAtHost feature registration alone is not enough)",
         )
         for size in sorted(set(vm_sizes))
-    )
-
-
-def checksum_steps(config: StackConfig) -> tuple[Step, ...]:
-    """Downloads whose checksum the stack has not taken yet (Azure publishes none for Azure CNI)."""
-    nodes = config.bootstrap.nodes
-    if nodes.azure_cni_sha256 not in (None, UNSET_SHA256):
-        return ()
-    url = AZURE_CNI_URL.format(version=nodes.azure_cni_version)
-    return (
-        Step(
-            f"Azure CNI v{nodes.azure_cni_version} checksum",
-            f"curl -fsSL {url} | sha256sum, then set {PROJECT}:bootstrap.nodes.azure_cni_sha256",
-            "Azure publishes no checksum for the tarball; nodes refuse an unchecked download, so until it is set "
-            "every pool node fails its cni step and reports Unhealthy",
-        ),
     )
 
 

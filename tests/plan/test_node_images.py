@@ -10,6 +10,7 @@ which the review refuses unless the stack allows it, like any other replacement 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return export(stack_folder(tmp_path_factory.mktemp("base")))
 
 
-def _image(res: dict[str, Any]) -> dict[str, Any]:
+def _image(res: Mapping[str, Any]) -> dict[str, Any]:
     inputs = res["inputs"]
     profile = inputs["virtualMachineProfile"] if res["type"] == VMSS else inputs
     image = profile["storageProfile"]["imageReference"]
