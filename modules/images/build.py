@@ -33,8 +33,8 @@ from pathlib import Path
 import jinja2
 
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.versions import NVIDIA_CONTAINER_TOOLKIT_MIN
 from modules.bootstrap.templating import environment
+from modules.bootstrap.versions import NVIDIA_CONTAINER_TOOLKIT_MIN
 from modules.images.recipe import MANIFEST, UNIT_DIR, Recipe
 
 TEMPLATES = Path(__file__).parent / "templates"
