@@ -6,7 +6,8 @@ Two parts, one fact each:
   minor (kubelet/kubectl/kubeadm binaries with their sha256s, pause, CoreDNS, kube-state-metrics, the
   gang scheduler, cloud-provider-azure, cluster-autoscaler, the oldest containerd the kubelet takes).
 - ``ARTIFACTS``: what every node image installs whatever the minor (etcd, containerd, runc, the CNI
-  plugins, crictl, Azure CNI, Prometheus, Alertmanager), each an ``Artifact`` row.
+  plugins, crictl, Azure CNI, Prometheus, Alertmanager) and the Go toolchain that builds Azure CNI, each an
+  ``Artifact`` row; ``APT_PACKAGES``: what an image installs from a vendor's signed apt repository (Grafana).
 
 A row without a sha256 is *unverified*: no public source pairs that version with a checksum. The plan
 lists such rows and refuses to build from one (``require_verified``); a placeholder (all zeros) is
@@ -374,8 +375,9 @@ IMAGE_CONTAINERD: dict[str, str] = {
     # 1.7 line in 2024-10. *unverified*: check `containerd --version` on the image.
     "22.04.2024102301": "1.7",
 }
-"""containerd line (major.minor) each pinned VM image ships, by image version. The node's boot checks
-the real version either way (pin-containerd.sh); this table lets the config refuse early."""
+"""containerd line (major.minor) each pinned marketplace image ships, by image version: what the base images
+bring before the node image build installs the table's containerd over it (check_containerd; the cluster plan
+checks the table's row instead, check_image_containerd)."""
 DEFAULT_MINOR = "1.35"
 """The newest supported minor that has a gang scheduler within the skew rule (addons.gang is on by default)."""
 

@@ -89,7 +89,7 @@ PLACEMENTS: dict[str, Placement] = {
         "extract",
         "/usr/local/bin",
         tuple(f"prometheus-{{version}}.linux-amd64/{b}" for b in ("prometheus", "promtool")),
-        "prometheus/prometheus releases' tarball layout (as install-prometheus.sh installs it today)",
+        "prometheus/prometheus releases' tarball layout (prometheus-<version>.linux-amd64/)",
     ),
     "azure-cni": Placement(
         "unpack",
@@ -102,7 +102,7 @@ PLACEMENTS: dict[str, Placement] = {
         "extract",
         "/usr/local/bin",
         tuple(f"alertmanager-{{version}}.linux-amd64/{b}" for b in ("alertmanager", "amtool")),
-        "prometheus/alertmanager releases' tarball layout (as install-alertmanager.sh installs it today)",
+        "prometheus/alertmanager releases' tarball layout (alertmanager-<version>.linux-amd64/)",
     ),
 }
 """Where each versions-table row lands, by row name."""

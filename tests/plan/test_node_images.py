@@ -196,3 +196,13 @@ def test_moving_a_scale_set_from_a_marketplace_image_is_refused_in_place(base: d
     sets = [c for c in found.changes if c.type == VMSS]
     assert sets and all(c.refused for c in sets)
     assert "virtualMachineProfile.storageProfile.imageReference.publisher" in sets[0].refused
+
+
+def test_agk_plan_prints_the_image_versions(tmp_path: Path) -> None:
+    from agk.plan.engine import Planner
+    from agk.plan.report import as_json, markdown, text
+
+    plan = Planner(stack_folder(tmp_path / "stacks")).plan("dev")
+    assert as_json(plan, {}, None)["node_images"]["gpu-node"] == "35.8.1"
+    assert "  gpu-node             35.8.1" in text(plan, {}, None)
+    assert "| gpu-node | 35.8.1 |" in markdown(plan, {}, None)
