@@ -196,18 +196,29 @@ def test_hub_jump_hosts_egress_through_a_nat_gateway(state: Callable[[str], Stat
 
 @pytest.mark.parametrize("stack", AZURE_STACKS)
 def test_every_image_is_pinned_to_the_configured_version(state: Callable[[str], State], stack: str) -> None:
+    """Issue 21: every host and scale set boots its role's gallery image version, pinned by the cluster's
+    node_images build and release (never 'latest', never a marketplace image)."""
     st = state(stack)
-    prep_images = load_stack(STACKS, stack).images
-    pinned = {(i.publisher, i.offer, i.sku, i.version) for _, i in prep_images}
-    refs = [v["inputs"]["storageProfile"]["imageReference"] for v in st.of_type("azure-native:compute:VirtualMachine")]
+    if "node_images" not in st.outputs:  # the hub's jump hosts boot no bundle: the pinned marketplace image
+        pinned = {(i.publisher, i.offer, i.sku, i.version) for _, i in load_stack(STACKS, stack).images}
+        for vm in st.of_type("azure-native:compute:VirtualMachine"):
+            ref = vm["inputs"]["storageProfile"]["imageReference"]
+            assert (ref["publisher"], ref["offer"], ref["sku"], ref["version"]) in pinned
+        return
+    booted = st.outputs["node_images"]
+    refs = [
+        (v["inputs"]["tags"]["agk-role"], v["inputs"]["storageProfile"]["imageReference"])
+        for v in st.of_type("azure-native:compute:VirtualMachine")
+    ]
     refs += [
-        s["inputs"]["virtualMachineProfile"]["storageProfile"]["imageReference"]
+        (s["inputs"]["tags"]["agk-role"], s["inputs"]["virtualMachineProfile"]["storageProfile"]["imageReference"])
         for s in st.of_type("azure-native:compute:VirtualMachineScaleSet")
     ]
     assert refs
-    for ref in refs:
-        assert (ref["publisher"], ref["offer"], ref["sku"], ref["version"]) in pinned
-        assert ref["version"] != "latest"
+    for role, ref in refs:
+        image = "etcd" if role == "events-etcd" else role
+        assert set(ref) == {"id"}, ref
+        assert ref["id"].endswith(f"/galleries/agk_images/images/{image}/versions/{booted[role]}"), ref
 
 
 @pytest.mark.parametrize("stack", CLUSTERS)
