@@ -7,7 +7,7 @@ resource is constructed, so bad input never leaves a half-built graph.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pulumi
@@ -526,6 +526,12 @@ def build_cluster(prep: ClusterPrep) -> dict[str, Any]:
     check_sizes(prep.bootstrap)
     _, ctx = context(stack, config)
     client = authorization.get_client_config_output()
+    # Every host and scale set boots its role's gallery image version (the plan chose and checked them), in the
+    # gallery the images stack exported: a reference, so `pulumi up` of a cluster whose images stack does not
+    # exist yet stops before anything is created, and `agk plan --all` orders the images stack first.
+    gallery = pulumi.StackReference(f"{PROJECT}-images", stack_name=cluster.node_images.images_stack)
+    gallery_id = gallery.require_output("gallery_id").apply(str)
+    ctx = replace(ctx, node_images={role: gallery_id.apply(image.id_in) for role, image in prep.node_images.items()})
     s = _spoke(prep, ctx, client)
     roles: dict[Role, Mapping[str, object]] = {
         "apiserver": addresses.apiservers,
@@ -603,6 +609,8 @@ def _cluster_outputs(
         "sizing": {role: choice.to_dict() for role, choice in prep.sizes.items()},
         # The versions in force and where each was read (modules/bootstrap/versions.py): agk plan lists them.
         "versions": versions.in_force(prep.bootstrap.kubernetes_version),
+        # The gallery image version each role boots: a new one is a planned roll (agk plan --base lists it).
+        "node_images": {role: image.version for role, image in prep.node_images.items()},
         # What the sizes follow: the peak node count and the step it is rounded up to (agk plan --base says
         # when a change crosses one).
         "sized_for": {"peak_nodes": prep.pools.peak_nodes, "nodes": prep.pools.sizing_nodes},

@@ -13,7 +13,7 @@ from pulumi_policy import (
 )
 
 from modules import tags as tagnames
-from policies.rules import compute, kubernetes, network, stack, storage
+from policies.rules import checksums, compute, kubernetes, network, stack, storage
 
 NAME = "azure-gpu-k8s"
 VERSION = "0.1.0"
@@ -129,6 +129,13 @@ POLICIES: list[Policy] = [
         description="VMs disable password authentication: SSH keys only.",
         validate=compute.ssh_keys_only,
         severity=HIGH,
+    ),
+    ResourceValidationPolicy(
+        name="no-placeholder-checksum",
+        description="No resource carries an all-zero sha256 (in an input, an image build script or a host's "
+        "bundle): a placeholder is not a checksum (issue 21).",
+        validate=checksums.no_placeholder_checksum,
+        severity=CRITICAL,
     ),
     ResourceValidationPolicy(
         name="encryption-at-host",

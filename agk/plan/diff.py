@@ -9,7 +9,7 @@ refuses in place are marked ``refused``. Pure: state dicts in, :class:`StackDiff
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -286,14 +286,23 @@ def _same_name(type_: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> bo
     return bool(names) and all(new.get(k) is not None and old.get(k) == new.get(k) for k in names)
 
 
-def classify(res_type: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> Change | None:
-    """The action for one matched resource (``None``: the same), with keys, paths and refusals."""
+def _replace_on_changes(res: State) -> tuple[str, ...]:
+    return tuple(p for p in res.get("replaceOnChanges") or [] if isinstance(p, str))
+
+
+def classify(
+    res_type: str, old: Mapping[str, Any], new: Mapping[str, Any], replace_on: Sequence[str] = ()
+) -> Change | None:
+    """The action for one matched resource (``None``: the same), with keys, paths and refusals.
+
+    ``replace_on``: the resource's ``replaceOnChanges`` paths (the program's choice, as Pulumi applies it): a
+    change at or below one replaces the resource whatever the provider would do."""
     paths = changed_paths(old, new)
     if "location" in paths and _location(old.get("location")) == _location(new.get("location")):
         paths.discard("location")
     if not paths:
         return None
-    replace: set[str] = set()
+    replace: set[str] = {r for r in replace_on if any(covers(r, p) for p in paths)}
     refused: set[str] = set()
     restarts: set[str] = set()
     for rule in rules_for(res_type):
@@ -361,7 +370,7 @@ def diff_states(
                 changes.append(Change(urn, type_, "update", (), before=old, after=res, renamed_from=renamed))
             continue
         encrypted = encrypted or _has_ciphertext(old.get("inputs"))
-        found = classify(type_, _plain_inputs(old), _plain_inputs(res))
+        found = classify(type_, _plain_inputs(old), _plain_inputs(res), _replace_on_changes(res))
         if found is None and renamed is None:
             continue
         found = found or Change("", type_, "update", ())

@@ -416,6 +416,10 @@ def _state_resource(res: Captured) -> dict[str, Any]:
         # Not a field of `pulumi stack export` (the engine keeps it per registration): the plan records it so
         # a diff can tell a delete-first replacement (the host is down meanwhile) from one that creates first.
         out["deleteBeforeReplace"] = True
+    if res.replace_on_changes:
+        # Likewise the registration's: a change under one of these paths is a replacement the program asked for
+        # (e.g. a VM's image: modules/azure/vm.py), where the provider alone would update and Azure refuse.
+        out["replaceOnChanges"] = list(res.replace_on_changes)
     if res.external:
         out["external"] = True
     if res.dependencies:

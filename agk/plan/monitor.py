@@ -45,6 +45,8 @@ class Captured:
     protect: bool = False
     delete_before_replace: bool = False
     """The registration's ``deleteBeforeReplace``: a replacement deletes the old resource first."""
+    replace_on_changes: list[str] = field(default_factory=list)
+    """The registration's ``replaceOnChanges``: input paths whose change replaces the resource."""
     order: int = 0
     aliases: list[str] = field(default_factory=list)
     """URNs this resource was known by (the program's ``aliases``), as the engine matches them."""
@@ -179,6 +181,7 @@ class CaptureMonitor(MockMonitor):
             inputs=inputs,
             protect=bool(request.protect),
             delete_before_replace=bool(request.deleteBeforeReplace),
+            replace_on_changes=list(request.replaceOnChanges),
             aliases=alias_urns(request, self.stack, self.project),
         )
         if not request.custom:

@@ -72,6 +72,12 @@ def _sizes(plan: StackPlan) -> tuple[str, list[dict[str, Any]]]:
     return head, [dict(row) for row in raw]
 
 
+def _node_images(plan: StackPlan) -> dict[str, str]:
+    """The cluster program's `node_images` output: the gallery image version each role boots."""
+    raw = wire.plain(plan.outputs["node_images"]) if "node_images" in plan.outputs else {}
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+
 def _versions(plan: StackPlan) -> list[dict[str, Any]]:
     """The cluster program's `versions` output: every pinned release, its sha256 and source."""
     raw = wire.plain(plan.outputs["versions"]) if "versions" in plan.outputs else []
@@ -158,6 +164,10 @@ def text(
     if sizes:
         lines += ["", f"{head}:"]
         lines += [f"  {r['name']:<52} {_value(r['value']):>18}  {r['formula']}: {r['source']}" for r in sizes]
+    images = _node_images(plan)
+    if images:
+        lines += ["", "Node images (gallery image versions each role boots; docs/images.md):"]
+        lines += [f"  {role:<20} {version}" for role, version in images.items()]
     pinned = _versions(plan)
     if pinned:
         lines += [
@@ -284,6 +294,11 @@ def markdown(
         out += [f"#### {head}", "", "| size | value | formula | source |", "|---|--:|---|---|"]
         out += [f"| {r['name']} | {_value(r['value'])} | `{r['formula']}` | {r['source']} |" for r in sizes]
         out.append("")
+    images = _node_images(plan)
+    if images:
+        out += ["#### Node images", "", "| role | gallery image version |", "|---|---|"]
+        out += [f"| {role} | {version} |" for role, version in images.items()]
+        out.append("")
     pinned = _versions(plan)
     if pinned:
         out += ["<details><summary>Versions in force</summary>", "", "| component | version | checked by | source |"]
@@ -329,6 +344,7 @@ def as_json(
         },
         "teams": teams.rows(plan),
         "sizes": _sizes(plan)[1],
+        "node_images": _node_images(plan),
         "warnings": plan.warnings,
         "review": review,
         **extra,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
+from pulumi_azure_native import compute
 
 from modules import tags as tagging
 
@@ -30,7 +31,18 @@ class DeployContext:
     ssh_public_keys: tuple[str, ...]
     """Public keys allowed to log in."""
     images: Mapping[str, ImageRef]
-    """Pinned marketplace images by kind (``general``, ``gpu``): scale-outs boot the same image."""
+    """Pinned marketplace images by kind (``general``, ``gpu``): the hub's jump hosts boot them."""
+    node_images: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    """Cluster role (``etcd``, ``gpu-node``...) -> the ARM id of the gallery image version its hosts and scale
+    sets boot (modules/stackplan/node_images.py). A role listed here never boots a marketplace image."""
+
+    def image_reference(self, role: str, kind: str) -> compute.ImageReferenceArgs:
+        """The image a VM or scale set of ``role`` boots: its gallery image version, else the marketplace
+        image of ``kind`` (hosts outside a cluster: the hub's jump hosts)."""
+        if role in self.node_images:
+            return compute.ImageReferenceArgs(id=self.node_images[role])
+        publisher, offer, sku, version = self.images[kind]
+        return compute.ImageReferenceArgs(publisher=publisher, offer=offer, sku=sku, version=version)
 
     def tags_for(self, role: str, **extra: str) -> dict[str, str]:
         out = dict(self.tags)

@@ -31,6 +31,7 @@ import pulumi
 from pulumi_azure_native import authorization, compute, managedidentity, virtualmachineimages
 
 from modules.azure.rbac import grant
+from modules.images import gallery_name
 from modules.images.build import script
 from modules.images.recipe import Recipe
 
@@ -50,11 +51,6 @@ IMAGE_OFFER = "agk-node"
 def builder_role_guid(resource_group_id: str) -> str:
     """The builder role's GUID for a resource group (unique per tenant, like the cluster's custom role)."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"agk{resource_group_id.lower()}/image-builder"))
-
-
-def gallery_name(stack: str) -> str:
-    """Gallery names take letters, digits, '_' and '.' (no '-'): ``agk_<stack>``."""
-    return "agk_" + stack.replace("-", "_")
 
 
 def _version_id(image_id: pulumi.Output[str], version: str) -> pulumi.Output[str]:

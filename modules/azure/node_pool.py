@@ -47,7 +47,7 @@ class NodePoolArgs:
     zone: str | None = None
     """Availability zone of the pool's scale sets."""
     image: str = "gpu"
-    """Key into DeployContext.images."""
+    """Key into DeployContext.images: the marketplace image, for a role without a gallery image."""
     depends_on: Sequence[pulumi.Resource] = ()
     """Wait for these (the VNet's last subnet) before creating scale sets in the VNet."""
     extra_identities: Sequence[pulumi.Input[str]] = ()
@@ -135,7 +135,6 @@ class NodePool(pulumi.ComponentResource):
     def __init__(self, name: str, args: NodePoolArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("agk:compute:NodePool", name, None, opts)
         ctx = args.ctx
-        publisher, offer, sku, version = ctx.images[args.image]
         tags = ctx.tags_for(
             args.role, **{tagging.POOL: args.pool, tagging.POD_IPS: str(args.pod_ips), tagging.SURGE: str(args.surge)}
         )
@@ -189,9 +188,12 @@ class NodePool(pulumi.ComponentResource):
                         linux_configuration=ssh_only(ctx),
                     ),
                     storage_profile=compute.VirtualMachineScaleSetStorageProfileArgs(
-                        image_reference=compute.ImageReferenceArgs(
-                            publisher=publisher, offer=offer, sku=sku, version=version
-                        ),
+                        # A new gallery image version changes the model in place; under the Manual upgrade policy
+                        # running instances keep theirs until they are brought to the model (update-instances,
+                        # reimage): learn.microsoft.com virtual-machine-scale-sets-upgrade-policy ("Image reference
+                        # upgrades" are model changes). Moving a set from a marketplace image to a gallery one is
+                        # refused in place (policies/rules/replacements.py: publisher, offer).
+                        image_reference=ctx.image_reference(args.role, args.image),
                         os_disk=compute.VirtualMachineScaleSetOSDiskArgs(
                             create_option="FromImage",
                             disk_size_gb=args.os_disk_gib,

@@ -78,10 +78,14 @@ class VmSpec:
     ip_forwarding: bool = False
     """Let the NIC forward traffic (the NAT host)."""
     image: str = "general"
-    """Key into DeployContext.images."""
+    """Key into DeployContext.images: the marketplace image, for a role without a gallery image."""
     vm_tags: Mapping[str, str] = field(default_factory=dict)
     """Tags only the VM carries (facts for policies, e.g. the node count API servers are sized for): on the
     VM alone, so a change to them never touches its NIC or identity."""
+
+
+IMAGE_REFERENCE = "storageProfile.imageReference"
+"""The VM input whose change replaces the VM (``replace_on_changes``)."""
 
 
 def ssh_only(ctx: DeployContext) -> compute.LinuxConfigurationArgs:
@@ -148,7 +152,6 @@ def linux_vm(
         tags=tags,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
     )
-    publisher, offer, sku, version = ctx.images[spec.image]
     data_disks = [
         compute.DataDiskArgs(
             lun=lun,
@@ -188,7 +191,7 @@ def linux_vm(
             linux_configuration=ssh_only(ctx),
         ),
         storage_profile=compute.StorageProfileArgs(
-            image_reference=compute.ImageReferenceArgs(publisher=publisher, offer=offer, sku=sku, version=version),
+            image_reference=ctx.image_reference(spec.role, spec.image),
             os_disk=compute.OSDiskArgs(
                 create_option="FromImage",
                 # The API's default is Detach: a deleted or replaced VM would leave its OS disk billing.
@@ -205,7 +208,16 @@ def linux_vm(
         # The VM's name is fixed (its host name, its certificates' names): a replacement that created first
         # would collide with it (`pulumi up --replace`, the documented way to re-image a host), so the old VM
         # goes first and the host is down until the new one boots.
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[*depends_on, *after], delete_before_replace=True),
+        # A new image version is a replacement, planned and reviewed: Azure refuses to change a VM's
+        # imageReference in place (PropertyChangeNotAllowed: "Changing property 'imageReference.id' is not
+        # allowed"), and pulumi-azure-native's schema does not mark it as forcing a replacement, so without
+        # this `pulumi up` would fail half-way on the first host (pulumi-azure-native#1117).
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            depends_on=[*depends_on, *after],
+            delete_before_replace=True,
+            replace_on_changes=[IMAGE_REFERENCE],
+        ),
     )
     return HostVm(nic, vm, identity)
 

@@ -13,14 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from modules.bootstrap.encryption import MAX_KEYS
 
 _DURATION = re.compile(r"^[1-9][0-9]*(s|m|h)$")
-UNSET_SHA256 = "0" * 64
-"""A checksum not yet taken: nodes refuse the download (so fail closed) and `agk plan` lists the step."""
-AZURE_CNI_URL = (
-    "https://github.com/Azure/azure-container-networking/releases/download/v{version}/"
-    "azure-vnet-cni-linux-amd64-v{version}.tgz"
-)
-_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _KEY_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
 
 
@@ -133,20 +125,6 @@ class NodeTuning(_Model):
     image_pull_progress_deadline: str = Field(
         default="30m", description="containerd gives up on a stalled pull after this (large ML images)."
     )
-    azure_cni_version: str = Field(default="1.6.21", description="Azure CNI release for secondary-IP mode.")
-    azure_cni_sha256: str | None = Field(
-        default=None,
-        description="sha256 of azure-vnet-cni-linux-amd64-v<azure_cni_version>.tgz; required by every cluster "
-        "stack: Azure publishes no checksum for the release tarball, so `sha256sum` the downloaded asset.",
-    )
-    cni_plugins_version: str = Field(
-        default="1.9.1", description="Reference CNI plugins release (portmap, loopback) installed beside Azure CNI."
-    )
-    cni_plugins_sha256: str = Field(
-        default="b98f74a0f8522f0a83867178729c1aa70f2158f90c45a2ca8fa791db1c76b303",
-        description="sha256 of cni-plugins-linux-amd64-v<cni_plugins_version>.tgz (the release's published "
-        ".sha256, as kubespray pins it).",
-    )
 
     @model_validator(mode="after")
     def _gc(self) -> NodeTuning:
@@ -156,31 +134,16 @@ class NodeTuning(_Model):
                 f"{self.image_gc_high_percent}: need 0 < low < high <= 100"
             )
         _duration(self.image_pull_progress_deadline, "image_pull_progress_deadline")
-        for key in ("azure_cni_version", "cni_plugins_version"):
-            if not _VERSION.match(getattr(self, key)):
-                raise ValueError(f"{key} {getattr(self, key)!r} is not a release: use e.g. '1.6.21'")
-        for key in ("azure_cni_sha256", "cni_plugins_sha256"):
-            value = getattr(self, key)
-            if value is not None and not _SHA256.match(value):
-                raise ValueError(f"{key} {value!r} is not a sha256: use the 64 lowercase hex digits `sha256sum` prints")
         return self
 
 
 class PrometheusTuning(_Model):
     """The Prometheus server on the dedicated hosts."""
 
-    version: str = Field(
-        default="2.53.3", description="Upstream Prometheus release (distribution builds lack Kubernetes SD)."
-    )
-    alertmanager_version: str = Field(
-        default="0.35.0",
-        description="Upstream Alertmanager release on the Prometheus hosts (0.28.0 or newer: its msteamsv2 "
-        "integration posts to Teams Workflows webhooks).",
-    )
-    grafana_version: str | None = Field(
-        default="13.2.3",
-        description="Grafana OSS release beside each Prometheus, with the platform dashboards (Grafana's apt "
-        "repository, held); null runs no Grafana.",
+    grafana: bool = Field(
+        default=True,
+        description="Grafana OSS beside each Prometheus, with the platform dashboards (the Prometheus image's, at "
+        "the versions table's release); false runs none.",
     )
     gomaxprocs: int = Field(default=24, description="GOMAXPROCS (bounds WAL replay on many-core hosts).")
     query_timeout: str = Field(default="2m", description="--query.timeout.")
@@ -206,31 +169,6 @@ class PrometheusTuning(_Model):
     @classmethod
     def _durations(cls, v: str, info: ValidationInfo) -> str:
         return _duration(v, str(info.field_name))
-
-    @field_validator("version")
-    @classmethod
-    def _version(cls, v: str) -> str:
-        if not _VERSION.match(v):
-            raise ValueError(f"version {v!r} is not a release: use e.g. '2.53.3'")
-        return v
-
-    @field_validator("grafana_version")
-    @classmethod
-    def _grafana(cls, v: str | None) -> str | None:
-        if v is not None and not _VERSION.match(v):
-            raise ValueError(f"grafana_version {v!r} is not a release: use e.g. '13.2.3', or null for no Grafana")
-        return v
-
-    @field_validator("alertmanager_version")
-    @classmethod
-    def _alertmanager(cls, v: str) -> str:
-        if not _VERSION.match(v):
-            raise ValueError(f"alertmanager_version {v!r} is not a release: use e.g. '0.28.1'")
-        if tuple(int(x) for x in v.split(".")[:2]) < (0, 28):
-            raise ValueError(
-                f"alertmanager_version {v} predates 0.28, which the Teams receiver (msteamsv2) needs: use 0.28.1 or newer"
-            )
-        return v
 
     @field_validator("remote_write_url")
     @classmethod

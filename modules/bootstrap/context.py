@@ -6,7 +6,8 @@ plan; every renderer and the PKI spec read only this.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network
 from typing import Literal
 
@@ -153,10 +154,6 @@ class NodeSettings:
     image_gc_high_percent: int
     image_gc_low_percent: int
     image_pull_progress_deadline: str
-    azure_cni_version: str
-    azure_cni_sha256: str
-    cni_plugins_version: str
-    cni_plugins_sha256: str
 
 
 @dataclass(frozen=True)
@@ -203,6 +200,28 @@ class ApiserverIdentity:
 
 
 @dataclass(frozen=True)
+class NodeImageExpectation:
+    """What a host's node image must be: the fields of its manifest (``/etc/agk/image.json``, modules/images)
+    that name the role, the Kubernetes release and every versions-table row it installs."""
+
+    role: str
+    """The image role (``etcd`` for both etcd clusters)."""
+    version: str
+    """The gallery image version the host boots (35.8.1), named when the check fails."""
+    release: str
+    artifacts: tuple[tuple[str, str, str], ...]
+    """(name, version, sha256) of every row the image installs."""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "role": self.role,
+            "version": self.version,
+            "release": self.release,
+            "artifacts": [{"name": n, "version": v, "sha256": s} for n, v, s in self.artifacts],
+        }
+
+
+@dataclass(frozen=True)
 class BootstrapContext:
     """The cluster as the bootstrap files see it."""
 
@@ -232,6 +251,8 @@ class BootstrapContext:
     fatal_xids: tuple[int, ...]
     """XIDs that fail a node (the stack's ``addons.health.fatal_xids``, shared with the XID rule)."""
     alerting: Alerting = UNCONFIGURED
+    node_images: Mapping[str, NodeImageExpectation] = field(default_factory=dict)
+    """Cluster role -> the node image its hosts boot, as its manifest must say (the first boot step checks)."""
     """Where Alertmanager sends alerts (the stack's ``alerting`` section)."""
     identity: ApiserverIdentity | None = None
     """Workload identity's issuer and researchers' sign-in (``cluster.identity``); None: the in-cluster issuer

@@ -35,6 +35,8 @@ class NodePaths:
     kubelet_kubeconfig: str = "/var/lib/kubelet/kubeconfig"
     """Written by the kubelet once its bootstrap CSR is signed: the node has credentials of its own."""
     kubelet_dropin: str = "/etc/systemd/system/kubelet.service.d/10-agk.conf"
+    kubelet_bin: str = "/usr/local/bin/kubelet"
+    """The node image's kubelet (modules/images/recipe.py PLACEMENTS)."""
     containerd_config: str = "/etc/containerd/config.toml"
     containerd_socket: str = "/run/containerd/containerd.sock"
     containerd_dropin: str = "/etc/systemd/system/containerd.service.d/10-agk.conf"

@@ -23,7 +23,6 @@ from typing import Literal, get_args
 
 from modules import labels
 from modules.bootstrap import alerting, dashboards, encryption, etcd_backup, monitoring, node_tokens, pki, versions
-from modules.bootstrap.config import AZURE_CNI_URL
 from modules.bootstrap.context import (
     ALERTMANAGER_CLUSTER_PORT,
     ALERTMANAGER_PORT,
@@ -53,7 +52,7 @@ from modules.bootstrap.monitoring import (
     ksm_node_label,
 )
 from modules.bootstrap.node_files import FactFile, NodeFile, SecretFile, host_program
-from modules.bootstrap.steps import APT_INSTALL, STEP_SCRIPT, Step, apt_install, start
+from modules.bootstrap.steps import STEP_SCRIPT, Step, start
 from modules.bootstrap.templating import render
 from modules.netplan import addressing
 from modules.vm_sizing.formulas import SCORED_NODES, scheduler_score_percent
@@ -84,7 +83,6 @@ IMDS_TRIES = 10
 IMDS_RETRY_DELAY_S = 5
 NODE_IDENTITY_CACHE = "/var/lib/agk/scale-set-name"
 """The scale set name a GPU node read from IMDS on its first boot (a VM never changes scale set)."""
-APT_LOCK_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
@@ -181,7 +179,7 @@ def _script(name: str, text: str) -> NodeFile:
 
 
 def _common(role: Role) -> tuple[NodeFile, ...]:
-    """Every host: the step runner, the apt helper, and the package-postinst start denial."""
+    """Every host: the step runner and the service-start denial until the steps allow them."""
     return (
         NodeFile(
             PATHS.policy_rc,
@@ -193,7 +191,6 @@ def _common(role: Role) -> tuple[NodeFile, ...]:
             boot_only=True,
         ),
         _script(STEP_SCRIPT.rsplit("/", 1)[1], render("agk-step.sh.j2", role=role, state=PATHS.boot_state)),
-        _script("apt-install.sh", render("apt-install.sh.j2", lock_timeout=APT_LOCK_TIMEOUT_S)),
     )
 
 
@@ -206,20 +203,6 @@ SYSCTL_STEP = Step("sysctl", f"sysctl -q -p {PATHS.sysctl}")
 UNBLOCK_STEP = Step("allow-service-starts", f"rm -f {PATHS.policy_rc}", tries=1)
 RELOAD_STEP = Step("daemon-reload", "systemctl daemon-reload")
 NODE_EXPORTER_STEP = Step("node-exporter", start("prometheus-node-exporter"))
-
-
-def _install_kubernetes(ctx: BootstrapContext) -> tuple[NodeFile, ...]:
-    """The kubelet package and the containerd it runs on, both pinned (versions.py) and held."""
-    text = render(
-        "install-kubernetes.sh.j2",
-        version=ctx.kubernetes_version,
-        minor=ctx.kubernetes_minor,
-        apt_install=APT_INSTALL,
-        pin_containerd=PATHS.script("pin-containerd.sh"),
-    )
-    containerd_min = versions.release(ctx.kubernetes_minor).containerd_min
-    pin = render("pin-containerd.sh.j2", minor=ctx.kubernetes_minor, containerd_min=containerd_min)
-    return _script("install-kubernetes.sh", text), _script("pin-containerd.sh", pin)
 
 
 def _containerd(ctx: BootstrapContext, role: Role, gpus: int) -> NodeFile:
@@ -467,8 +450,9 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
         SecretFile(f"{d}/healthcheck-client.key", f"key:{pki.ETCD_HEALTHCHECK}"),
     )
     device = PATHS.local_nvme if etcd.storage == "local-nvme" else PATHS.azure_data_disk
-    # etcd itself is the image's (PATHS.etcd_bin, the versions table's release), never a distribution package.
-    packages = ("prometheus-node-exporter",)
+    # etcd itself is the image's (PATHS.etcd_bin, the versions table's release), never a distribution package;
+    # node-exporter too (modules/images/recipe.py ROLE_IMAGES): the boot installs nothing.
+    packages: tuple[str, ...] = ()
     # Scheduled snapshots to blob storage: the main etcd only, when enabled (etcd_backup.py says why).
     backup = etcd_backup.member_files(ctx, etcd, name)
     return NodeBundle(
@@ -489,7 +473,6 @@ def _etcd_member(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> NodeBun
         disk=DataDisk(device, "etcd", PATHS.etcd_mount),
         steps=(
             Step("etcd-version", f"sh {PATHS.script('etcd-version.sh')}", tries=1),
-            Step("packages", apt_install(*packages)),
             UNBLOCK_STEP,
             SYSCTL_STEP,
             ETCD_USER_STEP,
@@ -574,7 +557,6 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         *_kubelet(ctx, "apiserver", name, None, ()),
         _containerd(ctx, "apiserver", 0),
         _sysctl(ctx, "apiserver", node=False, forwarding=False),
-        *_install_kubernetes(ctx),
     )
     secret_map = {
         "ca.crt": f"cert:{pki.KUBERNETES_CA}",
@@ -601,7 +583,7 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         f"{pki.SCHEDULER}.crt": f"cert:{pki.SCHEDULER}",
         f"{pki.SCHEDULER}.key": f"key:{pki.SCHEDULER}",
     }
-    packages = ("containerd", "curl", "gpg", "prometheus-node-exporter")
+    packages: tuple[str, ...] = ()  # containerd, the kubelet and node-exporter are the image's
     issuer_files, issuer_secrets, issuer_facts, issuer_steps = node_tokens.apiserver_part(ctx)
     return NodeBundle(
         role="apiserver",
@@ -618,8 +600,6 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         facts=issuer_facts,
         disk=None,
         steps=(
-            Step("packages", apt_install(*packages)),
-            Step("kubelet-package", f"sh {PATHS.script('install-kubernetes.sh')}"),
             UNBLOCK_STEP,
             SYSCTL_STEP,
             RELOAD_STEP,
@@ -708,20 +688,12 @@ def _pool(ctx: BootstrapContext, pool: PoolBoot) -> NodeBundle:
     role: Role = pool.role
     gpu = pool.gpus > 0
     static_pods = tuple(f for ref in POOL_STATIC_PODS for f in STATIC_PODS[ref](ctx, None))
-    # GPU pools boot the Azure HPC image: NVIDIA driver, DCGM, OFED, nvidia-container-toolkit and
-    # its own containerd; installing Ubuntu's containerd over it could replace that runtime, so
-    # GPU nodes install containerd only where the image has none.
-    packages = ("curl", "gpg", "iptables") if gpu else ("containerd", "curl", "gpg", "iptables")
+    # The pool's image (modules/images: the GPU one is built on the Azure HPC image, which brings the NVIDIA
+    # driver, DCGM, OFED and the container toolkit) carries containerd, runc, the kubelet, Azure CNI and the CNI
+    # plugins from the versions table, and iptables: the boot installs nothing.
+    packages: tuple[str, ...] = ()
     token_files, token_facts, token_step = node_tokens.pool_part(ctx)
     steps = (
-        *(
-            (Step("containerd-package", f"command -v containerd >/dev/null || {apt_install('containerd')}"),)
-            if gpu
-            else ()
-        ),
-        Step("packages", apt_install(*packages)),
-        Step("cni", f"sh {PATHS.script('install-azure-cni.sh')}"),
-        Step("kubelet-package", f"sh {PATHS.script('install-kubernetes.sh')}"),
         UNBLOCK_STEP,
         RELOAD_STEP,
         Step("host-network", start(NODE_NETWORK_UNIT)),
@@ -747,19 +719,6 @@ def _pool(ctx: BootstrapContext, pool: PoolBoot) -> NodeBundle:
             "cni/10-azure.conflist",
             render("10-azure.conflist.j2", dns_service_ip=ctx.dns_service_ip, cluster_domain=ctx.cluster_domain),
         ),
-        _script(
-            "install-azure-cni.sh",
-            render(
-                "install-azure-cni.sh.j2",
-                version=ctx.node.azure_cni_version,
-                url=AZURE_CNI_URL.format(version=ctx.node.azure_cni_version),
-                sha256=ctx.node.azure_cni_sha256,
-                plugins_version=ctx.node.cni_plugins_version,
-                plugins_sha256=ctx.node.cni_plugins_sha256,
-                cni_bin=PATHS.cni_bin,
-            ),
-        ),
-        *_install_kubernetes(ctx),
         NodeFile(PATHS.mangle_rules, "iptables/mangle.rules", mangle_rules(ctx, role)),
         _rules_service(
             "agk-egress-accounting",
@@ -899,14 +858,7 @@ def _alertmanager(ctx: BootstrapContext, host: Host) -> tuple[NodeFile, ...]:
         port=ALERTMANAGER_PORT,
         cluster_port=ALERTMANAGER_CLUSTER_PORT,
     )
-    install = render(
-        "install-alertmanager.sh.j2",
-        version=ctx.prometheus.alertmanager_version,
-        data_dir=alerting.DATA_DIR,
-        secrets_dir=alerting.SECRETS_DIR,
-    )
     files: tuple[NodeFile, ...] = (
-        _script("install-alertmanager.sh", install),
         NodeFile(
             alerting.CONFIG_FILE, "alertmanager/alertmanager.yml", alerting.render_config(ctx.alerting, ctx.cluster)
         ),
@@ -936,17 +888,19 @@ def _grafana(ctx: BootstrapContext, host: Host) -> tuple[NodeFile, ...]:
     """Grafana's release script, configuration, provisioning and dashboards (modules/bootstrap/dashboards.py)."""
     if not ctx.prometheus.grafana_version:
         return ()
-    install = render(
-        "install-grafana.sh.j2",
-        version=ctx.prometheus.grafana_version,
-        apt_install=APT_INSTALL,
-        secrets_dir=alerting.SECRETS_DIR,
-    )
-    made = [_script("install-grafana.sh", install)]
+    made: list[NodeFile] = []
     for path, text in dashboards.files(ctx, host).items():
         rel = "grafana/" + path.removeprefix("/etc/grafana/").removeprefix("/var/lib/grafana/")
         made.append(NodeFile(path, rel, text, "0644"))
     return tuple(made)
+
+
+PROMETHEUS_USER_STEP = Step(
+    "prometheus-user",
+    f"id prometheus >/dev/null 2>&1 || useradd --system --home-dir {PATHS.prom_mount} --shell /usr/sbin/nologin "
+    "prometheus",
+)
+"""The user Prometheus and Alertmanager run as (the image's prometheus-node-exporter package usually made it)."""
 
 
 def _alert_secret_steps(ctx: BootstrapContext) -> tuple[Step, ...]:
@@ -972,7 +926,7 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
     rules = tuple(
         NodeFile(f"{PATHS.prom_rules}/{file}", f"rules/{file}", text) for file, text in alert_rules(ctx).items()
     )
-    packages = ("curl", "prometheus-node-exporter")
+    packages: tuple[str, ...] = ()  # Prometheus, Alertmanager, Grafana and node-exporter are the image's
     return NodeBundle(
         role="prometheus",
         name=name,
@@ -980,10 +934,6 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
         packages=packages,
         files=(
             *_common("prometheus"),
-            _script(
-                "install-prometheus.sh",
-                render("install-prometheus.sh.j2", version=ctx.prometheus.version, data_mount=PATHS.prom_mount),
-            ),
             NodeFile(PATHS.prom_config, "prometheus.yml", prometheus_config(ctx, host)),
             *rules,
             _unit("prometheus.service", unit),
@@ -1001,14 +951,14 @@ def _prometheus(ctx: BootstrapContext, name: str) -> NodeBundle:
         facts=(FactFile(ALERT_SECRETS_CONFIG, alerting.ALERT_FACT),) if prometheus_secrets(ctx) else (),
         disk=DataDisk(PATHS.azure_data_disk, "prometheus", PATHS.prom_mount),
         steps=(
-            Step("packages", apt_install(*packages)),
-            Step("prometheus-release", f"sh {PATHS.script('install-prometheus.sh')}"),
-            Step("alertmanager-release", f"sh {PATHS.script('install-alertmanager.sh')}"),
-            *(
-                (Step("grafana-package", f"sh {PATHS.script('install-grafana.sh')}"),)
-                if ctx.prometheus.grafana_version
-                else ()
+            PROMETHEUS_USER_STEP,
+            Step(
+                "alertmanager-dirs",
+                f"install -d -o prometheus -g prometheus -m 0750 {alerting.DATA_DIR}"
+                f" && install -d -o root -g prometheus -m 0750 {alerting.SECRETS_DIR}",
             ),
+            # Grafana reads its admin password from the receivers' secrets folder (root:prometheus 0640).
+            *((Step("grafana-group", "usermod -aG prometheus grafana"),) if ctx.prometheus.grafana_version else ()),
             UNBLOCK_STEP,
             SYSCTL_STEP,
             Step("prometheus-data", f"install -d -o prometheus -g prometheus -m 0755 {PATHS.prom_mount}/metrics2"),
@@ -1041,9 +991,8 @@ def _nat(ctx: BootstrapContext) -> NodeBundle:
         *_kubelet(ctx, "nat", name, None, (NODE_NETWORK_UNIT,)),
         _containerd(ctx, "nat", 0),
         _sysctl(ctx, "nat", node=False, forwarding=True),
-        *_install_kubernetes(ctx),
     )
-    packages = ("containerd", "curl", "gpg", "iptables", "conntrack", "prometheus-node-exporter")
+    packages: tuple[str, ...] = ()  # containerd, the kubelet, iptables, conntrack, node-exporter: the image's
     return NodeBundle(
         role="nat",
         name=name,
@@ -1056,8 +1005,6 @@ def _nat(ctx: BootstrapContext) -> NodeBundle:
         ),
         disk=None,
         steps=(
-            Step("packages", apt_install(*packages)),
-            Step("kubelet-package", f"sh {PATHS.script('install-kubernetes.sh')}"),
             UNBLOCK_STEP,
             RELOAD_STEP,
             Step("host-network", start(NODE_NETWORK_UNIT)),
@@ -1071,7 +1018,17 @@ def _nat(ctx: BootstrapContext) -> NodeBundle:
 
 # ---- delivery: what every host also gets so its bundle keeps reaching it after the first boot ----
 
-HOST_PROGRAMS = ("boot.py", "bundle.py", "files.py", "gates.py", "imds.py", "node_token.py", "sync.py", "vault.py")
+HOST_PROGRAMS = (
+    "boot.py",
+    "bundle.py",
+    "files.py",
+    "gates.py",
+    "image.py",
+    "imds.py",
+    "node_token.py",
+    "sync.py",
+    "vault.py",
+)
 """modules/bootstrap/host, shipped verbatim to /opt/agk/lib (the first five also in customData:
 ``host_boot.STAGE0``); the bundle always brings the current copies."""
 SYNC_SERVICE = "agk-sync.service"
@@ -1230,11 +1187,31 @@ def _cert_expiry() -> tuple[NodeFile, ...]:
     )
 
 
+IMAGE_EXPECTED = "/etc/agk/image-expected.json"
+"""The node image a host's bundle was made for (``image.py`` compares the image's manifest with it)."""
+
+
+def image_check(ctx: BootstrapContext, role: Role) -> tuple[NodeFile, Step]:
+    """The expectation file and the first boot step of every role: the host booted its role's node image, of the
+    cluster's release, with the versions table's rows (host/image.py). Not retried: a wrong image stays wrong."""
+    expected = ctx.node_images.get(role)
+    if expected is None:
+        raise KeyError(
+            f"no node image for role {role}: the context names one per role (modules/stackplan/boot_context.py)"
+        )
+    text = json.dumps(expected.to_json(), indent=2, sort_keys=True) + "\n"
+    return (
+        NodeFile(IMAGE_EXPECTED, "image-expected.json", text),
+        Step("image", f"python3 {host_boot.LIB}/image.py {IMAGE_EXPECTED}", tries=1),
+    )
+
+
 def _delivered(ctx: BootstrapContext, node: NodeBundle) -> NodeBundle:
-    """``node`` with what keeps its bundle reaching it: the sync units, the host programs, the
-    timer's boot step, the restart map and the gates; fixed hosts also report their certificates' expiry."""
-    files = node.files
-    steps = node.steps
+    """``node`` with what keeps its bundle reaching it: the image check first, the sync units, the host programs,
+    the timer's boot step, the restart map and the gates; fixed hosts also report their certificates' expiry."""
+    expected, check = image_check(ctx, node.role)
+    files = (expected, *node.files)
+    steps = (check, *node.steps)
     if node.role in POOL_ROLES:
         files = tuple(replace(f, boot_only=True) if f.path in POOL_RUNTIME_FILES else f for f in files)
     else:

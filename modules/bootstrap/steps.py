@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from modules.bootstrap.layout import PATHS
 
 STEP_SCRIPT = PATHS.script("agk-step")
-APT_INSTALL = PATHS.script("apt-install.sh")
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
@@ -35,10 +34,6 @@ class Step:
     @property
     def runcmd(self) -> str:
         return f"{STEP_SCRIPT} {self.name} {self.tries} {shlex.quote(self.command)}"
-
-
-def apt_install(*packages: str) -> str:
-    return f"{APT_INSTALL} {' '.join(packages)}"
 
 
 def start(unit: str) -> str:

@@ -6,7 +6,8 @@ Two parts, one fact each:
   minor (kubelet/kubectl/kubeadm binaries with their sha256s, pause, CoreDNS, kube-state-metrics, the
   gang scheduler, cloud-provider-azure, cluster-autoscaler, the oldest containerd the kubelet takes).
 - ``ARTIFACTS``: what every node image installs whatever the minor (etcd, containerd, runc, the CNI
-  plugins, crictl, Azure CNI, Prometheus, Alertmanager), each an ``Artifact`` row.
+  plugins, crictl, Azure CNI, Prometheus, Alertmanager) and the Go toolchain that builds Azure CNI, each an
+  ``Artifact`` row; ``APT_PACKAGES``: what an image installs from a vendor's signed apt repository (Grafana).
 
 A row without a sha256 is *unverified*: no public source pairs that version with a checksum. The plan
 lists such rows and refuses to build from one (``require_verified``); a placeholder (all zeros) is
@@ -65,6 +66,8 @@ NEWEST_GANG_SCHEDULER = "v0.35.7"
 
 
 ZEROS = "0" * 64
+BINARIES = {"cni/network/plugin": "azure-vnet", "cni/ipam/plugin": "azure-vnet-ipam"}
+"""Binary names of built packages whose last path element is not the name (Azure CNI's Makefile names)."""
 KUBESPRAY = "kubernetes-sigs/kubespray@46dbdd3 roles/kubespray_defaults/vars/main/checksums.yml (2026-08-21)"
 DL_K8S = "https://dl.k8s.io/release/v{release}/bin/linux/amd64/{binary}"
 """Where Kubernetes publishes its node binaries (kubespray download.yml uses the same form)."""
@@ -91,7 +94,12 @@ class Artifact:
     """Built from this Go module at ``v<version>`` instead of downloaded (when no checksum is published):
     its source is pinned by the go.sum hash the Go checksum database serves (tools/components/<name>)."""
     packages: tuple[str, ...] = ()
-    """The main packages of ``go_module`` it builds (binary name = last path element)."""
+    """The main packages of ``go_module`` it builds (binary name: ``BINARIES``, else the last path element)."""
+    ldflags: tuple[str, ...] = ()
+    """Linker flags of the build (as the project's release build sets them)."""
+
+    def binary(self, package: str) -> str:
+        return BINARIES.get(package, package.rsplit("/", 1)[-1])
 
     @property
     def verified(self) -> bool:
@@ -292,6 +300,17 @@ ARTIFACTS: dict[str, Artifact] = {
             "images build azure-vnet and azure-vnet-ipam from the tagged source, as the release's Makefile does",
             go_module="github.com/Azure/azure-container-networking",
             packages=("cni/network/plugin", "cni/ipam/plugin"),
+            ldflags=("-X main.version=v1.6.21",),
+        ),
+        Artifact(
+            "go",
+            "1.26.8",
+            "https://go.dev/dl/go1.26.8.linux-amd64.tar.gz",
+            "d0f743b33e8d8945e6b1f432edd15785c70507121d6e2a723b21285eddf8b57b",
+            "go.dev/dl/?mode=json publishes each archive's sha256 (several public pins of this line, search corpus "
+            "2026-11); the toolchain the image build compiles Azure CNI with (not installed on the image). Its "
+            "modules are checked against the committed go.sum (tools/components/azure-cni), which the Go checksum "
+            "database (sum.golang.org) vouches for",
         ),
         Artifact(
             "prometheus",
@@ -312,6 +331,41 @@ ARTIFACTS: dict[str, Artifact] = {
 }
 """What every node image installs, whatever the Kubernetes minor (each role takes the rows it needs)."""
 
+
+@dataclass(frozen=True)
+class AptPackage:
+    """A package a node image installs from its vendor's apt repository: apt checks the package's sha256 against
+    the repository's Release file, which the vendor signs with the key fetched (over HTTPS) at image build."""
+
+    name: str
+    version: str
+    """The package version, pinned (``apt-get install name=version``) and held."""
+    repository: str
+    """The ``deb`` line's URI, suite and component."""
+    key_url: str
+    source: str
+
+
+APT_PACKAGES: dict[str, AptPackage] = {
+    p.name: p
+    for p in (
+        AptPackage(
+            "grafana",
+            "13.2.3",
+            "https://apt.grafana.com stable main",
+            "https://apt.grafana.com/gpg.key",
+            "grafana.com/docs/grafana/latest/setup-grafana/installation/debian (the apt repository and its key); "
+            "13.2.3 as bootstrap.prometheus.grafana_version pinned it before the image carried it",
+        ),
+    )
+}
+"""Packages from vendors' signed apt repositories, by name (the Prometheus image's Grafana)."""
+
+NVIDIA_CONTAINER_TOOLKIT_MIN = "1.17.8"
+"""The oldest nvidia-container-toolkit a GPU image may carry: 1.17.8 fixes CVE-2025-23266 (a container escape
+through the toolkit's createContainer hook; NVIDIA security bulletin of July 2025). The GPU image's base (the Azure
+HPC image) brings the toolkit; its build refuses an older one (modules/images/templates/build-image.sh.j2)."""
+
 IMAGE_CONTAINERD: dict[str, str] = {
     # Canonical ubuntu-24_04-lts server (modules/stackplan/config.py UBUNTU_2404): the archive's containerd
     # package is the 1.7 line (noble). *unverified* on this exact version: check `containerd --version`.
@@ -321,8 +375,9 @@ IMAGE_CONTAINERD: dict[str, str] = {
     # 1.7 line in 2024-10. *unverified*: check `containerd --version` on the image.
     "22.04.2024102301": "1.7",
 }
-"""containerd line (major.minor) each pinned VM image ships, by image version. The node's boot checks
-the real version either way (pin-containerd.sh); this table lets the config refuse early."""
+"""containerd line (major.minor) each pinned marketplace image ships, by image version: what the base images
+bring before the node image build installs the table's containerd over it (check_containerd; the cluster plan
+checks the table's row instead, check_image_containerd)."""
 DEFAULT_MINOR = "1.35"
 """The newest supported minor that has a gang scheduler within the skew rule (addons.gang is on by default)."""
 
@@ -426,6 +481,20 @@ def check_containerd(minor: str, images: dict[str, str]) -> None:
                 f"{_newest_for(have)}, or pin images.{kind} to an image with containerd {need} or newer "
                 "(and add it to modules/bootstrap/versions.py IMAGE_CONTAINERD)"
             )
+
+
+def check_image_containerd(minor: str) -> None:
+    """ConfigError when the node images' containerd (the ``containerd`` row every image installs) is older than
+    ``minor``'s kubelet supports: the hosts boot gallery images built from this table, not marketplace images."""
+    row = ARTIFACTS["containerd"]
+    need = release(minor).containerd_min
+    have = ".".join(row.version.split(".")[:2])
+    if _line(have) < _line(need):
+        raise ConfigError(
+            f"azure-gpu-k8s:cluster.kubernetes_version: Kubernetes {minor} needs containerd {need} or newer, but the "
+            f"node images install containerd {row.version}: bump the containerd row of modules/bootstrap/versions.py "
+            "and rebuild the images, or use an older kubernetes_version"
+        )
 
 
 def _newest_for(containerd: str) -> str:

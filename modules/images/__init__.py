@@ -15,3 +15,9 @@ from typing import Literal
 ImageRole = Literal["etcd", "apiserver", "system-node", "gpu-node", "prometheus", "nat"]
 IMAGE_ROLES: tuple[ImageRole, ...] = ("etcd", "apiserver", "system-node", "gpu-node", "prometheus", "nat")
 """The images there are (events etcd boots the etcd image); light to import, for the command line."""
+
+
+def gallery_name(stack: str) -> str:
+    """The Compute Gallery of images stack ``stack``. Gallery names take letters, digits, '_' and '.' (no '-'):
+    ``agk_<stack>``. The images stack creates it; a cluster stack names it in every image reference."""
+    return "agk_" + stack.replace("-", "_")

@@ -34,7 +34,8 @@ import jinja2
 
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.templating import environment
-from modules.images.recipe import MANIFEST, Recipe
+from modules.bootstrap.versions import NVIDIA_CONTAINER_TOOLKIT_MIN
+from modules.images.recipe import MANIFEST, UNIT_DIR, Recipe
 
 TEMPLATES = Path(__file__).parent / "templates"
 APT_CONF = "/etc/apt/apt.conf.d/99agk-image"
@@ -57,7 +58,7 @@ def apt_conf(recipe: Recipe) -> str:
         'APT::Periodic::Download-Upgradeable-Packages "0";',
         'APT::Periodic::Unattended-Upgrade "0";',
         "Unattended-Upgrade::Package-Blacklist {",
-        *(f'  "^{p}$";' for p in recipe.holds),
+        *(f'  "^{p}$";' for p in (*recipe.holds, *recipe.apt_names)),
         "};",
     ]
     return "\n".join(lines) + "\n"
@@ -82,6 +83,8 @@ def script(recipe: Recipe) -> str:
         .render(
             r=recipe,
             manifest=MANIFEST,
+            toolkit_min=NVIDIA_CONTAINER_TOOLKIT_MIN,
+            unit_dir=UNIT_DIR,
             manifest_dir=posixpath.dirname(MANIFEST),
             policy_rc=PATHS.policy_rc,
             apt_conf=APT_CONF,

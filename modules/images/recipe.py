@@ -6,11 +6,12 @@ sha256 is refused with ``versions.require_verified``'s ConfigError naming the ro
 ``PLACEMENTS`` (one row per download, with the upstream install instructions it follows); which rows and
 packages each role takes is ``ROLE_IMAGES``.
 
-Azure CNI is not in any image. Its row is built from its Go module (Azure publishes no checksum for the
-release tarball), and building it at image time would need a Go toolchain row (go.dev/dl's sha256) and the
-module proxy reachable from the image builder; neither is in the table yet. So the pools' boot keeps
-installing it from the stack's ``node.azure_cni_sha256`` (install-azure-cni.sh), and every manifest names it
-under ``not_in_image`` so a host can tell it must still come from the bundle.
+Azure CNI is in the pool images, built from its Go module at image build (Azure publishes no checksum for the
+release tarball): the script downloads the table's Go toolchain (checked against go.dev's sha256), writes the
+module's go.mod and go.sum (tools/components/azure-cni, generated from the same row: the Go checksum database
+vouches for every module hash in it) and builds ``azure-vnet`` and ``azure-vnet-ipam`` with the release's flags,
+``-mod=readonly`` so a module whose hash is not in go.sum stops the build. ``AGK_GOPROXY`` points the build at a
+module mirror, as ``AGK_ARTIFACT_BASE`` does for downloads.
 
 Distribution packages: every package an image installs is held (``apt-mark hold``). The image is the unit
 of change: a host's software is exactly what its manifest lists until the next image roll replaces the host
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from modules.bootstrap import versions
@@ -87,22 +89,84 @@ PLACEMENTS: dict[str, Placement] = {
         "extract",
         "/usr/local/bin",
         tuple(f"prometheus-{{version}}.linux-amd64/{b}" for b in ("prometheus", "promtool")),
-        "prometheus/prometheus releases' tarball layout (as install-prometheus.sh installs it today)",
+        "prometheus/prometheus releases' tarball layout (prometheus-<version>.linux-amd64/)",
+    ),
+    "azure-cni": Placement(
+        "unpack",
+        "/opt/cni/bin",
+        (),
+        "Azure/azure-container-networking Makefile (azure-vnet, azure-vnet-ipam into the CNI bin directory); a row "
+        "with a Go module is built into it, a test's stand-in row is a tarball unpacked into it",
     ),
     "alertmanager": Placement(
         "extract",
         "/usr/local/bin",
         tuple(f"alertmanager-{{version}}.linux-amd64/{b}" for b in ("alertmanager", "amtool")),
-        "prometheus/alertmanager releases' tarball layout (as install-alertmanager.sh installs it today)",
+        "prometheus/alertmanager releases' tarball layout (alertmanager-<version>.linux-amd64/)",
     ),
 }
 """Where each versions-table row lands, by row name."""
 
-NOT_IN_IMAGE: dict[str, str] = {
-    "azure-cni": "built from its Go module, not downloaded (no published sha256): the pools' boot installs it "
-    "(install-azure-cni.sh, node.azure_cni_sha256) until the table has a Go toolchain row to build it with",
+UNIT_DIR = "/usr/local/lib/systemd/system"
+"""Where the image installs the base units of the programs it installs from the table: systemd reads it before
+/usr/lib/systemd/system (systemd.unit(5), "System Unit Search Path"), so on the HPC image this containerd unit,
+not moby-containerd's, is the one the bundle's drop-ins extend."""
+UNITS: dict[str, tuple[str, str]] = {
+    # containerd/containerd containerd.service (what docs/getting-started.md has one download into
+    # /usr/local/lib/systemd/system), as released with 2.x.
+    "containerd": (
+        "containerd.service",
+        """[Unit]
+Description=containerd container runtime
+Documentation=https://containerd.io
+After=network.target dbus.service
+
+[Service]
+ExecStartPre=-/sbin/modprobe overlay
+ExecStart=/usr/local/bin/containerd
+Type=notify
+Delegate=yes
+KillMode=process
+Restart=always
+RestartSec=5
+LimitNPROC=infinity
+LimitCORE=infinity
+TasksMax=infinity
+OOMScoreAdjust=-999
+
+[Install]
+WantedBy=multi-user.target
+""",
+    ),
+    # kubernetes/release cmd/krel/templates/latest/kubelet/kubelet.service (what the pkgs.k8s.io package
+    # installs), running the image's kubelet; the bundle's drop-in gives it its flags.
+    "kubelet": (
+        "kubelet.service",
+        """[Unit]
+Description=kubelet: The Kubernetes Node Agent
+Documentation=https://kubernetes.io/docs/
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+ExecStart=/usr/local/bin/kubelet
+Restart=always
+StartLimitInterval=0
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+""",
+    ),
 }
-"""Rows a role needs that its image leaves to the boot, and why (this module's docstring)."""
+"""Row name -> (unit file, text): the base unit the image installs with that row (its tarball has none)."""
+
+NOT_IN_IMAGE: dict[str, str] = {}
+"""Rows a role needs that its image leaves to the boot, and why: none (the boot installs nothing)."""
+TOOLCHAIN = "go"
+"""The row whose toolchain builds the rows with a Go module (downloaded into the build's scratch folder only)."""
+GO_MODULES = Path(__file__).resolve().parents[2] / "tools" / "components"
+"""Where each built row's go.mod and go.sum live (written by tools/components/components.py from the table)."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +185,8 @@ class RoleImage:
     """The cluster roles (modules/bootstrap/roles.py) that boot this image."""
     left_out: tuple[str, ...] = ()
     """Rows the role needs that stay out of the image (``NOT_IN_IMAGE``)."""
+    apt_packages: tuple[str, ...] = ()
+    """``versions.APT_PACKAGES`` it installs from their vendors' signed apt repositories (held)."""
 
 
 _CONTAINER_RUNTIME = ("containerd", "runc", "crictl")
@@ -133,18 +199,24 @@ ROLE_IMAGES: dict[ImageRole, RoleImage] = {
     ),
     "system-node": RoleImage(
         "general",
-        (*_CONTAINER_RUNTIME, "cni-plugins"),
+        (*_CONTAINER_RUNTIME, "cni-plugins", "azure-cni"),
         ("kubelet",),
         ("iptables",),
         ("system-node",),
-        ("azure-cni",),
     ),
     # The Azure HPC base image brings the NVIDIA driver, DCGM, OFED and the container toolkit.
     "gpu-node": RoleImage(
-        "gpu", (*_CONTAINER_RUNTIME, "cni-plugins"), ("kubelet",), ("iptables",), ("gpu-node",), ("azure-cni",)
+        "gpu", (*_CONTAINER_RUNTIME, "cni-plugins", "azure-cni"), ("kubelet",), ("iptables",), ("gpu-node",)
     ),
+    # Grafana beside Prometheus (the platform dashboards): from Grafana's signed apt repository at image build,
+    # no longer at every boot.
     "prometheus": RoleImage(
-        "general", ("prometheus", "alertmanager"), (), ("prometheus-node-exporter",), ("prometheus",)
+        "general",
+        ("prometheus", "alertmanager"),
+        (),
+        ("prometheus-node-exporter",),
+        ("prometheus",),
+        apt_packages=("grafana",),
     ),
     "nat": RoleImage(
         "general", _CONTAINER_RUNTIME, ("kubelet",), ("iptables", "conntrack", "prometheus-node-exporter"), ("nat",)
@@ -173,9 +245,25 @@ class Install:
         return f"{self.row.name}/{self.row.version}/{self.file}"
 
     @property
+    def built(self) -> bool:
+        """Built from its Go module (``go.mod``/``go.sum``), not downloaded."""
+        return self.row.go_module is not None
+
+    @property
     def sha256(self) -> str:
-        assert self.row.sha256 is not None  # recipe() refuses rows without one
+        if self.row.sha256 is None:
+            assert self.built  # recipe() refuses other rows without one
+            return "go.sum"
         return self.row.sha256
+
+    def go_file(self, name: str) -> str:
+        """``go.mod`` or ``go.sum`` of the built row (what pins its module and every dependency's hash)."""
+        return (GO_MODULES / self.row.name / name).read_text()
+
+    def builds(self) -> tuple[tuple[str, str], ...]:
+        """(package path, binary) of the built row."""
+        assert self.row.go_module is not None
+        return tuple((f"{self.row.go_module}/{p}", self.row.binary(p)) for p in self.row.packages)
 
 
 @dataclass(frozen=True)
@@ -188,6 +276,30 @@ class Recipe:
     packages: tuple[str, ...]
     holds: tuple[str, ...]
     left_out: tuple[versions.Artifact, ...]
+    toolchain: Install | None = None
+    """The Go toolchain that builds the rows with a Go module (None: the recipe builds none)."""
+    apt_packages: tuple[versions.AptPackage, ...] = ()
+    """Packages from a vendor's signed apt repository, pinned to the table's version and held."""
+
+    @property
+    def base_kind(self) -> str:
+        """``gpu`` for the image built on the GPU base (``images.gpu``), else ``general``."""
+        return ROLE_IMAGES[self.role].base
+
+    @property
+    def apt_pins(self) -> tuple[str, ...]:
+        return tuple(f"{p.name}={p.version}" for p in self.apt_packages)
+
+    @property
+    def apt_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.apt_packages)
+
+    @property
+    def units(self) -> tuple[tuple[str, str], ...]:
+        """(path, text) of the base units of the rows installed (``UNITS``)."""
+        return tuple(
+            (f"{UNIT_DIR}/{UNITS[i.row.name][0]}", UNITS[i.row.name][1]) for i in self.installs if i.row.name in UNITS
+        )
 
     @property
     def base_urn(self) -> str:
@@ -195,12 +307,8 @@ class Recipe:
         return f"{b.publisher}:{b.offer}:{b.sku}:{b.version}"
 
     def gallery_version(self, build: int) -> str:
-        """The Compute Gallery image version of build ``build``: ``<minor>.<patch>.<build>`` (1.35.8, build 3:
-        35.8.3). A version name is three integers (learn.microsoft.com/azure/virtual-machines/
-        azure-compute-gallery, "Image versions": MajorVersion.MinorVersion.Patch), so the release's leading 1 is
-        dropped; a higher minor or patch sorts as a newer version."""
-        _, minor, patch = self.release.split(".")
-        return f"{minor}.{patch}.{build}"
+        """The Compute Gallery image version of build ``build`` (``gallery_version``)."""
+        return gallery_version(self.release, build)
 
     def manifest(self) -> dict[str, object]:
         """``/etc/agk/image.json``: what a booting host checks its bundle against."""
@@ -209,8 +317,8 @@ class Recipe:
             "release": self.release,
             "base": self.base_urn,
             "artifacts": [{"name": i.row.name, "version": i.row.version, "sha256": i.sha256} for i in self.installs],
-            "packages": list(self.packages),
-            "held": list(self.holds),
+            "packages": [*self.packages, *self.apt_pins],
+            "held": [*self.holds, *self.apt_names],
             "not_in_image": [
                 {"name": a.name, "version": a.version, "why": NOT_IN_IMAGE[a.name]} for a in self.left_out
             ],
@@ -218,6 +326,20 @@ class Recipe:
 
     def manifest_json(self) -> str:
         return json.dumps(self.manifest(), indent=2, sort_keys=True) + "\n"
+
+
+def gallery_version(release: str, build: int) -> str:
+    """The Compute Gallery image version of ``release``'s build ``build``: ``<minor>.<patch>.<build>`` (1.35.8,
+    build 3: 35.8.3). A version name is three integers (learn.microsoft.com/azure/virtual-machines/
+    azure-compute-gallery, "Image versions": MajorVersion.MinorVersion.Patch), so the release's leading 1 is
+    dropped; a higher minor or patch sorts as a newer version."""
+    _, minor, patch = release.split(".")
+    return f"{minor}.{patch}.{build}"
+
+
+def release_of(kubernetes: str) -> str:
+    """``1.35`` or ``1.35.8`` -> the release an image of it is built for (``1.35.8``); ConfigError otherwise."""
+    return _release(kubernetes).release()
 
 
 def _release(kubernetes: str) -> versions.Release:
@@ -244,6 +366,7 @@ def recipe(
     *,
     images: ImagesConfig | None = None,
     rows: Mapping[str, versions.Artifact] | None = None,
+    key: str = KEY,
 ) -> Recipe:
     """The image recipe of ``role`` for Kubernetes ``kubernetes`` (``1.35`` or ``1.35.8``).
 
@@ -265,13 +388,12 @@ def recipe(
             raise ValueError(f"rows {', '.join(unknown)}: not rows of the versions table")
         table.update(rows)
     chosen = {name: table[name] for name in (*spec.rows, *spec.kubernetes)}
-    versions.require_verified(chosen, KEY)
-    for a in chosen.values():
-        if a.go_module is not None:
-            raise ConfigError(
-                f"azure-gpu-k8s:{KEY}: {a.name} {a.version} is built from its Go module, which an image build does "
-                "not do: leave it to the boot (modules/images/recipe.py NOT_IN_IMAGE)"
-            )
+    versions.require_verified(chosen, key)
+    toolchain = None
+    if any(a.go_module is not None for a in chosen.values()):
+        go = table[TOOLCHAIN]
+        versions.require_verified({TOOLCHAIN: go}, key)
+        toolchain = Install(go, Placement("unpack", "", (), "go.dev/doc/install"))
     base_images = images or ImagesConfig()
     return Recipe(
         role=role,
@@ -281,6 +403,8 @@ def recipe(
         packages=spec.packages,
         holds=spec.packages,
         left_out=tuple(table[name] for name in spec.left_out),
+        toolchain=toolchain,
+        apt_packages=tuple(versions.APT_PACKAGES[name] for name in spec.apt_packages),
     )
 
 

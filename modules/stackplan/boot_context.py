@@ -15,15 +15,19 @@ from modules.bootstrap.context import (
     EtcdCluster,
     EtcdRole,
     Host,
+    NodeImageExpectation,
     NodeSettings,
     PoolBoot,
     PrometheusSettings,
 )
+from modules.bootstrap.roles import ROLES
 from modules.cluster.spec import CLUSTER_DOMAIN
 from modules.errors import ConfigError
 from modules.identity.plan import apiserver_identity
+from modules.images.recipe import recipe
 from modules.netplan.host_addresses import ClusterAddresses
 from modules.stackplan.config import BACKUP_CONTAINER, PROJECT, EtcdConfig, StackConfig
+from modules.stackplan.node_images import node_images
 from modules.stackplan.pools import ClusterPools, PoolPlan
 from modules.vm_sizing import formulas
 from modules.vm_sizing.skus import sku
@@ -97,6 +101,25 @@ def _pool(pool: PoolPlan, addresses: ClusterAddresses) -> PoolBoot:
     )
 
 
+def image_expectations(config: StackConfig, release: str) -> dict[str, NodeImageExpectation]:
+    """Per cluster role, the node image its hosts must have booted: the role's recipe for ``release`` (what the
+    images stack builds from the same versions table) and the gallery version the cluster chose."""
+    cluster = config.cluster
+    assert cluster is not None
+    roles = tuple(r for r in ROLES if r != "events-etcd" or cluster.events_etcd is not None)
+    out: dict[str, NodeImageExpectation] = {}
+    for role, image in node_images(cluster, release, roles).items():
+        # A row without a verified sha256 (a placeholder, or none) is refused here, naming it: exit status 2.
+        made = recipe(image.role, release, images=config.images, key="cluster.kubernetes_version")
+        out[role] = NodeImageExpectation(
+            role=image.role,
+            version=image.version,
+            release=made.release,
+            artifacts=tuple((i.row.name, i.row.version, i.sha256) for i in made.installs),
+        )
+    return out
+
+
 def bootstrap_context(
     config: StackConfig, addresses: ClusterAddresses, pools: ClusterPools, stack: str
 ) -> BootstrapContext:
@@ -118,12 +141,6 @@ def bootstrap_context(
     tuning = cfg.prometheus
     release = versions.release(cluster.kubernetes_version)
     patch = cfg.kubernetes_patch
-    if cfg.nodes.azure_cni_sha256 is None:
-        raise ConfigError(
-            f"{PROJECT}:bootstrap.nodes.azure_cni_sha256: not set: nodes install Azure CNI "
-            f"{cfg.nodes.azure_cni_version} only after checking it, and Azure publishes no checksum: set it to "
-            f"`sha256sum azure-vnet-cni-linux-amd64-v{cfg.nodes.azure_cni_version}.tgz` of the release asset"
-        )
     return BootstrapContext(
         cluster=cluster.name,
         kubernetes_version=release.release(patch),
@@ -150,13 +167,10 @@ def bootstrap_context(
             image_gc_high_percent=cfg.nodes.image_gc_high_percent,
             image_gc_low_percent=cfg.nodes.image_gc_low_percent,
             image_pull_progress_deadline=cfg.nodes.image_pull_progress_deadline,
-            azure_cni_version=cfg.nodes.azure_cni_version,
-            azure_cni_sha256=cfg.nodes.azure_cni_sha256,
-            cni_plugins_version=cfg.nodes.cni_plugins_version,
-            cni_plugins_sha256=cfg.nodes.cni_plugins_sha256,
         ),
         prometheus=PrometheusSettings(
-            version=tuning.version,
+            # The Prometheus image's releases (modules/images): what the hosts run, whatever the stack says.
+            version=versions.ARTIFACTS["prometheus"].version,
             hosts=_hosts(addresses.prometheus),
             shards=cluster.prometheus.shards,
             retention_days=cluster.prometheus.retention_days,
@@ -165,8 +179,8 @@ def bootstrap_context(
             query_max_samples=tuning.query_max_samples,
             scrape_interval=tuning.scrape_interval,
             remote_write_url=tuning.remote_write_url,
-            alertmanager_version=tuning.alertmanager_version,
-            grafana_version=tuning.grafana_version,
+            alertmanager_version=versions.ARTIFACTS["alertmanager"].version,
+            grafana_version=versions.APT_PACKAGES["grafana"].version if tuning.grafana else None,
             data_disk_gib=tuning.data_disk_gib
             or formulas.prometheus_disk_gib(
                 pools.sizing_nodes, cluster.prometheus.retention_days, formulas.duration_seconds(tuning.scrape_interval)
@@ -183,4 +197,5 @@ def bootstrap_context(
             cluster_domain=CLUSTER_DOMAIN,
         ),
         alerting=alerting.from_config(config.alerting),
+        node_images=image_expectations(config, release.release(patch)),
     )

@@ -594,11 +594,49 @@ class RepairsConfig(_Model):
     )
 
 
+class NodeImagesConfig(_Model):
+    """The gallery image versions a cluster's hosts and scale sets boot: the images stack's (modules/images).
+
+    Required in effect, not optional: a host's boot installs nothing from the internet (it verifies its image
+    and configures it), so no cluster host can boot a marketplace image. The version of each role's image is
+    ``<minor>.<patch>.<build>`` of the cluster's own Kubernetes release (``Recipe.gallery_version``): only the
+    build number is chosen here, so a cluster can never boot a kubelet of another release than it runs."""
+
+    images_stack: str = Field(
+        default="images",
+        description="Stack reference of the images stack whose gallery holds the images: 'images' or "
+        "'org/azure-gpu-k8s/images'. Its gallery is agk_<stack> in resource group agk-<stack>, same subscription.",
+    )
+    build: int = Field(
+        default=1,
+        ge=1,
+        le=2_147_483_647,
+        description="The images stack's build number every role boots (image version <minor>.<patch>.<build>). "
+        "Raising it is a planned roll: scale sets get a new model, fixed hosts are replaced (agk plan --base).",
+    )
+    roles: dict[ImageRole, int] = Field(
+        default_factory=dict,
+        description="Per image role, a build other than `build` (roll one role at a time, e.g. gpu-node: 4).",
+    )
+
+    @field_validator("roles")
+    @classmethod
+    def _builds(cls, roles: dict[ImageRole, int]) -> dict[ImageRole, int]:
+        for role, build in roles.items():
+            if isinstance(build, bool) or not 1 <= build <= 2_147_483_647:
+                raise ValueError(f"roles.{role}: {build!r} is not a build number: use a whole number of 1 or more")
+        return roles
+
+
 class ClusterConfig(_Model):
     """One GPU cluster spoke with its self-managed control plane."""
 
     name: str = Field(description="Cluster name (tag `cluster`, resource names).")
     hub_stack: str = Field(default="hub", description="Stack reference of the hub: 'hub' or 'org/azure-gpu-k8s/hub'.")
+    node_images: NodeImagesConfig = Field(
+        default_factory=NodeImagesConfig,
+        description="The images stack's gallery image versions every host and scale set boots.",
+    )
     network_plugin: Literal["azure-cni"] = Field(
         default="azure-cni",
         description="Pod networking: secondary IP configurations on node NICs (no overlay).",
@@ -826,7 +864,11 @@ class StackConfig(_Model):
         return self
 
 
-# Keys earlier versions accepted, and what replaced them.
+_IN_IMAGE = (
+    "removed: {what} now comes with the node image, at the versions table's release (modules/bootstrap/versions.py "
+    "row {row}); remove the key, and bump the row and rebuild the images to change it (docs/images.md)"
+)
+# Keys earlier versions accepted, and what replaced them (by key, or by section.key where the key is generic).
 RENAMED = {
     "retest_schedule": "replaced by retest_every_minutes (how often the re-test runs) and retest_period_days "
     "(in how many days every GPU node is re-tested): the nodes per run follow from the fleet's size",
@@ -834,6 +876,16 @@ RENAMED = {
     "in the period) nodes",
     "max_pods": "no longer set by hand: set pod_ips (the NIC's secondary IP configurations); the kubelet's "
     "maxPods is pod_ips plus the host-network pods the cluster runs on the node",
+    # Issue 21: hosts boot node images built from the versions table; nothing is downloaded at boot.
+    "azure_cni_sha256": _IN_IMAGE.format(what="Azure CNI", row="azure-cni")
+    + " (built from its Go module, checked by go.sum: no checksum to set)",
+    "azure_cni_version": _IN_IMAGE.format(what="Azure CNI", row="azure-cni"),
+    "cni_plugins_version": _IN_IMAGE.format(what="the CNI plugins", row="cni-plugins"),
+    "cni_plugins_sha256": _IN_IMAGE.format(what="the CNI plugins", row="cni-plugins"),
+    "prometheus.version": _IN_IMAGE.format(what="Prometheus", row="prometheus"),
+    "alertmanager_version": _IN_IMAGE.format(what="Alertmanager", row="alertmanager"),
+    "grafana_version": _IN_IMAGE.format(what="Grafana", row="grafana (APT_PACKAGES)")
+    + "; set bootstrap.prometheus.grafana: false to run none",
 }
 
 
@@ -853,7 +905,8 @@ def _one_line(err: ValidationError, section: tuple[str, ...] = ()) -> str:
     if not first["loc"] and not section:
         return str(msg).removeprefix("Value error, ")
     if kind == "extra_forbidden":
-        renamed = RENAMED.get(str(first["loc"][-1]))
+        loc = [str(x) for x in first["loc"]]
+        renamed = RENAMED.get(".".join(loc[-2:])) or RENAMED.get(loc[-1])
         if renamed:
             return f"{where}: {renamed}"
         return f"{where}: unknown key: remove it or fix the spelling (see stacks/schema.json)"

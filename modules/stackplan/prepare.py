@@ -14,7 +14,7 @@ from typing import Any
 
 from modules.bootstrap import versions
 from modules.bootstrap.context import PORTS, BootstrapContext
-from modules.bootstrap.roles import POOL_STATIC_PODS
+from modules.bootstrap.roles import POOL_STATIC_PODS, ROLES, Role
 from modules.cluster.manifests import render_manifests
 from modules.cluster.placement import NodeTaint, daemonsets_on, released
 from modules.cluster.spec import AddonsSpec, CloudSpec, NetworkSpec, PoolFacts, addons_spec
@@ -25,6 +25,7 @@ from modules.stackplan.addresses import StackAddresses, cluster_addresses, hub_s
 from modules.stackplan.boot_context import bootstrap_context
 from modules.stackplan.config import StackConfig, resource_group_name
 from modules.stackplan.egress import EgressGroup, spoke_egress
+from modules.stackplan.node_images import NodeImage, check_images_stack, node_images
 from modules.stackplan.pools import ClusterPools, plan_pools
 from modules.stackplan.prerequisites import Prerequisites, cluster_prerequisites
 from modules.stackplan.vm_choice import SizeChoice, size_cluster
@@ -48,6 +49,8 @@ class ClusterPrep:
     """What every node boots with (cloud-init, PKI subjects), from the same addresses."""
     addons: AddonsSpec
     """What the `<cluster>-addons` stack builds, validated with the pools (exported as `addons_spec`)."""
+    node_images: dict[Role, NodeImage]
+    """Cluster role -> the gallery image version its hosts and scale sets boot (modules/stackplan/node_images.py)."""
 
     def chosen_sizes(self) -> list[dict[str, object]]:
         """Every count-driven size in force, read back from what the hosts and add-ons are built with (a
@@ -214,9 +217,13 @@ def prepare_cluster(
     plan.refuse_hard_limit_breaks()
     addresses = cluster_addresses(plan)
     try:
-        # The Kubernetes minor against every pinned component: the images' containerd here, the gang scheduler's
-        # skew in addons_spec, the component images in the versions table (bootstrap_context).
-        versions.check_containerd(cluster.kubernetes_version, {kind: image.version for kind, image in config.images})
+        # The Kubernetes minor against every pinned component: the node images' containerd here, the gang
+        # scheduler's skew in addons_spec, the component images in the versions table (bootstrap_context).
+        versions.check_image_containerd(cluster.kubernetes_version)
+        release = versions.kubernetes_release(cluster.kubernetes_version, config.bootstrap.kubernetes_patch)
+        booted = tuple(r for r in ROLES if r != "events-etcd" or cluster.events_etcd is not None)
+        images = node_images(cluster, release, booted)
+        check_images_stack(stacks_dir, cluster, release, images)
         pools = plan_pools(cluster, limits_for(config), scale_sets, large_pools)
         # Which node agents land on which pool comes from the rendered add-ons; the pools' maxPods (and so the
         # gang scheduler's Pod cache, sized in the spec) come from those agents: build the spec again with them.
@@ -231,6 +238,7 @@ def prepare_cluster(
             stack=stack,
             hub_group=resource_group_name(hub_stack_name(cluster)),
             public_ips=sum(g.public_ips for g in egress),
+            images=images,
         )
         boot = bootstrap_context(config, addresses, pools, stack)
     except AgkError as err:
@@ -246,4 +254,5 @@ def prepare_cluster(
         egress=egress,
         bootstrap=boot,
         addons=addons,
+        node_images=images,
     )

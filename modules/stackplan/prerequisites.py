@@ -15,11 +15,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from modules.bootstrap.config import AZURE_CNI_URL, UNSET_SHA256
+from modules.bootstrap.roles import Role
 from modules.errors import ConfigError
 from modules.netplan.limits import VCPU_QUOTA_PREFIX, Limits, quota_name
 from modules.stackplan.addresses import limits_for
 from modules.stackplan.config import PROJECT, StackConfig, resource_group_name
+from modules.stackplan.node_images import NodeImage
 from modules.stackplan.pools import ClusterPools
 from modules.stackplan.vm_choice import SizeChoice
 from modules.vm_sizing.skus import sku
@@ -196,6 +197,7 @@ def cluster_prerequisites(
     stack: str,
     hub_group: str,
     public_ips: int,
+    images: Mapping[Role, NodeImage] | None = None,
 ) -> Prerequisites:
     cluster = config.cluster
     assert cluster is not None
@@ -210,9 +212,33 @@ def cluster_prerequisites(
     counts = hosts + [(p.vm_size, p.peak_nodes) for p in pools.pools.values()]
     return replace(
         vm_vcpus(counts, limits_for(config)),
-        steps=(*checksum_steps(config), *encryption_at_host_steps((s for s, _ in counts), config.location or "")),
+        steps=(
+            *node_image_steps(images or {}),
+            *encryption_at_host_steps((s for s, _ in counts), config.location or ""),
+        ),
         permissions=deployer_permissions(stack, hub_group),
         public_ips=public_ips,
+    )
+
+
+def node_image_steps(images: Mapping[Role, NodeImage]) -> tuple[Step, ...]:
+    """One check per gallery image version the cluster boots: it must exist before `pulumi up` of the cluster.
+
+    The images stack creates them (Azure VM Image Builder writes each version when its template runs), so it is
+    deployed first and its builds finished; Azure refuses a VM or scale set whose image version does not exist,
+    after the network, vault and PKI of the cluster are already deployed. Not checkable offline (the plan checks
+    the images stack's config when its stack file is here: modules/stackplan/node_images.py)."""
+    by_image = {image.role: image for image in images.values()}
+    return tuple(
+        Step(
+            f"node image {image.role} {image.version}",
+            f"az sig image-version show -g {image.resource_group} -r {image.gallery} -i {image.role} -e "
+            f"{image.version} --query provisioningState -o tsv  (must print Succeeded; if not: `pulumi up --stack "
+            f"{image.images_stack}` first and wait for its image builds)",
+            f"the cluster's {', '.join(r for r, i in images.items() if i.role == image.role)} hosts boot it; Azure "
+            "refuses a VM or scale set whose image version does not exist",
+        )
+        for image in sorted(by_image.values(), key=lambda i: i.role)
     )
 
 
@@ -233,22 +259,6 @@ def encryption_at_host_steps(vm_sizes: Iterable[str], location: str) -> tuple[St
             " size lacks the capability (the EncryptionAtHost feature registration alone is not enough)",
         )
         for size in sorted(set(vm_sizes))
-    )
-
-
-def checksum_steps(config: StackConfig) -> tuple[Step, ...]:
-    """Downloads whose checksum the stack has not taken yet (Azure publishes none for Azure CNI)."""
-    nodes = config.bootstrap.nodes
-    if nodes.azure_cni_sha256 not in (None, UNSET_SHA256):
-        return ()
-    url = AZURE_CNI_URL.format(version=nodes.azure_cni_version)
-    return (
-        Step(
-            f"Azure CNI v{nodes.azure_cni_version} checksum",
-            f"curl -fsSL {url} | sha256sum, then set {PROJECT}:bootstrap.nodes.azure_cni_sha256",
-            "Azure publishes no checksum for the tarball; nodes refuse an unchecked download, so until it is set "
-            "every pool node fails its cni step and reports Unhealthy",
-        ),
     )
 
 

@@ -131,6 +131,10 @@ def _what(change: ChangedResource) -> str | None:
         return "storage account (datasets and checkpoints)"
     if change.type == fields.VM and change.role in ETCD_ROLES:
         return f"{change.role} member VM (one of the quorum)"
+    if change.type == fields.VM and change.action == "replace":
+        # A fixed host (API server, Prometheus, NAT) is replaced delete-first, e.g. for a new image version
+        # (modules/azure/vm.py replace_on_changes): it is down until the new one boots, so only by intent.
+        return f"{change.role or 'host'} VM (a running host, down until its replacement boots)"
     if change.type == fields.DISK and change.role in ETCD_ROLES:
         return f"{change.role} data disk (the member's data)"
     return None

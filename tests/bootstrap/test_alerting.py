@@ -92,12 +92,6 @@ CASES = [
         "https://tickets.example.com/alertmanager",
     ),
     (
-        "an Alertmanager without msteamsv2",
-        _dev(**{"bootstrap.prometheus.alertmanager_version": "0.25.0"}),
-        f"{P}:bootstrap.prometheus.alertmanager_version: alertmanager_version 0.25.0 predates 0.28, which the "
-        "Teams receiver (msteamsv2) needs: use 0.28.1 or newer",
-    ),
-    (
         "a re-test interval no cron schedule keeps",
         _dev(**{"addons.preflight.retest_every_minutes": 7}),
         f"{P}:addons.preflight.retest_every_minutes: retest_every_minutes 7 cannot be kept by a cron schedule: use "

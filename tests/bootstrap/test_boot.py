@@ -7,6 +7,7 @@ test_realtool_static_pods.py (kubectl in each pod's mount namespace) and test_re
 from __future__ import annotations
 
 import configparser
+import json
 import re
 
 import pytest
@@ -16,7 +17,7 @@ from modules import labels
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import POOL_STATIC_PODS, ROLES, NodeBundle, bundle, names
-from modules.bootstrap.steps import APT_INSTALL, STEP_SCRIPT
+from modules.bootstrap.steps import STEP_SCRIPT
 from modules.stackplan.config import load_stack
 from modules.stackplan.prepare import prepare_cluster
 
@@ -108,26 +109,32 @@ def test_boot_steps_go_through_the_step_runner(ctx: BootstrapContext) -> None:
         assert all(line.startswith(f"{STEP_SCRIPT} ") for line in lines), node.name
         assert len({s.name for s in node.steps}) == len(node.steps), node.name
         paths = {f.path for f in node.files}
-        assert {STEP_SCRIPT, APT_INSTALL} <= paths
+        assert STEP_SCRIPT in paths
         for step in node.steps:
-            # apt only through the helper that waits for the dpkg lock; no sysctl --system (the
-            # image's /etc/sysctl.conf would be applied last and win).
+            # The image carries every package (the boot installs none); no sysctl --system (the image's
+            # /etc/sysctl.conf would be applied last and win).
             assert "apt-get" not in step.command and not re.search(r"sysctl[^;&|]*--system", step.command), step
         assert "packages:" not in node.runcmd
 
 
-def test_packages_arrive_before_any_service_may_start(ctx: BootstrapContext) -> None:
+def test_the_image_is_checked_before_anything_else(ctx: BootstrapContext) -> None:
+    """The first step of every role compares the image's manifest with the bundle's expectation, not retried;
+    nothing is installed afterwards (the boot only configures), and services start only once allowed."""
     for node in _all(ctx):
         order = [s.name for s in node.steps]
+        assert order[0] == "image" and node.steps[0].tries == 1, (node.name, order)
+        assert "/opt/agk/lib/image.py /etc/agk/image-expected.json" in node.steps[0].command
+        expected = json.loads(node.file("image-expected.json").content)
+        assert expected["release"] == ctx.kubernetes_version and expected["version"] == "35.8.1"
         allow = order.index("allow-service-starts")
-        installs = [i for i, s in enumerate(node.steps) if APT_INSTALL in s.command or "install-" in s.command]
         starts = [i for i, s in enumerate(node.steps) if "systemctl restart" in s.command]
-        assert installs and max(installs) < allow < min(starts), (node.name, order)
+        assert allow < min(starts), (node.name, order)
+        assert not [s.name for s in node.steps if "install-" in s.command or "curl " in s.command], node.name
 
 
 def test_node_exporter_runs_from_the_first_boot(ctx: BootstrapContext) -> None:
     # policy-rc.d keeps the package's postinst from starting it: a step must.
-    with_exporter = [n for n in _all(ctx) if "prometheus-node-exporter" in n.packages]
+    with_exporter = [n for n in _all(ctx) if any(s.name == "node-exporter" for s in n.steps)]
     assert {n.role for n in with_exporter} >= {"etcd", "apiserver", "prometheus", "nat"}
     for node in with_exporter:
         step = next(s for s in node.steps if s.name == "node-exporter")
@@ -184,23 +191,12 @@ def test_the_island_label_is_a_valid_label(stack: str) -> None:
         assert LABEL_VALUE.match(value) and len(value) <= 63, value
 
 
-def test_every_download_is_checked_before_it_is_used(ctx: BootstrapContext) -> None:
+def test_no_boot_script_downloads_anything(ctx: BootstrapContext) -> None:
+    """Every download is checked when the image is built (modules/images); the boot has none left
+    (tests/bootstrap/test_boot_offline.py walks every URL of every stack)."""
     scripts = {f.path: f.content for n in _all(ctx) for f in n.files if f.path.endswith(".sh")}
-    downloading = {p: t for p, t in scripts.items() if "curl " in t and "--noproxy" not in t}
-    # Kubernetes' and Grafana's apt repo keys, Azure CNI, Prometheus, Alertmanager
-    assert len(downloading) == 5, sorted(downloading)
-    for path, text in downloading.items():
-        if "| gpg --dearmor" in text:
-            # The apt repository key: apt then checks every package's sha256 against the Release
-            # file it signs. Nothing else is fetched by this script.
-            assert text.count("curl ") == 1, path
-            continue
-        body = text[text.index("set -eu") :]
-        assert "sha256sum -c" in body, path
-        assert body.index("sha256sum -c") < body.index("tar -x"), path
-    cni = next(t for p, t in scripts.items() if p.endswith("install-azure-cni.sh"))
-    pinned = re.findall(r'^  "([0-9a-f]{64})" ', cni, re.M)
-    assert pinned == [ctx.node.azure_cni_sha256, ctx.node.cni_plugins_sha256]
+    assert scripts
+    assert [p for p, t in scripts.items() if "curl " in t and "--noproxy" not in t] == []
 
 
 def test_sysctls_sort_after_the_images_sysctl_conf() -> None:
@@ -218,7 +214,9 @@ def test_images_come_from_the_versions_table(ctx: BootstrapContext) -> None:
         assert pod["spec"]["containers"][0]["image"] == release.image(name), name
     node = bundle(ctx, "system-node", "system")
     assert f'sandbox_image = "{release.pause_image}"' in node.file("containerd/config.toml").content
-    assert f"kubelet={release.release()}-1.1" in node.file("install-kubernetes.sh").content
+    # The kubelet is the image's, of the same release (the image check compares it).
+    assert ("kubelet", release.release()) in [(n, v) for n, v, _ in ctx.node_images["system-node"].artifacts]
+    assert f"ExecStart={PATHS.kubelet_bin} --config=" in node.file("systemd/kubelet.service.d/10-agk.conf").content
 
 
 def test_only_allocated_gpus_are_visible_before_containerd_starts(dev: BootstrapContext) -> None:

@@ -7,7 +7,8 @@
 - Pod IPs that cloud-init bound on the first boot come off the host, from IMDS's list.
 - systemd-sysctl applies our sysctls after the image's /etc/sysctl.conf.
 - Each pool node's boot, replayed in order from the image's state (the HPC image: Docker's FORWARD
-  DROP; Ubuntu: pod IPs bound by cloud-init), ends with pod-to-API traffic forwarded.
+  DROP; Ubuntu: pod IPs bound by cloud-init) and its node image's manifest (the first step checks it),
+  ends with pod-to-API traffic forwarded; a host booted from another role's image stops at that step.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from modules.bootstrap.roles import (
     bundle,
     names,
 )
+from modules.images.recipe import MANIFEST, image_role, recipe
 
 from .hostsim import (
     background,
@@ -460,6 +462,10 @@ def _replay(node: NodeBundle) -> tuple[list[str], list[str]]:
     units = {f.rel.removeprefix("systemd/"): f.content for f in node.files if f.path.startswith("/etc/systemd/system/")}
     commands, skipped = [], []
     for step in node.steps:
+        if step.name == "image":
+            # The image check is a program of ours: it runs for real, against the manifest the image carries.
+            commands += [f"echo step:{step.name}", step.command]
+            continue
         started = re.fullmatch(r"systemctl enable (\S+) && systemctl restart (\S+)", step.command)
         long_running = (
             started and started.group(1).endswith(".service") and "Type=oneshot" not in units.get(started.group(1), "")
@@ -486,12 +492,12 @@ def test_replayed_boot_forwards_pod_traffic_to_the_api_server(
     node_ip, pod_ip, vip = ips[0], ips[1], str(dev.apiserver_vip)
     routes = network_route(network) | {SCALE_SET_ROUTE: {"body": f"{pool}-00"}}
     commands, skipped = _replay(node)
-    # Downloads and package services cannot run here; they are steps of their own, in this order.
+    # Service starts cannot run here; they are steps of their own, in this order (the boot installs nothing).
     # nvidia-ctk (gpu-isolation) ships only on the HPC image, so it is a step of its own too. The token
     # wait reads Key Vault (tests/host/test_node_token.py runs it against the loopback vault).
     later = ("gpu-isolation", "containerd", "bootstrap-token", "kubelet", "scheduled-events")
     assert [s for s in skipped if s not in later] == [
-        s.name for s in node.steps[: node.steps.index(next(s for s in node.steps if s.name == "host-network"))]
+        s.name for s in node.steps[1 : node.steps.index(next(s for s in node.steps if s.name == "host-network"))]
     ]
     assert skipped[-4:] == ["containerd", "bootstrap-token", "kubelet", "scheduled-events"]
     # IMDS sits beyond eth0, as in Azure (here in the namespace that stands for the VNet side).
@@ -529,7 +535,11 @@ def test_replayed_boot_forwards_pod_traffic_to_the_api_server(
         imds.write_text(IMDS_CLIENT)
         with background(a, sys.executable, str(server), vip, "6443"):
             before = run(sys.executable, str(client), vip, "6443", ns=p).stdout.strip()
-            files = {PATHS.sysctl: _per_netns_sysctls(node.file("sysctl.d/999-agk.conf").content, n)}
+            files = {
+                PATHS.sysctl: _per_netns_sysctls(node.file("sysctl.d/999-agk.conf").content, n),
+                # What the pool's node image carries (modules/images): its manifest, of the cluster's release.
+                MANIFEST: recipe(image_role(plan.role), dev.kubernetes_version).manifest_json(),
+            }
             out = in_private_host(n, [*private_host(tmp_path, node, files), *commands, "iptables-legacy -S FORWARD"])
             after = run(sys.executable, str(client), vip, "6443", ns=p).stdout.strip()
             probe = f"/metadata/instance/compute/vmScaleSetName?api-version={IMDS_API_VERSION}&format=text"
@@ -545,7 +555,42 @@ def test_replayed_boot_forwards_pod_traffic_to_the_api_server(
             assert pod_imds == "imds 200", pod_imds
         replayed = [line.removeprefix("step:") for line in out.stdout.splitlines() if line.startswith("step:")]
         # The last step starts agk-sync.timer, which runs nothing now (agk-sync.service waits for its hour).
-        expected = ["host-network", *(["node-identity"] if plan.gpus else []), "egress-accounting", "sync-timer"]
+        expected = [
+            "image",
+            "host-network",
+            *(["node-identity"] if plan.gpus else []),
+            "egress-accounting",
+            "sync-timer",
+        ]
         assert replayed == expected
         # Every pod packet went through the host's FORWARD chain: the accounting rules saw them.
         assert "-A FORWARD -j AGK-FORWARD" in out.stdout
+
+
+@pytest.mark.realtool
+def test_a_host_booted_from_the_wrong_image_stops_at_the_first_step(
+    dev: BootstrapContext, require: Callable[[str], str], tmp_path: Path
+) -> None:
+    """The image check (host/image.py) run by the step runner as the boot runs it: the etcd image under a GPU
+    pool's bundle fails the boot with one line naming what it found and what it needs, and no later step runs."""
+    require("unshare")
+    node = bundle(dev, "gpu-node", "a100")
+    wrong = recipe("etcd", dev.kubernetes_version).manifest_json()
+    image_step = node.steps[0]
+    lines = [
+        *private_host(tmp_path, node, {MANIFEST: wrong}),
+        "export AGK_STEP_BACKOFF=0",
+        f"! {image_step.runcmd}",
+        f'test "$(cat {PATHS.boot_state}/failed)" = image',
+        f"! {node.steps[1].runcmd}",
+        "echo stopped",
+    ]
+    out = in_private_host(None, lines)
+    assert out.stdout.strip().endswith("stopped"), out.stderr
+    message = next(line for line in out.stderr.splitlines() if line.startswith("agk image: "))
+    assert message.startswith("agk image: this host booted an image with role 'etcd', not 'gpu-node'; no containerd")
+    assert message.endswith(
+        "it needs the gpu-node image 35.8.1 (Kubernetes 1.35.8): boot it from that gallery image version"
+        " (cluster.node_images; docs/images.md)"
+    )
+    assert f"agk-boot: {node.steps[1].name} skipped: step image failed" in out.stderr

@@ -1,16 +1,17 @@
 """systemd and containerd read what every role renders: `systemd-analyze verify` on every unit and
 drop-in, `containerd config dump` on every containerd configuration.
 
-`systemd-analyze verify --root` loads the units from a throwaway root holding the image's units
-(this machine's /usr/lib/systemd/system, which has containerd's from the Debian package), the kubelet
-package's unit, and the files the role writes. etcd's unit is ours, whole (no package's unit under it),
+`systemd-analyze verify --root` loads the units from a throwaway root holding the distribution's units
+(this machine's /usr/lib/systemd/system), the node image's base units of what it installs (containerd's and
+the kubelet's, modules/images/recipe.py UNITS), and the files the role writes. etcd's unit is ours, whole (no package's unit under it),
 and runs the real etcd of the versions table (tools/bin, built at that release) from where the image
-puts it. A command a unit runs must be a real program here, or one a named boot step installs (then an
+puts it. A command a unit runs must be a real program here, or one the role's node image installs (then an
 empty stand-in marks its place).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import tomllib
@@ -24,32 +25,12 @@ from modules.bootstrap import versions
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import ROLES, NodeBundle, bundle, names
+from modules.images.recipe import Recipe, image_role, recipe
 
 from .conftest import tool
 
-# kubernetes/release cmd/krel/templates/latest/kubelet/kubelet.service: what the pkgs.k8s.io
-# kubelet package installs as /usr/lib/systemd/system/kubelet.service.
-KUBELET_UNIT = """[Unit]
-Description=kubelet: The Kubernetes Node Agent
-Documentation=https://kubernetes.io/docs/
-Wants=network-online.target
-After=network-online.target
-
-[Service]
-ExecStart=/usr/bin/kubelet
-Restart=always
-StartLimitInterval=0
-RestartSec=10
-
-[Install]
-WantedBy=multi-user.target
-"""
-# Programs that exist only after a boot step has installed them.
-INSTALLED_BY_STEPS = {
-    "/usr/bin/kubelet": "kubelet-package",
-    "/usr/local/bin/prometheus": "prometheus-release",
-    "/usr/local/bin/alertmanager": "alertmanager-release",
-}
+IMAGE_UNITS = "/usr/local/lib/systemd/system"
+"""Where the node image puts the base units of what it installs (modules/images/recipe.py UNITS)."""
 IMAGE_ETCD = ("etcd", "etcdctl", "etcdutl")
 """Installed by the node image build into PATHS.etcd_bin (no boot step, no package)."""
 UNIT_DIR = "/etc/systemd/system/"
@@ -58,6 +39,24 @@ UNIT_DIR = "/etc/systemd/system/"
 NEWER_THAN_TEST_CONTAINERD = {
     "plugins.io.containerd.grpc.v1.cri.image_pull_progress_timeout": "containerd 1.7.0 (containerd/containerd#6150)",
 }
+
+
+def ctx_release(node: NodeBundle) -> str:
+    return str(json.loads(node.file("image-expected.json").content)["release"])
+
+
+def _image_programs(made: Recipe) -> set[str]:
+    """The programs the node image installs from the versions table (where modules/images puts them)."""
+    out = set()
+    for i in made.installs:
+        p = i.placement
+        if p.kind == "file":
+            out.add(p.dest)
+        elif p.kind == "extract":
+            out |= {f"{p.dest}/{m.rsplit('/', 1)[-1]}" for m in p.paths(i.row.version)}
+        elif i.row.name == "containerd":
+            out |= {f"{p.dest}/bin/containerd", f"{p.dest}/bin/ctr"}
+    return out
 
 
 def _every_node(ctx: BootstrapContext) -> list[NodeBundle]:
@@ -82,7 +81,11 @@ def _root(tmp: Path, node: NodeBundle) -> tuple[Path, list[str]]:
     (root / "usr/lib/systemd").mkdir(parents=True)
     shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
     (root / "lib").symlink_to("usr/lib")
-    (root / "usr/lib/systemd/system/kubelet.service").write_text(KUBELET_UNIT)
+    made = recipe(image_role(node.role), ctx_release(node))
+    for unit_path, text in made.units:
+        (root / unit_path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        (root / unit_path.lstrip("/")).write_text(text)
+    installed = _image_programs(made)
     units = []
     for f in node.files:
         if f.path.startswith(UNIT_DIR):
@@ -98,8 +101,9 @@ def _root(tmp: Path, node: NodeBundle) -> tuple[Path, list[str]]:
     packaged = {
         p
         for u in set(units)
-        if (root / "usr/lib/systemd/system" / u).is_file()
-        for p in _exec_paths((root / "usr/lib/systemd/system" / u).read_text())
+        for d in ("usr/lib/systemd/system", IMAGE_UNITS.lstrip("/"))
+        if (root / d / u).is_file()
+        for p in _exec_paths((root / d / u).read_text())
     }
     for program in ours | packaged:
         target = root / program.lstrip("/")
@@ -109,8 +113,8 @@ def _root(tmp: Path, node: NodeBundle) -> tuple[Path, list[str]]:
         elif Path(program).parent == Path(PATHS.etcd_bin) and Path(program).name in IMAGE_ETCD:
             # The node image's etcd: the versions table's release, which is what tools/bin holds.
             shutil.copy2(tool(Path(program).name), target)
-        elif program in INSTALLED_BY_STEPS and any(s.name == INSTALLED_BY_STEPS[program] for s in node.steps):
-            target.write_text(f"#!/bin/sh\n# stand-in: the {INSTALLED_BY_STEPS[program]} boot step installs it\n")
+        elif program in installed:
+            target.write_text(f"#!/bin/sh\n# stand-in: the {made.role} node image installs it\n")
             target.chmod(0o755)
         elif program in ours:
             raise AssertionError(f"{node.name}: a unit runs {program}, which is not on this machine")

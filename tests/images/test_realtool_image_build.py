@@ -176,6 +176,9 @@ def _etcd_tarball() -> bytes:
     return _tgz({f"etcd-v{v}-linux-amd64/{b}": Path(tool(b)).read_bytes() for b in ("etcd", "etcdctl", "etcdutl")})
 
 
+AZURE_CNI_BINARIES = ("azure-vnet", "azure-vnet-ipam")
+
+
 def _fakes(release: str) -> dict[str, bytes]:
     """Small stand-ins for the rows whose real downloads are not on this machine, in upstream's layout."""
     a = versions.ARTIFACTS
@@ -193,6 +196,9 @@ def _fakes(release: str) -> dict[str, bytes]:
         "runc": _script(say.format(f"runc version {a['runc'].version} fake")),
         "crictl": _tgz({"crictl": _script(say.format(f"crictl version v{a['crictl'].version} fake"))}),
         "cni-plugins": _tgz({f"./{p}": _script(say.format(f"{p} fake")) for p in ("loopback", "portmap", "bridge")}),
+        # Azure CNI is built from its Go module in production (minutes of compiling on 2 cores): the test serves
+        # a prebuilt stand-in tarball instead, so the row goes through the download path (_serve drops go_module).
+        "azure-cni": _tgz({b: _script(say.format(f"{b} v{a['azure-cni'].version} fake")) for b in AZURE_CNI_BINARIES}),
         "kubelet": _script(say.format(f"Kubernetes v{release} fake")),
         "kubectl": _script(say.format(f"Client Version: v{release} fake")),
     }
@@ -218,7 +224,7 @@ def _serve(
             body = bytes([body[0] ^ 0x01]) + body[1:]
         path.write_bytes(body)
         host = "http://127.0.0.1:9" if dead_urls else base
-        rows[i.row.name] = replace(i.row, url=f"{host}/{i.mirror_path}", sha256=sha)
+        rows[i.row.name] = replace(i.row, url=f"{host}/{i.mirror_path}", sha256=sha, go_module=None)
     return recipe(role, minor, rows=rows)
 
 
@@ -313,8 +319,23 @@ def test_system_node_image_from_a_mirror(base_root: Path, server: tuple[str, Pat
         assert (base_root / path).stat().st_uid == 0, f"{path} keeps the tarball's owner"
     assert _out(base_root, "/usr/local/sbin/runc").startswith(f"runc version {a['runc'].version}")
     assert _out(base_root, "/usr/local/bin/crictl").startswith(f"crictl version v{a['crictl'].version}")
-    assert sorted(p.name for p in (base_root / "opt/cni/bin").iterdir()) == ["bridge", "loopback", "portmap"]
+    assert sorted(p.name for p in (base_root / "opt/cni/bin").iterdir()) == [
+        "azure-vnet",
+        "azure-vnet-ipam",
+        "bridge",
+        "loopback",
+        "portmap",
+    ]
+    assert _out(base_root, "/opt/cni/bin/azure-vnet").startswith(f"azure-vnet v{a['azure-cni'].version}")
     assert _out(base_root, "/usr/local/bin/kubelet").startswith("Kubernetes v1.36.4")
+    # The base units of the image's containerd and kubelet (their tarballs have none), which the bundle's
+    # drop-ins extend; systemd reads /usr/local/lib/systemd/system before the distribution's units.
+    for unit, program in (
+        ("containerd.service", "/usr/local/bin/containerd"),
+        ("kubelet.service", "/usr/local/bin/kubelet"),
+    ):
+        text = (base_root / "usr/local/lib/systemd/system" / unit).read_text()
+        assert f"ExecStart={program}\n" in text, unit
     assert _out(base_root, "apt-mark", "showhold").split() == ["iptables"]
     assert "iptables v1.8" in _out(base_root, "iptables", "--version")
     assert json.loads((base_root / MANIFEST.lstrip("/")).read_text()) == r.manifest()

@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +41,7 @@ EXPECTED = {
             ("runc", "file", "/usr/local/sbin/runc"),
             ("crictl", "extract", "/usr/local/bin"),
             ("cni-plugins", "unpack", "/opt/cni/bin"),
+            ("azure-cni", "unpack", "/opt/cni/bin"),
             ("kubelet", "file", "/usr/local/bin/kubelet"),
         ],
         ("iptables",),
@@ -51,6 +53,7 @@ EXPECTED = {
             ("runc", "file", "/usr/local/sbin/runc"),
             ("crictl", "extract", "/usr/local/bin"),
             ("cni-plugins", "unpack", "/opt/cni/bin"),
+            ("azure-cni", "unpack", "/opt/cni/bin"),
             ("kubelet", "file", "/usr/local/bin/kubelet"),
         ],
         ("iptables",),
@@ -86,7 +89,8 @@ def test_recipe_per_role(role: str) -> None:
     table = {**versions.ARTIFACTS, **versions.TABLE["1.35"].artifacts()}
     for i in r.installs:
         assert i.row == table[i.row.name]
-        assert i.sha256 == table[i.row.name].sha256
+        # A row built from its Go module is pinned by the committed go.sum, not a download's sha256.
+        assert i.sha256 == (table[i.row.name].sha256 or "go.sum")
 
 
 def test_etcd_members_and_no_ubuntu_etcd() -> None:
@@ -103,12 +107,24 @@ def test_etcd_members_and_no_ubuntu_etcd() -> None:
         assert not {"etcd-server", "etcd-client", "containerd", "kubelet"} & set(packages)
 
 
-def test_azure_cni_is_left_to_the_boot() -> None:
+def test_azure_cni_is_built_into_the_pool_images() -> None:
+    """Azure publishes no checksum for its CNI tarball: the pool images build it from its Go module with the
+    table's Go toolchain (sha256 checked) and the committed go.sum, under -mod=readonly; nothing is left to the
+    boot."""
     for role in ("system-node", "gpu-node"):
-        r = recipe(role, "1.35")  # type: ignore[arg-type]
-        assert [a.name for a in r.left_out] == ["azure-cni"]
-        assert "azure-cni" not in [i.row.name for i in r.installs]
-        assert r.manifest()["not_in_image"][0]["name"] == "azure-cni"  # type: ignore[index]
+        r = recipe(role, "1.35")
+        assert r.left_out == ()
+        cni = next(i for i in r.installs if i.row.name == "azure-cni")
+        assert cni.built and cni.sha256 == "go.sum"
+        assert r.toolchain is not None and r.toolchain.row.name == "go" and r.toolchain.row.verified
+        text = script(r)
+        assert f"fetch go {r.toolchain.row.version} {r.toolchain.row.url} {r.toolchain.row.sha256}" in text
+        assert "-mod=readonly" in text and "-o /opt/cni/bin/azure-vnet github.com/Azure/" in text
+        assert "-o /opt/cni/bin/azure-vnet-ipam github.com/Azure/azure-container-networking/cni/ipam/plugin" in text
+        assert "github.com/Azure/azure-container-networking v1.6.21" in text  # the go.mod, embedded
+        assert r.manifest()["not_in_image"] == []
+    # Roles that build nothing do not download the toolchain.
+    assert recipe("etcd", "1.35").toolchain is None
 
 
 def test_cluster_roles_map_to_images() -> None:
@@ -211,3 +227,33 @@ def test_production_rendering_takes_the_table_unchanged() -> None:
     kubelet = versions.TABLE["1.36"].artifacts()["kubelet"]
     assert f"fetch kubelet 1.36.4 {kubelet.url} {kubelet.sha256} kubelet" in text
     assert "azure-cni" not in text.split("/etc/agk/image.json")[0]
+
+
+@pytest.mark.parametrize(("toolkit", "ok"), [("1.17.3", False), ("1.17.8", True), ("1.18.0", True)])
+def test_the_gpu_image_refuses_a_vulnerable_container_toolkit_and_masks_docker(
+    tmp_path: Path, toolkit: str, ok: bool
+) -> None:
+    """The GPU image's base check, run by bash with a stand-in nvidia-ctk and systemctl: CVE-2025-23266 is fixed
+    in nvidia-container-toolkit 1.17.8; an older base stops the build, naming the version."""
+    text = script(recipe("gpu-node", "1.35"))
+    start, end = text.index("# The HPC base image"), text.index("# No surprise restarts")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-ctk").write_text(f"#!/bin/sh\necho 'NVIDIA Container Toolkit CLI version {toolkit}'\n")
+    (bin_dir / "systemctl").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/systemctl.log\n')
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    prelude = 'fail() { echo "agk image build (gpu-node): $*" >&2; exit 1; }\n'
+    done = subprocess.run(
+        ["bash", "-euc", prelude + text[start:end]],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode == 0) is ok, done.stderr
+    if ok:
+        assert "mask docker.service" in (tmp_path / "systemctl.log").read_text()
+    else:
+        assert f"nvidia-container-toolkit {toolkit} on the base image is older than 1.17.8" in done.stderr
+    assert "nvidia-ctk" not in script(recipe("system-node", "1.35"))

@@ -28,9 +28,10 @@ def test_every_stack_plans_to_a_well_formed_graph(planner: Planner, stack: str) 
     check_graph(deployment(planner.plan(stack)), stack, "azure-gpu-k8s")
 
 
-def test_all_orders_hub_then_clusters_then_addons(planner: Planner) -> None:
+def test_all_orders_hub_and_images_then_clusters_then_addons(planner: Planner) -> None:
     order = [p.stack for p in planner.plan_all()]
-    assert order == ["hub", "dev", "prod-7500", "dev-addons", "prod-7500-addons"]
+    # The images stack goes before the clusters whose hosts boot its images (their StackReference to it).
+    assert order == ["hub", "images", "dev", "prod-7500", "dev-addons", "prod-7500-addons"]
 
 
 def test_cluster_spokes_peer_with_the_hub(planner: Planner) -> None:
@@ -75,6 +76,6 @@ def test_cli_unknown_stack_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr == (
         "error: unknown stack 'nope': no stacks/Pulumi.nope.yaml: use one of "
-        "dev, dev-addons, hub, prod-7500, prod-7500-addons\n"
+        "dev, dev-addons, hub, images, prod-7500, prod-7500-addons\n"
     )
     assert not (tmp_path / "o").exists()

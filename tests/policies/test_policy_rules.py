@@ -296,6 +296,15 @@ CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
         ],
     ),
     (
+        "no-placeholder-checksum",
+        _set("gpu-h100-1", "tags.cni-sha256", "0" * 64),
+        [
+            "compute:VirtualMachineScaleSet gpu-h100-1 carries an all-zero sha256 at tags.cni-sha256: a placeholder, not"
+            " a checksum (a node checking it refuses the download; one not checking trusts anything): put the sha256"
+            " its publisher pairs with the version, with the source, in modules/bootstrap/versions.py and plan again"
+        ],
+    ),
+    (
         "control-plane-member-count",
         _four_apiservers,
         ["4 apiserver hosts: use 1, 3 or 5 (an odd member count keeps a quorum)"],
@@ -384,7 +393,7 @@ CASES: list[tuple[str, Callable[[Stack], None], list[str]]] = [
 def test_compliant_cluster_passes_every_policy() -> None:
     report = review(good_cluster())
     assert report.violations == []
-    assert report.policies_run == len(POLICIES) == 26
+    assert report.policies_run == len(POLICIES) == 27
 
 
 def test_every_policy_has_a_violating_case() -> None:

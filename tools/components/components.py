@@ -173,13 +173,12 @@ def components() -> tuple[Component, ...]:
     for artifact in versions.ARTIFACTS.values():
         if artifact.go_module is not None:
             # What the node images build from source (no published checksum): the same module, the same flags.
-            names = {"cni/network/plugin": "azure-vnet", "cni/ipam/plugin": "azure-vnet-ipam"}
             out.append(
                 Component(
                     artifact.name,
                     {artifact.go_module: f"v{artifact.version}"},
-                    {names.get(p, p.rsplit("/", 1)[-1]): f"{artifact.go_module}/{p}" for p in artifact.packages},
-                    ldflags=(f"-X main.version=v{artifact.version}",),
+                    {artifact.binary(p): f"{artifact.go_module}/{p}" for p in artifact.packages},
+                    ldflags=artifact.ldflags,
                 )
             )
     out.append(
