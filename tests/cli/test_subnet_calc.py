@@ -457,7 +457,7 @@ def test_plan_bad_input(tmp_path: Path, edit: Edit, message: str) -> None:
 def test_plan_unknown_stack() -> None:
     _assert_one_line_error(
         calc("plan", "--stack", "nope"),
-        "nope: stacks/Pulumi.nope.yaml: no such stack file: use one of dev, dev-addons, hub, prod-7500, "
+        "nope: stacks/Pulumi.nope.yaml: no such stack file: use one of dev, dev-addons, hub, images, prod-7500, "
         "prod-7500-addons",
     )
 
@@ -577,7 +577,7 @@ FIT_BAD = [
     ),
     (
         ["--plugin", "azure-cni", "--nodes", "5", "--stack", "nope"],
-        "nope: stacks/Pulumi.nope.yaml: no such stack file: use one of dev, dev-addons, hub, prod-7500, "
+        "nope: stacks/Pulumi.nope.yaml: no such stack file: use one of dev, dev-addons, hub, images, prod-7500, "
         "prod-7500-addons",
     ),
 ]

@@ -49,6 +49,7 @@ ALLOWED = {
     ("modules/cluster/spec.py", "addons_spec"): "input check: at least one system node",
     ("modules/cluster/spec.py", "_dns"): "placement: hard anti-affinity when the system pool has a node per replica",
     ("modules/cluster/spec.py", "_teams"): "counting a team's GPUs for its quota",
+    ("modules/cluster/objects/queues.py", "nominal"): "counting a team's GPUs in a pool for its queue",
     ("modules/cluster/spec.py", "_balloons"): "input check: balloons fit their pool",
     ("modules/cluster/spec.py", "retest_per_run"): "a rate (nodes re-tested per run), not a size",
     ("modules/cluster/objects/gang.py", "example"): "the example gang's GPUs (a workload, not a size)",
