@@ -29,7 +29,21 @@ NO_PROBE_SOCKET = "serves gRPC on a unix socket only: the kubelet's device-plugi
 NS = "kube-system"
 
 # (kind, namespace, name; "*" for every object of that kind there) -> ((check, why), ...)
+OWN_CERT_SECRET = (
+    "a Role in its own namespace, where its serving certificate Secret lives: it rotates that certificate itself"
+    " (upstream's RBAC)"
+)
+OWN_CA_BUNDLE = "patches its serving CA into its own webhook configurations (cert rotation, upstream's RBAC)"
+KUEUE_NS = "kueue-system"
+WI_NS = "azure-workload-identity-system"
+
 SKIPS: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {
+    ("ClusterRole", "", "azure-wi-webhook"): (("CKV_K8S_155", OWN_CA_BUNDLE),),
+    ("ClusterRole", "", "kueue-manager-role"): (("CKV_K8S_155", OWN_CA_BUNDLE),),
+    ("Deployment", WI_NS, "azure-wi-webhook-controller-manager"): (("CKV_K8S_38", TOKEN),),
+    ("Deployment", KUEUE_NS, "kueue-controller-manager"): (("CKV_K8S_38", TOKEN),),
+    ("RoleBinding", WI_NS, "azure-wi-webhook"): (("CKV2_K8S_5", OWN_CERT_SECRET),),
+    ("RoleBinding", KUEUE_NS, "kueue-manager-secrets-rolebinding"): (("CKV2_K8S_5", OWN_CERT_SECRET),),
     ("ClusterRole", "", "kubelet-serving-approver"): (
         (
             "CKV_K8S_156",
