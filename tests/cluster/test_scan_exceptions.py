@@ -22,24 +22,26 @@ def rendered() -> dict[str, list[Obj]]:
 
 
 def test_every_row_names_an_object(rendered: dict[str, list[Obj]]) -> None:
-    for stack, objs in rendered.items():
-        keys = {key_of(o) for o in objs}
-        wild = {(k, ns) for k, ns, _ in keys}
-        stale = [row for row in SKIPS if row not in keys and not (row[2] == "*" and row[:2] in wild)]
-        assert not stale, f"{stack}: scan_exceptions.SKIPS rows that name no object: {stale}"
+    # In some cluster: a feature one stack turns off (workload identity on prod-7500) keeps its rows.
+    keys = {key_of(o) for objs in rendered.values() for o in objs}
+    wild = {(k, ns) for k, ns, _ in keys}
+    stale = [row for row in SKIPS if row not in keys and not (row[2] == "*" and row[:2] in wild)]
+    assert not stale, f"scan_exceptions.SKIPS rows that name no object of any cluster: {stale}"
 
 
 def test_answers_are_annotations_checkov_reads(rendered: dict[str, list[Obj]]) -> None:
+    answered = set()
     for objs in rendered.values():
-        answered = 0
         for obj in objs:
             notes = {k: v for k, v in obj["metadata"].get("annotations", {}).items() if k.startswith(ANNOTATION)}
             for value in notes.values():
                 # Checkov: `annotation.split("=")` into exactly (check, comment).
                 check, comment = value.split("=")
-                assert check.startswith("CKV_K8S_") and comment, value
+                assert check.startswith(("CKV_K8S_", "CKV2_K8S_")) and comment, value
             # Never on the pod template: a new annotation there would restart every pod.
             template = obj.get("spec", {}).get("template", {}).get("metadata", {}).get("annotations", {})
             assert not any(k.startswith(ANNOTATION) for k in template)
-            answered += bool(notes)
-        assert answered >= len(SKIPS) - 1  # the balloons' row answers one Deployment per pool
+            if notes:
+                answered.add(key_of(obj))
+    # Every row is written onto its object in some cluster (the wildcard rows onto each object they cover).
+    assert {row for row in SKIPS if row[2] != "*"} <= answered
