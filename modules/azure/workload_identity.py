@@ -105,8 +105,12 @@ class WorkloadIdentity(pulumi.ComponentResource):
                 tags=ctx.tags_for("security", **{"agk-team": team.team}),
                 opts=child,
             )
+            # One at a time per identity: Azure refuses concurrent federated credential writes under one
+            # user-assigned identity with a 409 (learn.microsoft.com/entra/workload-id/
+            # workload-identity-federation-considerations, "Concurrent updates aren't supported").
+            previous: list[pulumi.Resource] = []
             for sa in team.service_accounts:
-                managedidentity.FederatedIdentityCredential(
+                credential = managedidentity.FederatedIdentityCredential(
                     f"{name}-{team.team}-{sa}",
                     federated_identity_credential_resource_name=f"{team.team}-{sa}",
                     resource_name_=identity.name,
@@ -114,8 +118,9 @@ class WorkloadIdentity(pulumi.ComponentResource):
                     issuer=args.issuer,
                     subject=oidc.subject(team.team, sa),
                     audiences=[oidc.AUDIENCE],
-                    opts=pulumi.ResourceOptions(parent=identity),
+                    opts=pulumi.ResourceOptions(parent=identity, depends_on=previous),
                 )
+                previous = [credential]
             client_ids[team.team] = identity.client_id
             self.principal_ids[team.team] = identity.principal_id
         self.issuer = pulumi.Output.from_input(args.issuer)

@@ -4,6 +4,7 @@ and holds a data role on its own containers only."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -33,7 +34,10 @@ def two_teams(tmp: Path) -> Path:
     raw = yaml.safe_load(path.read_text())
     cluster = raw["config"]["azure-gpu-k8s:cluster"]
     cluster["gpu_pools"]["h100"]["team"] = "vision"
-    cluster["identity"]["teams"]["vision"] = {"group": "7d2c9e10-5a4b-4c3d-8e2f-0a1b2c3d4e5f"}
+    cluster["identity"]["teams"]["vision"] = {
+        "group": "7d2c9e10-5a4b-4c3d-8e2f-0a1b2c3d4e5f",
+        "service_accounts": ["training", "eval", "serve"],
+    }
     path.write_text(yaml.safe_dump(raw))
     return stacks
 
@@ -73,9 +77,19 @@ def test_each_team_identity_reaches_its_own_containers_only(tmp_path: Path) -> N
         (r["inputs"]["resourceName"], r["inputs"]["subject"], tuple(r["inputs"]["audiences"]))
         for r in by_type[CREDENTIAL]
     }
+    accounts = {"research": ["training"], "vision": ["training", "eval", "serve"]}
     assert subjects == {
-        (identities[t]["outputs"]["name"], oidc.subject(t, "training"), (oidc.AUDIENCE,)) for t in identities
+        (identities[t]["outputs"]["name"], oidc.subject(t, sa), (oidc.AUDIENCE,))
+        for t in identities
+        for sa in accounts[t]
     }
+    # Under one identity they are created one after another: Azure refuses concurrent credential writes there.
+    vision = sorted(
+        (r for r in by_type[CREDENTIAL] if r["inputs"]["resourceName"] == identities["vision"]["outputs"]["name"]),
+        key=lambda r: accounts["vision"].index(r["inputs"]["subject"].rsplit(":", 1)[1]),
+    )
+    for before, after in itertools.pairwise(vision):
+        assert before["urn"] in after.get("dependencies", []), (after["urn"], after.get("dependencies"))
     # The issuer's two documents are uploaded, the discovery document naming that issuer.
     blobs = {r["inputs"]["blobName"]: r for r in by_type[BLOB]}
     assert set(blobs) == {oidc.DISCOVERY_PATH, oidc.JWKS_PATH}
