@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from modules.cluster.config import AddonsConfig
 from modules.cluster.spec import AddonsSpec
@@ -33,7 +36,17 @@ def spec_of(stack: str, *, version: str | None = None, addons: AddonsConfig | No
             }
         )
     changed = config.model_copy(update=update)
-    return prepare_cluster(stack, changed, STACKS).addons
+    if version is None:
+        return prepare_cluster(stack, changed, STACKS).addons
+    # The cluster boots its own release's images: the images stack it reads builds that release too.
+    with tempfile.TemporaryDirectory() as tmp:
+        stacks = Path(tmp) / "stacks"
+        shutil.copytree(STACKS, stacks)
+        path = stacks / "Pulumi.images.yaml"
+        raw = yaml.safe_load(path.read_text())
+        raw["config"]["azure-gpu-k8s:image_build"]["kubernetes_version"] = version
+        path.write_text(yaml.safe_dump(raw))
+        return prepare_cluster(stack, changed, stacks).addons
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,8 @@ from modules.bootstrap import pki
 from modules.bootstrap.host import scheduled_events as se
 from modules.bootstrap.roles import DRAINED_FOR, bundle
 from tests.host.loopback import serve
+from tests.host.test_scheduled_events import NOW
+from tests.host.test_scheduled_events import event as event_at
 
 from .cluster import ControlPlane, wait
 from .conftest import Nodes, wait_for_default_service_account
@@ -273,24 +275,6 @@ def test_a_reboot_event_cordons_drains_within_budgets_and_is_acknowledged(
 # PodDisruptionBudget are the real API server's (kwok keeps the node Ready; no kubelet runs here).
 
 CASES = "drain-cases"
-NOW = dt.datetime(2026, 12, 2, 8, 0, tzinfo=dt.UTC)
-
-
-def event_at(
-    kind: str, *resources: str, event_id: str = "EVT-1", status: str = "Scheduled", minutes: int = 15
-) -> dict[str, Any]:
-    when = (NOW + dt.timedelta(minutes=minutes)).strftime("%a, %d %b %Y %H:%M:%S GMT")
-    return {
-        "EventId": event_id,
-        "EventType": kind,
-        "ResourceType": "VirtualMachine",
-        "Resources": list(resources),
-        "EventStatus": status,
-        "NotBefore": when if status == "Scheduled" else "",
-        "Description": "test",
-        "EventSource": "Platform",
-        "DurationInSeconds": -1,
-    }
 
 
 class CountingKube(se.Kube):

@@ -30,6 +30,10 @@ TEAM_RULES: list[Obj] = [
     {"apiGroups": [""], "resources": ["pods/exec", "pods/portforward"], "verbs": ["create", "get"]},
     {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": WRITE},
     {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": WRITE},
+    # The gang example's StatefulSet (docs/gpu-jobs.md).
+    {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": WRITE},
+    # Where a queued job stands (docs/queues.md: kubectl get/describe workloads); Kueue writes these itself.
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": READ},
     # Read only: a member must not re-point a service account at another identity, raise the quota, or grant.
     {
         "apiGroups": [""],
