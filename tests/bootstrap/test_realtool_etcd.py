@@ -60,8 +60,15 @@ def _ports(count: int) -> list[int]:
     be handed to another process (another test worker, an outgoing connection) while a member restarts;
     these never are, and a random start keeps parallel workers apart."""
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    # Each xdist worker draws from its own slice: two workers starting planes at once (dev's on one, the
+    # scale tier's fleet on the other) once drew the same port from the shared range, and an etcd member
+    # died with "address already in use".
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    span = (low - 10_000) // max(workers, 1)
+    first = 10_000 + worker * span
     out: list[int] = []
-    for port in random.Random().sample(range(10_000, low), low - 10_000):
+    for port in random.Random().sample(range(first, first + span), span):
         if port in _HANDED_OUT:  # free now, but promised to a process not yet started
             continue
         with socket.socket() as s:
@@ -73,7 +80,7 @@ def _ports(count: int) -> list[int]:
         if len(out) == count:
             _HANDED_OUT.update(out)
             return out
-    raise RuntimeError(f"no {count} free ports between 10000 and {low}")
+    raise RuntimeError(f"no {count} free ports between {first} and {first + span}")
 
 
 def loopback_url(ports: dict[tuple[str, int], int]) -> Callable[[str], str | None]:
