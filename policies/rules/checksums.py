@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs
+from pulumi_policy.proxy import UnknownValueError
 
 ZERO_SHA256 = re.compile(r"(?<![0-9A-Fa-f])0{64}(?![0-9A-Fa-f])")
 _BLOB = re.compile(r"[A-Za-z0-9+/]{64,}={0,2}")
@@ -26,15 +27,25 @@ _BLOB = re.compile(r"[A-Za-z0-9+/]{64,}={0,2}")
 _DEPTH = 3
 
 
+def _item(container: Any, key: Any) -> Any:
+    """``container[key]``, or None for a value unknown during preview: an unknown value is no placeholder
+    (the policy sees the real one at `pulumi up`), and reading it would make the SDK report the whole policy
+    as unable to run on every resource with any unknown input."""
+    try:
+        return container[key]
+    except UnknownValueError:
+        return None
+
+
 def _strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
     if isinstance(value, str):
         yield path, value
     elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _strings(item, f"{path}.{key}" if path else str(key))
+        for key in value:
+            yield from _strings(_item(value, key), f"{path}.{key}" if path else str(key))
     elif isinstance(value, Sequence) and not isinstance(value, bytes):
-        for i, item in enumerate(value):
-            yield from _strings(item, f"{path}[{i}]")
+        for i in range(len(value)):
+            yield from _strings(_item(value, i), f"{path}[{i}]")
 
 
 def _decoded(text: str) -> Iterator[str]:

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from agk.plan.engine import REPO_ROOT
 from modules.azure.boot import minimal_cloud_config
@@ -39,6 +40,11 @@ PLATFORM = (
 AUDIENCES = ("https://storage.azure.com/", "https://vault.azure.net")
 """OAuth resource identifiers a host asks IMDS for a token for (modules/bootstrap/host/imds.py): names, not
 requests; the token is then used against the private-link names below."""
+ENTRA_ISSUER = re.compile(r"https://login\.microsoftonline\.com/[0-9a-f-]{36}/v2\.0")
+"""Microsoft Entra ID's token issuer for one tenant. The API server's structured authentication config names it
+as a JWT issuer: the API server fetches its discovery document and keys at run time to validate researchers'
+tokens (an Azure platform endpoint reached through the NAT), not a download a boot depends on. Accepted only as
+an AuthenticationConfiguration's ``jwt[].issuer.url`` (``_issuers``), nowhere else."""
 IN_CLUSTER = ".svc.cluster.local"
 """Service names inside the cluster (the service account issuer): resolved by CoreDNS to the service CIDR."""
 PRIVATE_LINK = (".vault.azure.net", ".blob.core.windows.net", ".privatelink.vaultcore.azure.net")
@@ -82,6 +88,18 @@ def _inside(host: str, vnet: list[Net]) -> bool:
     return any(ip in net for net in (*PLATFORM, *vnet))
 
 
+def _issuers(text: str) -> set[str]:
+    """The Entra issuer URLs an API server's AuthenticationConfiguration validates tokens against (ENTRA_ISSUER)."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return set()
+    if not isinstance(doc, dict) or doc.get("kind") != "AuthenticationConfiguration":
+        return set()
+    urls = {(jwt.get("issuer") or {}).get("url") for jwt in doc.get("jwt") or []}
+    return {u for u in urls if isinstance(u, str) and ENTRA_ISSUER.fullmatch(u)}
+
+
 def _texts(stack: str) -> Iterator[tuple[str, str, list[Net]]]:
     """(where, text) of everything a host of ``stack`` boots with, and the stack's own address space."""
     config = load_stack(STACKS, stack)
@@ -118,8 +136,9 @@ def reach(stacks: list[str]) -> list[str]:
     found = []
     for stack in stacks:
         for where, text, vnet in _texts(stack):
+            issuers = _issuers(text)
             for url in URL.findall(text):
-                if url not in AUDIENCES and not _inside(_host(url), vnet):
+                if url not in AUDIENCES and url not in issuers and not _inside(_host(url), vnet):
                     found.append(f"{where}: {url}")
             for match in PACKAGE_MANAGERS.finditer(text):
                 found.append(f"{where}: runs {match.group(1)} (the distribution's archive is on the internet)")

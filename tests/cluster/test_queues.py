@@ -20,7 +20,12 @@ from tests.cluster.conftest import spec_of
 
 
 def kueue(spec: AddonsSpec, kind: str) -> dict[str, dict[str, Any]]:
-    return {o["metadata"]["name"]: o for o in render_manifests(spec) if o["kind"] == kind}
+    # Kueue's own objects only: other components (azure-workload-identity's pod webhook) render the same kinds.
+    return {
+        o["metadata"]["name"]: o
+        for o in render_manifests(spec)
+        if o["kind"] == kind and o["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "kueue"
+    }
 
 
 def two_teams(dev_spec: AddonsSpec, **queue_changes: Any) -> AddonsSpec:
