@@ -63,6 +63,8 @@ def _raw(key: str, value: Any) -> Mutation:
 
 
 def write_stacks(tmp: Path, mutate: Mutation) -> Path:
+    # Clusters boot the images stack's gallery versions: a cluster plan reads its stack file too.
+    (tmp / "Pulumi.images.yaml").write_text((STACKS / "Pulumi.images.yaml").read_text())
     for name in ("hub", "dev"):
         doc = yaml.safe_load((STACKS / f"Pulumi.{name}.yaml").read_text())
         if name == "dev":
@@ -389,6 +391,7 @@ def test_stack_files_pulumi_writes_are_accepted(tmp_path: Path) -> None:
         )
         written = {**settings._serialize(), "environment": ["org/gpu-defaults"], "encryptedkey": "ZXhhbXBsZQ=="}
         (tmp_path / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(written))
+    (tmp_path / "Pulumi.images.yaml").write_text((STACKS / "Pulumi.images.yaml").read_text())
     assert set(written) == {"secretsprovider", "encryptionsalt", "config", "environment", "encryptedkey"}
     prep = prepare_cluster("dev", load_stack(tmp_path, "dev"), tmp_path)
     assert prep.config.cluster is not None and prep.config.cluster.name == "dev"

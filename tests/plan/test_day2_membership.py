@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from agk.cli import app
@@ -92,28 +93,51 @@ _IMAGES = {
 }
 
 
-def test_a_minor_the_pinned_images_cannot_run_is_refused_at_plan_time(tmp_path: Path) -> None:
-    folder = stack_folder(tmp_path / "stacks", edit=_minor("1.36"))
+def _images_build(folder: Path, minor: str) -> Path:
+    """The images stack builds ``minor`` too (a cluster boots the images stack's release; it is deployed first)."""
+    path = folder / "Pulumi.images.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["config"]["azure-gpu-k8s:image_build"]["kubernetes_version"] = minor
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return folder
+
+
+def test_a_minor_the_pinned_images_cannot_run_is_refused_at_plan_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The hosts boot gallery images that install the versions table's containerd (2.3 today, fine for 1.36):
+    # an image table still on containerd 1.7 is what 1.36 cannot run.
+    from dataclasses import replace
+
+    from modules.bootstrap import versions
+
+    old = replace(versions.ARTIFACTS["containerd"], version="1.7.28")
+    monkeypatch.setitem(versions.ARTIFACTS, "containerd", old)
+    folder = _images_build(stack_folder(tmp_path / "stacks", edit=_minor("1.36")), "1.36")
     result = CliRunner().invoke(app, ["plan", "--stack", "dev", "--stacks-dir", str(folder)])
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr.startswith(
         "error: dev: azure-gpu-k8s:cluster.kubernetes_version: Kubernetes 1.36 needs containerd 2.0 or newer, but"
-        " images.general 24.04.202609040 ships containerd 1.7"
+        " the node images install containerd 1.7.28"
     )
 
 
 def test_a_minor_bump_shows_the_hosts_it_restarts_and_the_sets_to_roll(tmp_path: Path, base: dict[str, Any]) -> None:
     # Images the containerd table does not know pass at plan time (their nodes' boot checks containerd).
     head = export(
-        stack_folder(tmp_path / "stacks", edit=_minor("1.36", general="24.04.202612010", gpu="22.04.2026120101"))
+        _images_build(
+            stack_folder(tmp_path / "stacks", edit=_minor("1.36", general="24.04.202612010", gpu="22.04.2026120101")),
+            "1.36",
+        )
     )
     found, radius = diff(base, head)
     restarted = {r.host: r for r in radius.restarts}
+    # The hosts boot the new release's gallery image: a fixed host cannot take it in place, so it is replaced
+    # (down until the new one boots), and the scale sets roll onto it.
     for i in range(3):
-        assert "static-pod kube-apiserver" in restarted[f"dev-apiserver-{i}"].actions
+        assert restarted[f"dev-apiserver-{i}"].actions == ("VM replaced: down until the new one boots",)
     assert {r["name"] for r in radius.as_json()["scale_sets_to_roll"]} == {"a100-00", "h100-00", "system-00"}
-    # A fixed host's image cannot change in place: the plan says so (and how) for each.
-    assert {c.name for c in found.changes if "storageProfile.imageReference" in c.refused} >= {
+    assert {c.name for c in found.changes if c.action == "replace" and "storageProfile.imageReference" in c.keys} >= {
         "dev-apiserver-0",
         "dev-etcd-0",
     }

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
-from agk.review.export import parse
 
 from agk.plan.diff import resources_of
 from agk.review import ChangeSet, review
+from agk.stack_export import parse
 from modules.errors import AgkError
 
 from .changed_stacks import cluster, diff, export, export_after, line, stack_folder

@@ -389,16 +389,29 @@ def _with_image_version(state: dict[str, Any], version: str) -> dict[str, Any]:
 
 
 def test_change_an_image_version(tmp_path: Path, base: dict[str, Any]) -> None:
-    # No config key selects the image version yet: the base is edited instead of the stack.
+    # The base is edited as if h100-00 and etcd-0 had been deployed from another image (cluster.node_images
+    # selects the gallery version; tests/plan/test_node_images.py plans that edit end to end).
     old = _with_image_version(base, "2204.2025.0101")
     case = Case(tmp_path, old, base)
+    # A fixed host cannot take a new image in place: the program replaces it (replace_on_changes); a scale set
+    # takes the new image in its model, in place, and its nodes roll.
     assert case.lines == [
-        "update VirtualMachine dev-etcd-0 [storageProfile] refused=storageProfile.imageReference",
+        "replace VirtualMachine dev-etcd-0 [storageProfile.imageReference]",
         "update VirtualMachineScaleSet h100-00 [virtualMachineProfile]",
     ]
     assert case.diff.changes[1].paths == ("virtualMachineProfile.storageProfile.imageReference.version",)
     assert case.radius.as_json() == {
         **NO_RADIUS,
+        "etcd_members": 1,
+        "etcd_member_names": ["dev-etcd-0"],
+        "restarts": [
+            {
+                "host": "dev-etcd-0",
+                "role": "etcd",
+                "how": "vm",
+                "actions": ["VM replaced: down until the new one boots"],
+            }
+        ],
         "scale_sets_to_roll": [
             {
                 "name": "h100-00",
@@ -408,7 +421,7 @@ def test_change_an_image_version(tmp_path: Path, base: dict[str, Any]) -> None:
             }
         ],
     }
-    assert case.verdicts()[0] == {("no-change-azure-refuses", "mandatory", "dev-etcd-0")}
+    assert case.verdicts()[0] == {("no-stateful-replacement", "mandatory", "dev-etcd-0")}
 
 
 def test_a_diff_lists_every_changed_path_once(base: dict[str, Any]) -> None:
@@ -455,7 +468,12 @@ def test_pins_in_the_stack_file_still_win(tmp_path: Path, base: dict[str, Any]) 
 
 
 def test_removing_a_pool_moves_no_other_subnet(tmp_path: Path, base: dict[str, Any]) -> None:
-    folder = stack_folder(tmp_path / "stacks", edit=lambda c: cluster(c)["gpu_pools"].pop("a100"))
+    def remove_a100(config: dict[str, Any]) -> None:
+        cluster(config)["gpu_pools"].pop("a100")
+        # dev's one identity team (research) queues on a100: it goes with the pool.
+        cluster(config)["identity"]["teams"].pop("research")
+
+    folder = stack_folder(tmp_path / "stacks", edit=remove_a100)
     after = _subnets(export_after(folder, base))
     assert after == {k: v for k, v in _subnets(base).items() if k != "gpu-a100"}
 

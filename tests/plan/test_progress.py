@@ -47,7 +47,11 @@ def test_one_line_per_stack_on_a_terminal() -> None:
         os.close(leader)
     assert done.returncode == 0
     lines = b"".join(chunks).decode().splitlines()
-    assert [line.split(" in ")[0] for line in lines] == ["agk: planned hub", "agk: planned dev"]
+    assert [line.split(" in ")[0] for line in lines] == [
+        "agk: planned images",
+        "agk: planned hub",
+        "agk: planned dev",
+    ]
     assert all(line.endswith(" resources)") and " s (" in line for line in lines)
 
 
