@@ -89,15 +89,8 @@ GPU_REFUSED = {
         gpu_pod(ephemeralContainers=[container(name="debug", env=[ALL_GPUS])]),
         0,
     ),
-    "privileged": (gpu_pod(containers=[container(securityContext={"privileged": True})]), 1),
-    "SYS_ADMIN": (gpu_pod(containers=[container(securityContext={"capabilities": {"add": ["SYS_ADMIN"]}})]), 1),
-    "CAP_SYS_ADMIN": (
-        gpu_pod(containers=[container(securityContext={"capabilities": {"add": ["IPC_LOCK", "CAP_SYS_ADMIN"]}})]),
-        1,
-    ),
-    "ALL capabilities": (gpu_pod(containers=[container(securityContext={"capabilities": {"add": ["ALL"]}})]), 1),
     # The runtime reads a /dev/null mount there as a device request; /dev/null would be a hostPath (refused
-    # by the last rule too), so the mount-path rule is shown on its own with another volume.
+    # by tenant-pod-security too), so the mount-path rule is shown on its own with another volume.
     "a device-list mount": (
         gpu_pod(
             containers=[
@@ -105,15 +98,7 @@ GPU_REFUSED = {
             ],
             volumes=[{"name": "null", "emptyDir": {}}],
         ),
-        2,
-    ),
-    "host network": (gpu_pod(hostNetwork=True), 3),
-    "the node's / through hostPath": (
-        gpu_pod(
-            containers=[container(volumeMounts=[{"name": "root", "mountPath": "/host"}])],
-            volumes=[{"name": "root", "hostPath": {"path": "/"}}],
-        ),
-        4,
+        1,
     ),
 }
 
@@ -154,11 +139,22 @@ POD_SECURITY_ADMITTED = {
 POD_SECURITY_REFUSED = {
     "hostPID": (gpu_pod(hostPID=True), 0),
     "hostIPC": (gpu_pod(hostIPC=True), 0),
+    "host network (reaches the node's DCGM engine)": (gpu_pod(hostNetwork=True), 0),
     "privileged": (gpu_pod(containers=[container(securityContext={"privileged": True})]), 1),
+    "SYS_ADMIN (the NVIDIA runtime then shows every GPU)": (gpu_pod(containers=[caps("SYS_ADMIN")]), 2),
+    "CAP_SYS_ADMIN beside IPC_LOCK": (gpu_pod(containers=[caps("IPC_LOCK", "CAP_SYS_ADMIN")]), 2),
+    "ALL capabilities": (gpu_pod(containers=[caps("ALL")]), 2),
     "SYS_PTRACE beside IPC_LOCK": (gpu_pod(containers=[caps("IPC_LOCK", "SYS_PTRACE")]), 2),
     "NET_ADMIN in an init container": (gpu_pod(initContainers=[caps("NET_ADMIN") | {"name": "init"}]), 2),
     "SYS_ADMIN in an ephemeral container": (gpu_pod(ephemeralContainers=[caps("SYS_ADMIN") | {"name": "debug"}]), 2),
     "a hostPath volume": (gpu_pod(volumes=[{"name": "h", "hostPath": {"path": "/var/lib/kubelet"}}]), 3),
+    "the node's / through hostPath": (
+        gpu_pod(
+            containers=[container(volumeMounts=[{"name": "root", "mountPath": "/host"}])],
+            volumes=[{"name": "root", "hostPath": {"path": "/"}}],
+        ),
+        3,
+    ),
     "a host port": (gpu_pod(containers=[container(ports=[{"containerPort": 80, "hostPort": 80}])]), 4),
     "a probe aimed at another host": (
         gpu_pod(containers=[container(livenessProbe={"tcpSocket": {"host": "169.254.169.254", "port": 80}})]),

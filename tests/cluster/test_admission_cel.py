@@ -179,17 +179,17 @@ def test_gpu_isolation_spares_only_the_node_agents_namespaces(dev_spec: AddonsSp
             assert obj["metadata"]["namespace"] in expr["values"], obj["metadata"]["name"]
 
 
-def test_gpu_isolation_refuses_the_documented_topology_hostpath_of_before(dev_spec: AddonsSpec) -> None:
+def test_the_documented_topology_hostpath_of_before_is_refused(dev_spec: AddonsSpec) -> None:
     """The job this project documented until now mounted /opt/microsoft from the host; that is refused now,
     and the documented job mounts the team's ConfigMap instead."""
-    policy = admission.gpu_isolation()[0]
+    policy = admission.pod_security()[0]
     before = {
         "spec": {
             "containers": [{"name": "c", "image": "i"}],
             "volumes": [{"name": "topology", "hostPath": {"path": "/opt/microsoft", "type": "Directory"}}],
         }
     }
-    assert refused(policy, before) == [policy["spec"]["validations"][4]["message"]]
+    assert refused(policy, before) == [policy["spec"]["validations"][3]["message"]]
     pod_spec = gang.example(dev_spec, dev_spec.teams[0])[1]["spec"]["template"]["spec"]
     assert [v for v in pod_spec["volumes"] if "hostPath" in v] == []
     # NCCL still finds its file where the image put it: the ConfigMap item lands at NCCL_TOPO_FILE.

@@ -175,7 +175,7 @@ def scratch(in_force: ControlPlane) -> str:
 def test_a_team_pod_mounting_the_nodes_root_is_refused(in_force: ControlPlane) -> None:
     code, message = create(in_force, HOST_ROOT)
     assert code == 403, message
-    assert refused_by(in_force, message, {"gpu-isolation": [4], "tenant-pod-security": [3]}), message
+    assert refused_by(in_force, message, {"tenant-pod-security": [3]}), message
 
 
 def test_a_pod_mounting_the_nodes_root_in_a_new_unlabelled_namespace_is_refused(
@@ -183,7 +183,7 @@ def test_a_pod_mounting_the_nodes_root_in_a_new_unlabelled_namespace_is_refused(
 ) -> None:
     code, message = create(in_force, HOST_ROOT, namespace=scratch)
     assert code == 403, message
-    assert refused_by(in_force, message, {"gpu-isolation": [4], "tenant-pod-security": [3]}), message
+    assert refused_by(in_force, message, {"tenant-pod-security": [3]}), message
 
 
 @pytest.mark.parametrize(
@@ -215,8 +215,7 @@ def test_host_access_is_refused_in_team_namespaces(in_force: ControlPlane, case:
     obj, which = POD_SECURITY_REFUSED[case]
     code, message = create(in_force, obj)
     assert code == 403, message
-    # gpu-isolation may deny first where both policies forbid the pod (privileged, SYS_ADMIN, hostPath).
-    assert refused_by(in_force, message, {"tenant-pod-security": [which], "gpu-isolation": [1, 4]}), message
+    assert refused_by(in_force, message, {"tenant-pod-security": [which]}), message
 
 
 def test_the_documented_training_job_is_admitted_with_its_topology_file(in_force: ControlPlane) -> None:

@@ -25,8 +25,10 @@ false``) and reads allocations from the device plugin's mounts; "privileged" to 
 CAP_SYS_ADMIN in the bounding set (nvidia-container-toolkit internal/config/image/privileged.go), and
 it accepts any mount from /dev/null under /var/run/nvidia-container-devices (cuda_image.go,
 requestsFromMounts). So outside the namespaces of this toolkit's own node agents a pod may not set
-the variable, run privileged, add SYS_ADMIN, mount under that directory, or use the host network
-(which reaches the node's DCGM engine on localhost:5555).
+the variable or mount under that directory. Running privileged, adding SYS_ADMIN, the host network (which
+reaches the node's DCGM engine on localhost:5555) and host paths are refused by ``tenant-pod-security``,
+which binds exactly the same namespaces: each rule lives in one policy, so the API server's refusal
+names the one policy that forbids the pod.
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ POD_SECURITY_POLICY = "tenant-pod-security"
 # cloud-node-manager), which must see every GPU and use the host: the only ones the host-access
 # policies (gpu-isolation, tenant-pod-security) spare.
 HOST_ACCESS_NAMESPACES = ("kube-system", HEALTH_NS)
-GPU_AGENT_NAMESPACES = HOST_ACCESS_NAMESPACES
 # Every namespace whose pods the toolkit itself places on tainted nodes: the node agents (which tolerate
 # everything), balloons (which tolerate their pool's team) and the gang scheduler. The team-toleration
 # policy spares only these; no researcher has rights in them (docs/tenancy.md).
@@ -306,36 +307,10 @@ def gpu_validations() -> list[dict[str, str]]:
         {
             "expression": "!("
             + _any_container(
-                "has(c.securityContext) && ((has(c.securityContext.privileged) && c.securityContext.privileged) || "
-                "(has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add) && "
-                "c.securityContext.capabilities.add.exists(a, a in ['SYS_ADMIN', 'CAP_SYS_ADMIN', 'ALL'])))"
-            )
-            + ")",
-            "message": "a container is privileged or adds SYS_ADMIN, which sees every GPU on the node: drop it and "
-            f"{fix}",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": "!("
-            + _any_container(
                 f"has(c.volumeMounts) && c.volumeMounts.exists(m, m.mountPath.startsWith('{DEVICE_MOUNTS}'))"
             )
             + ")",
             "message": f"a container mounts under {DEVICE_MOUNTS}, the device plugin's GPU list: {fix}",
-            "reason": "Forbidden",
-        },
-        {
-            "expression": "!(has(object.spec.hostNetwork) && object.spec.hostNetwork)",
-            "message": "the pod uses the host network, which reaches the node's DCGM engine and agents: use the pod "
-            "network (InfiniBand comes from rdma/ib, not from the host network)",
-            "reason": "Forbidden",
-        },
-        {
-            # Any host path: / gives root on the node (its kubelet credentials, its managed identity's
-            # bundle, every GPU's device node). The NCCL topology file comes from a ConfigMap (objects/tenancy.py).
-            "expression": "!(has(object.spec.volumes) && object.spec.volumes.exists(v, has(v.hostPath)))",
-            "message": "the pod mounts a hostPath volume, which exposes the node's files: use a ConfigMap, an "
-            "emptyDir or a PersistentVolumeClaim (the NCCL topology file is the ConfigMap nccl-topology)",
             "reason": "Forbidden",
         },
     ]
@@ -368,7 +343,7 @@ def gpu_isolation() -> list[Obj]:
         "spec": {
             "policyName": GPU_POLICY,
             "validationActions": ["Deny"],
-            "matchResources": all_namespaces_but(GPU_AGENT_NAMESPACES),
+            "matchResources": all_namespaces_but(HOST_ACCESS_NAMESPACES),
         },
     }
     return [policy, binding]
@@ -438,8 +413,9 @@ def pod_security_validations() -> list[dict[str, str]]:
         ),
         (
             "!(has(object.spec.volumes) && object.spec.volumes.exists(v, has(v.hostPath)))",
+            # / would be root on the node: its kubelet credentials, its identity's bundle, every GPU's device.
             "the pod mounts a hostPath volume: Pod Security baseline forbids it; use a ConfigMap, an emptyDir or "
-            "a PersistentVolumeClaim",
+            "a PersistentVolumeClaim (the NCCL topology file is the ConfigMap nccl-topology)",
         ),
         (
             "!(" + _any_container("has(c.ports) && c.ports.exists(p, has(p.hostPort) && p.hostPort != 0)") + ")",

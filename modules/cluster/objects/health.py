@@ -14,7 +14,7 @@ Only allocated GPUs are visible in a pod: the device plugin hands the runtime it
 mounts (``DEVICE_LIST_STRATEGY=volume-mounts``), and the node's nvidia-container-runtime ignores
 ``NVIDIA_VISIBLE_DEVICES`` from unprivileged containers (``accept-nvidia-visible-devices-envvar-when-
 unprivileged = false``, written by the node bootstrap); admission refuses the ways around it
-(objects/admission.py, ``gpu-isolation``).
+(objects/admission.py, ``gpu-isolation`` and ``tenant-pod-security``).
 """
 
 from __future__ import annotations

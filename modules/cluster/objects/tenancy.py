@@ -1,6 +1,6 @@
 """What a team's training pods need from the node, delivered without host access.
 
-Team pods may not mount host paths (objects/admission.py: ``gpu-isolation`` and ``tenant-pod-security``).
+Team pods may not mount host paths (objects/admission.py, ``tenant-pod-security``).
 Of what the documented InfiniBand job used from the host, only NCCL's topology file came through a
 hostPath (``/opt/microsoft``); the rest never did: the HCAs come from the RDMA device plugin's resource
 (objects/rdma.py), GPUs from the NVIDIA device plugin, a large ``/dev/shm`` from an in-memory emptyDir,
