@@ -27,8 +27,12 @@ def prepared(stack: str) -> ClusterPrep:
     return prepare_cluster(stack, load_stack(STACKS, stack), STACKS)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # One worker runs the whole tier against one control plane (make test: --dist loadgroup).
+    # One worker runs the whole tier against one control plane (make test: --dist loadgroup). First: xdist's
+    # worker reads the group marker in its own hook of the same name, which otherwise runs before this one
+    # wherever this conftest is loaded before the worker plugin (a run naming tests/controlplane), and the
+    # tier then starts its control planes on every worker.
     for item in items:
         if "tests/controlplane/" in str(item.path):
             item.add_marker(pytest.mark.xdist_group(GROUP))
@@ -86,11 +90,12 @@ def wait_for_default_service_account(cp: ControlPlane, namespaces: list[str]) ->
 
 @pytest.fixture(scope="session")
 def prod_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """prod-7500's control plane from its rendered files: 5 etcd members, 5 events etcd members, 5 API
-    server hosts (each with its controller-manager and scheduler)."""
+    """prod-7500's control plane from its rendered files: 5 etcd members, 5 events etcd members, and the first
+    of its 5 API server hosts (its API server, controller-manager and scheduler). Its one test applies the
+    add-ons, which each API server validates alike; the five hosts' failover is dev's three hosts' (test_start)."""
     cp = build(context("prod-7500"), tmp_path_factory.mktemp("prod-plane"))
     try:
-        start(cp)
+        start(cp, hosts=1)
         yield cp
     finally:
         cp.stop()

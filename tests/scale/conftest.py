@@ -27,6 +27,7 @@ from .load import Loader, fleet, place_agents, register_fleet
 GROUP = "scale"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the group (tests/controlplane/conftest.py)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/scale/" in str(item.path):
