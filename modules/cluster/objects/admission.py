@@ -27,8 +27,8 @@ it accepts any mount from /dev/null under /var/run/nvidia-container-devices (cud
 requestsFromMounts). So outside the namespaces of this toolkit's own node agents a pod may not set
 the variable or mount under that directory. Running privileged, adding SYS_ADMIN, the host network (which
 reaches the node's DCGM engine on localhost:5555) and host paths are refused by ``tenant-pod-security``,
-which binds exactly the same namespaces: each rule lives in one policy, so the API server's refusal
-names the one policy that forbids the pod.
+which binds exactly the same namespaces: each rule lives in one policy (a pod breaking rules of both is
+refused by whichever the API server evaluates first).
 """
 
 from __future__ import annotations
