@@ -55,7 +55,8 @@ KUBELET_SERVING_CA = "kubelet-serving-ca"
 their serving certificates' names from their own Node's status.addresses, which a node credential may write
 (NodeRestriction lets a node update its own Node); signed by the Kubernetes CA, an approved request naming
 the API server's VIP or kubernetes.default.svc would be trusted by every API server client. Only Prometheus'
-kubelet scrape trusts this CA, so such a certificate lets one pass for a kubelet to Prometheus, no more."""
+kubelet scrape and the API servers' calls to kubelets (``--kubelet-certificate-authority``) trust this CA, so
+such a certificate lets one pass for a kubelet, no more."""
 SERVICE_ACCOUNT = "service-account"
 """Signs service-account tokens (ECDSA P-256) on a cluster without workload identity."""
 SERVICE_ACCOUNT_RSA = "service-account-rsa"

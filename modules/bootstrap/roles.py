@@ -507,6 +507,7 @@ def _apiserver(ctx: BootstrapContext, name: str) -> NodeBundle:
         apiservers=len(ctx.control_plane.apiservers),
         cluster_domain=ctx.cluster_domain,
         identity=ctx.identity,
+        kubelet_serving_ca=pki.KUBELET_SERVING_CA,
     )
     # The internal load balancer does not hairpin: components talk to their own host's server.
     local = f"https://127.0.0.1:{PORTS.apiserver}"

@@ -1,10 +1,12 @@
 """Render tier: kubelet serving certificates come from a CA of their own, which only Prometheus' kubelet scrape
-trusts and whose key only the API server hosts (kube-controller-manager) hold.
+and the API servers' calls to kubelets trust and whose key only the API server hosts (kube-controller-manager)
+hold.
 
 A kubelet chooses its serving certificate's names from its own Node's status.addresses, which its credential
 may write (NodeRestriction lets a node update its own Node). Signed by the cluster CA, such a certificate
 naming the API server VIP or kubernetes.default.svc would be trusted by every API server client; signed by
-the kubelet serving CA it is trusted by Prometheus' kubelet and cAdvisor jobs only.
+the kubelet serving CA it is trusted by Prometheus' kubelet and cAdvisor jobs, and by the API servers only
+where they call a kubelet.
 """
 
 from __future__ import annotations
@@ -51,6 +53,14 @@ def test_the_kubelet_serving_signer_signs_with_its_own_ca(ctx: BootstrapContext)
             assert _secret_at(node, flags[f"cluster-signing-{signer}-key-file"]) == f"key:{pki.KUBERNETES_CA}"
         # The API servers keep authenticating clients with the cluster CA only.
         assert _secret_at(node, _flags(node, "kube-apiserver")["client-ca-file"]) == f"cert:{pki.KUBERNETES_CA}"
+
+
+def test_the_api_servers_verify_kubelets_against_the_kubelet_serving_ca(ctx: BootstrapContext) -> None:
+    """Logs, exec and the node proxy: unset, the API server verifies no kubelet (the real API server's side is
+    tests/controlplane/test_serving_certs.py)."""
+    for host in names(ctx, "apiserver"):
+        node = bundle(ctx, "apiserver", host)
+        assert _secret_at(node, _flags(node, "kube-apiserver")["kubelet-certificate-authority"]) == SERVING_CERT
 
 
 def test_the_kubelet_serving_ca_is_a_ca_of_its_own(dev: BootstrapContext) -> None:

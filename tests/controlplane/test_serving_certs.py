@@ -14,16 +14,23 @@
    another node's name is refused by the API server itself (NodeRestriction), before any approver.
 4. The kubelets authorize Prometheus through the API server (SubjectAccessReview, webhook mode): the real
    RBAC lets Prometheus' identity get nodes/metrics and nothing through nodes/proxy.
+5. The API server reads a pod's logs from its kubelet (a TLS stand-in on loopback) only while the kubelet serves
+   a certificate from the kubelet serving CA (``--kubelet-certificate-authority``).
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
+import http.server
 import ipaddress
 import json
+import ssl
 import subprocess
+import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +38,7 @@ from typing import Any
 import pytest
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
@@ -234,3 +241,155 @@ def test_kubelets_let_prometheus_read_metrics_and_nothing_through_the_proxy(dev_
     assert access_review(dev_cluster, "metrics")
     assert not access_review(dev_cluster, "proxy")
     assert not access_review(dev_cluster, "log")
+
+
+# --- The API server's side: it calls a kubelet (logs, exec, the node proxy) only if the kubelet's serving
+# certificate is the kubelet serving CA's (--kubelet-certificate-authority). ---
+
+LOOPBACK = "127.0.0.1"
+STANDIN_NODE, LOG_POD = "kubelet-tls-standin", "kubelet-tls-probe"
+LOG_LINE = "a line the kubelet stand-in serves\n"
+
+
+class StandInKubelet(http.server.ThreadingHTTPServer):
+    """What the API server reaches at a kubelet's port, as a stand-in (no kubelet runs here): TLS with the
+    ``context`` of the moment (a new handshake per connection, HTTP/1.0, so no connection outlives a swap), the
+    client certificate checked against the cluster CA as the kubelet's ``authentication.x509.clientCAFile``
+    does, and the pod's log lines at ``/containerLogs/<namespace>/<pod>/<container>``."""
+
+    daemon_threads = True
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        super().__init__((LOOPBACK, 0), _KubeletHandler)
+        self.context = context
+        self.clients: list[str] = []
+
+    def get_request(self) -> tuple[Any, Any]:
+        sock, addr = super().get_request()
+        sock.settimeout(10)
+        return self.context.wrap_socket(sock, server_side=True), addr
+
+
+class _KubeletHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+
+    def do_GET(self) -> None:
+        server: StandInKubelet = self.server  # type: ignore[assignment]
+        peer = self.connection.getpeercert() or {}
+        server.clients += [v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName"]
+        ok = self.path.split("?")[0] == f"/containerLogs/kube-system/{LOG_POD}/main"
+        body = (LOG_LINE if ok else "not found\n").encode()
+        self.send_response(200 if ok else 404)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def kubelet_context(cp: ControlPlane, folder: Path, signer: str | None) -> ssl.SSLContext:
+    """A kubelet's TLS server context: its serving certificate for the stand-in node's name and loopback address,
+    signed by the PKI's CA ``signer`` (None: self-signed, what a kubelet without serverTLSBootstrap makes)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{STANDIN_NODE}")])
+    ca_key: Any = key
+    issuer = subject
+    if signer is not None:
+        ca = x509.load_pem_x509_certificate(cp.pems[f"cert:{signer}"].encode())
+        issuer = ca.subject
+        ca_key = serialization.load_pem_private_key(cp.pems[f"key:{signer}"].encode(), None)
+    now = dt.datetime.now(dt.UTC)
+    names = [x509.DNSName(STANDIN_NODE), x509.IPAddress(ipaddress.ip_address(LOOPBACK))]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    crt, pem = folder / f"{signer or 'self'}.crt", folder / f"{signer or 'self'}.key"
+    crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    pem.write_bytes(_key_pem(key))
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(crt), str(pem))
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_verify_locations(cadata=cp.pems[f"cert:{pki.KUBERNETES_CA}"])
+    return ctx
+
+
+@pytest.fixture(scope="module")
+def standin_kubelet(dev_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandInKubelet]:
+    """A Node whose kubelet is the stand-in (InternalIP loopback, its port the stand-in's; no kwok annotation, so
+    kwok leaves it alone) and a pod bound to it, whose logs the API server fetches from that kubelet."""
+    folder = tmp_path_factory.mktemp("kubelet-tls")
+    server = StandInKubelet(kubelet_context(dev_cluster, folder, pki.KUBELET_SERVING_CA))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": STANDIN_NODE}}
+    code, body = dev_cluster.call("POST", "/api/v1/nodes", node)
+    assert code == 201, body
+    status = {
+        "addresses": [{"type": "InternalIP", "address": LOOPBACK}, {"type": "Hostname", "address": STANDIN_NODE}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": server.server_address[1]}},
+    }
+    code, body = dev_cluster.call_patch(f"/api/v1/nodes/{STANDIN_NODE}/status", {"status": status})
+    assert code == 200, body
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": LOG_POD, "namespace": "kube-system"},
+        "spec": {"nodeName": STANDIN_NODE, "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+    }
+    code, body = dev_cluster.call("POST", "/api/v1/namespaces/kube-system/pods", pod)
+    assert code == 201, body
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        dev_cluster.call("DELETE", f"/api/v1/namespaces/kube-system/pods/{LOG_POD}", {"gracePeriodSeconds": 0})
+        dev_cluster.call("DELETE", f"/api/v1/nodes/{STANDIN_NODE}")
+
+
+def pod_logs(cp: ControlPlane) -> tuple[int, str]:
+    """``kubectl logs``' request: the status and the body (log lines, or the API server's error message)."""
+    req = urllib.request.Request(f"{cp.url}/api/v1/namespaces/kube-system/pods/{LOG_POD}/log?container=main")
+    try:
+        with urllib.request.urlopen(req, context=cp.context(), timeout=60) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        text = err.read().decode()
+        try:
+            return err.code, str(json.loads(text).get("message"))
+        except ValueError:
+            return err.code, text
+
+
+def test_the_api_server_calls_a_kubelet_only_with_a_kubelet_serving_ca_certificate(
+    dev_cluster: ControlPlane, standin_kubelet: StandInKubelet, tmp_path: Path
+) -> None:
+    """Fails without ``--kubelet-certificate-authority``: the API server then verifies no kubelet, and reads the
+    logs from a kubelet serving any certificate (kube-apiserver's kubelet client: TLS InsecureSkipVerify when
+    no CA is given, k8s.io/kubernetes v1.35.8 pkg/kubelet/client/kubelet_client.go MakeTransport)."""
+    code, text = pod_logs(dev_cluster)
+    assert (code, text) == (200, LOG_LINE), text
+    client = pki.pki_spec(dev_cluster.ctx).cert(pki.APISERVER_KUBELET_CLIENT).common_name
+    assert standin_kubelet.clients == [client]  # the API server's kubelet client certificate, checked by the kubelet
+    for signer, what in ((pki.KUBERNETES_CA, "the cluster CA"), (None, "self-signed")):
+        standin_kubelet.context = kubelet_context(dev_cluster, tmp_path, signer)
+        code, text = pod_logs(dev_cluster)
+        assert code != 200 and "x509" in text, (what, code, text)
+    assert standin_kubelet.clients == [client]  # no request reached the kubelet after either handshake

@@ -27,8 +27,9 @@ make such a request). This controller does NOT stop a stolen node credential fro
 an address that is not the node's: that credential can set its Node's InternalIP to any address first,
 and the approval follows the Node. What bounds it is the signer's CA: kube-controller-manager signs
 kubelet-serving requests with a CA of their own (modules/bootstrap/pki.py ``KUBELET_SERVING_CA``, its
-``--cluster-signing-kubelet-serving-*`` flags), which only Prometheus' kubelet scrape trusts. A minted
-certificate lets its holder pass for a kubelet to Prometheus, not for the API server or anything else. The
+``--cluster-signing-kubelet-serving-*`` flags), which only Prometheus' kubelet scrape and the API servers'
+calls to kubelets (``--kubelet-certificate-authority``) trust. A minted certificate lets its holder pass for a
+kubelet to those, not for the API server or anything else. The
 name checks here narrow what it can name (no DNS name but the node's own, no address that is not an
 InternalIP), in case that CA is ever trusted more widely.
 
