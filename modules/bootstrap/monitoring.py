@@ -93,6 +93,9 @@ ALERTS: dict[str, Alert] = {
     "KubeletServingCertificateExpiresSoon": Alert(
         "warning", f"a kubelet's serving certificate expires within {CERT_WARN_DAYS} days"
     ),
+    "KubeletUnreachable": Alert(
+        "warning", "a Ready node's kubelet fails its TLS scrape (so its logs and exec fail too) for 15 minutes"
+    ),
     "CertificateExpiryNotReported": Alert("warning", "a control-plane host reports no certificate expiry"),
 }
 BACKUP_ALERTS: dict[str, Alert] = {

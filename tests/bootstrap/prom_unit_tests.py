@@ -172,6 +172,8 @@ def _cert_cases() -> dict[str, dict[str, Any]]:
     kubelet = 'kubelet_certificate_manager_client_ttl_seconds{job="kubernetes-nodes",node="gpu-node-1"}'
     serving = 'kubelet_certificate_manager_server_ttl_seconds{job="kubernetes-nodes",node="gpu-node-1"}'
     up = 'up{job="control-plane-hosts",instance="10.0.0.4:9100"}'
+    kubelet_up = 'up{job="kubernetes-nodes",instance="gpu-node-1",node="gpu-node-1"}'
+    ready = 'kube_node_status_condition{job="kubernetes-pods",condition="Ready",status="true",node="gpu-node-1"}'
     return {
         "CertificateExpiresSoon": {
             "fire": _expiring(20),
@@ -201,6 +203,19 @@ def _cert_cases() -> dict[str, dict[str, Any]]:
             "at": "10m",
             "labels": {"job": "kubernetes-nodes", "node": "gpu-node-1"},
             "value": "20d 0h 0m 0s",
+        },
+        # Ready and unreachable for 20 minutes (fire); unreachable because it is not Ready (NodeNotReady's), or
+        # Ready and reachable (calm).
+        "KubeletUnreachable": {
+            "fire": [{"series": kubelet_up, "values": "0x25"}, {"series": ready, "values": "1x25"}],
+            "calm": [
+                {"series": kubelet_up, "values": "0x25"},
+                {"series": ready, "values": "0x25"},
+                {"series": kubelet_up.replace("gpu-node-1", "gpu-node-2"), "values": "1x25"},
+                {"series": ready.replace("gpu-node-1", "gpu-node-2"), "values": "1x25"},
+            ],
+            "at": "20m",
+            "labels": {"job": "kubernetes-nodes", "instance": "gpu-node-1", "node": "gpu-node-1"},
         },
         "CertificateExpiryNotReported": {
             "fire": [{"series": up, "values": "1x200"}],

@@ -295,9 +295,10 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def kubelet_context(cp: ControlPlane, folder: Path, signer: str | None) -> ssl.SSLContext:
-    """A kubelet's TLS server context: its serving certificate for the stand-in node's name and loopback address,
-    signed by the PKI's CA ``signer`` (None: self-signed, what a kubelet without serverTLSBootstrap makes)."""
+def kubelet_context(cp: ControlPlane, folder: Path, signer: str | None, address: str = LOOPBACK) -> ssl.SSLContext:
+    """A kubelet's TLS server context: its serving certificate for the stand-in node's name and ``address`` (by
+    default the loopback address the node reports), signed by the PKI's CA ``signer`` (None: self-signed, what a
+    kubelet without serverTLSBootstrap makes)."""
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{STANDIN_NODE}")])
     ca_key: Any = key
@@ -307,7 +308,7 @@ def kubelet_context(cp: ControlPlane, folder: Path, signer: str | None) -> ssl.S
         issuer = ca.subject
         ca_key = serialization.load_pem_private_key(cp.pems[f"key:{signer}"].encode(), None)
     now = dt.datetime.now(dt.UTC)
-    names = [x509.DNSName(STANDIN_NODE), x509.IPAddress(ipaddress.ip_address(LOOPBACK))]
+    names = [x509.DNSName(STANDIN_NODE), x509.IPAddress(ipaddress.ip_address(address))]
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -320,7 +321,7 @@ def kubelet_context(cp: ControlPlane, folder: Path, signer: str | None) -> ssl.S
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    crt, pem = folder / f"{signer or 'self'}.crt", folder / f"{signer or 'self'}.key"
+    crt, pem = folder / f"{signer or 'self'}-{address}.crt", folder / f"{signer or 'self'}-{address}.key"
     crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     pem.write_bytes(_key_pem(key))
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -330,38 +331,38 @@ def kubelet_context(cp: ControlPlane, folder: Path, signer: str | None) -> ssl.S
     return ctx
 
 
-@pytest.fixture(scope="module")
-def standin_kubelet(dev_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandInKubelet]:
+@pytest.fixture
+def standin_kubelet(dev_cluster: ControlPlane, tmp_path: Path) -> Iterator[StandInKubelet]:
     """A Node whose kubelet is the stand-in (InternalIP loopback, its port the stand-in's; no kwok annotation, so
-    kwok leaves it alone) and a pod bound to it, whose logs the API server fetches from that kubelet."""
-    folder = tmp_path_factory.mktemp("kubelet-tls")
-    server = StandInKubelet(kubelet_context(dev_cluster, folder, pki.KUBELET_SERVING_CA))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": STANDIN_NODE}}
-    code, body = dev_cluster.call("POST", "/api/v1/nodes", node)
-    assert code == 201, body
+    kwok leaves it alone; no capacity, so nothing is scheduled there) and a pod bound to it, whose logs the API
+    server fetches from that kubelet. Both are gone afterwards, whatever failed."""
+    server = StandInKubelet(kubelet_context(dev_cluster, tmp_path, pki.KUBELET_SERVING_CA))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     status = {
         "addresses": [{"type": "InternalIP", "address": LOOPBACK}, {"type": "Hostname", "address": STANDIN_NODE}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": server.server_address[1]}},
     }
-    code, body = dev_cluster.call_patch(f"/api/v1/nodes/{STANDIN_NODE}/status", {"status": status})
-    assert code == 200, body
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": LOG_POD, "namespace": "kube-system"},
         "spec": {"nodeName": STANDIN_NODE, "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
     }
-    code, body = dev_cluster.call("POST", "/api/v1/namespaces/kube-system/pods", pod)
-    assert code == 201, body
+    pod_path, node_path = f"/api/v1/namespaces/kube-system/pods/{LOG_POD}", f"/api/v1/nodes/{STANDIN_NODE}"
     try:
+        code, body = dev_cluster.call("POST", "/api/v1/nodes", {"metadata": {"name": STANDIN_NODE}})
+        assert code == 201, body
+        code, body = dev_cluster.call_patch(f"{node_path}/status", {"status": status})
+        assert code == 200, body
+        code, body = dev_cluster.call("POST", "/api/v1/namespaces/kube-system/pods", pod)
+        assert code == 201, body
         yield server
     finally:
         server.shutdown()
         server.server_close()
-        dev_cluster.call("DELETE", f"/api/v1/namespaces/kube-system/pods/{LOG_POD}", {"gracePeriodSeconds": 0})
-        dev_cluster.call("DELETE", f"/api/v1/nodes/{STANDIN_NODE}")
+        for path, body in ((pod_path, {"gracePeriodSeconds": 0}), (node_path, None)):
+            code, out = dev_cluster.call("DELETE", path, body)
+            assert code in (200, 404), (path, code, out)
 
 
 def pod_logs(cp: ControlPlane) -> tuple[int, str]:
@@ -388,8 +389,15 @@ def test_the_api_server_calls_a_kubelet_only_with_a_kubelet_serving_ca_certifica
     assert (code, text) == (200, LOG_LINE), text
     client = pki.pki_spec(dev_cluster.ctx).cert(pki.APISERVER_KUBELET_CLIENT).common_name
     assert standin_kubelet.clients == [client]  # the API server's kubelet client certificate, checked by the kubelet
-    for signer, what in ((pki.KUBERNETES_CA, "the cluster CA"), (None, "self-signed")):
-        standin_kubelet.context = kubelet_context(dev_cluster, tmp_path, signer)
+    refused = (
+        (pki.KUBERNETES_CA, LOOPBACK, "the cluster CA"),
+        (None, LOOPBACK, "self-signed"),
+        # The serving CA's, but for another node's address: what a stolen node credential can get approved by
+        # setting its own InternalIP to that address (docs/security.md); the API server dials this node's.
+        (pki.KUBELET_SERVING_CA, OTHER, "another address"),
+    )
+    for signer, address, what in refused:
+        standin_kubelet.context = kubelet_context(dev_cluster, tmp_path, signer, address)
         code, text = pod_logs(dev_cluster)
         assert code != 200 and "x509" in text, (what, code, text)
     assert standin_kubelet.clients == [client]  # no request reached the kubelet after either handshake

@@ -4,8 +4,8 @@ Pool kubelets run with ``serverTLSBootstrap: true`` (templates/kubelet-config.ya
 serving certificate through a ``kubernetes.io/kubelet-serving`` CSR, which kube-controller-manager signs
 with the kubelet serving CA (its csrsigning controller, ``--cluster-signing-kubelet-serving-cert-file``;
 modules/bootstrap/pki.py ``KUBELET_SERVING_CA``) but never approves. Prometheus then scrapes every kubelet
-directly and verifies it against that CA, instead of going through the API servers' node proxy; nothing
-else trusts it. The approver approves a node's request for its own name and InternalIP addresses only (the
+directly and verifies it against that CA, instead of going through the API servers' node proxy; the API
+servers verify kubelets against it too (``--kubelet-certificate-authority``); nothing else trusts it. The approver approves a node's request for its own name and InternalIP addresses only (the
 script's docstring lists the checks, and what they cannot stop).
 
 RBAC is the documented minimum for an approver (kubernetes.io, Certificate Signing Requests,
