@@ -48,6 +48,21 @@ REFUSED_TEAM = {
     "every team without borrow": pod([ALL_TEAMS], "training"),
     "team key without value": pod([{"key": TEAM, "operator": "Equal"}]),
 }
+NODE_NAME_MESSAGE = (
+    "pod in team namespace research names its node (spec.nodeName), which skips the scheduler and every taint: "
+    "choose nodes with nodeSelector or affinity"
+)
+
+
+def on_node(p: dict[str, Any], node: str = "dev-h100-0000s0") -> dict[str, Any]:
+    """``p`` as created with ``spec.nodeName`` (what a bound pod carries, and what skips the scheduler on create)."""
+    return p | {"spec": p["spec"] | {"nodeName": node}}
+
+
+REFUSED_NODE_NAME = {
+    "a node named, tolerating nothing": on_node(pod()),
+    "a node named beside its own team's toleration": on_node(pod([OWN], "training")),
+}
 REFUSED_PREFLIGHT = {
     "preflight taint": pod([{"key": PREFLIGHT, "operator": "Exists"}], "borrow"),
     "wildcard toleration, even borrowing": pod([{"operator": "Exists"}], "borrow"),

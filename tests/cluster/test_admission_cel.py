@@ -16,16 +16,19 @@ from .admission_cases import (
     ADMITTED,
     GPU_ADMITTED,
     GPU_REFUSED,
+    NODE_NAME_MESSAGE,
     OTHER,
     OUTSIDER_MESSAGE,
     OWN,
     POD_SECURITY_ADMITTED,
     POD_SECURITY_REFUSED,
     PREFLIGHT_MESSAGE,
+    REFUSED_NODE_NAME,
     REFUSED_PREFLIGHT,
     REFUSED_TEAM,
     TEAM,
     TEAM_MESSAGE,
+    on_node,
     pod,
 )
 
@@ -88,6 +91,28 @@ def test_refused_for_another_teams_taint(policy: dict[str, Any], case: str) -> N
 def test_refused_for_the_preflight_taint(policy: dict[str, Any], case: str) -> None:
     messages = admit(policy, REFUSED_PREFLIGHT[case])
     assert messages[-1] == PREFLIGHT_MESSAGE
+
+
+@pytest.mark.parametrize("case", list(REFUSED_NODE_NAME))
+def test_refused_for_naming_its_node(policy: dict[str, Any], case: str) -> None:
+    assert admit(policy, REFUSED_NODE_NAME[case]) == [NODE_NAME_MESSAGE]
+
+
+def test_a_node_creates_its_own_mirror_pods_and_no_other_node_names_it(policy: dict[str, Any]) -> None:
+    """A static pod's mirror names its node and is created by that node (NodeRestriction lets a node create
+    only those, bound to itself); created as another node, or as a user, it is refused."""
+    mirror = on_node(pod())
+    assert admit(policy, mirror, user="system:node:dev-h100-0000s0") == []
+    assert admit(policy, mirror, user="system:node:dev-h100-0000s1") == [NODE_NAME_MESSAGE]
+    assert admit(policy, mirror, user="system:node:") == [NODE_NAME_MESSAGE]
+
+
+def test_a_bound_pod_is_updated_with_its_node_name(policy: dict[str, Any]) -> None:
+    """The scheduler binds through pods/binding; every later update of the pod (a label, the job controller's
+    finalizer) carries the node it was bound to, and is not refused for it."""
+    bound = on_node(pod([OWN], "training"))
+    labelled = bound | {"metadata": {"name": "p", "labels": {"step": "2"}}}
+    assert admit(policy, labelled, old=bound) == []
 
 
 def test_the_documented_gang_example_is_admitted(dev_spec: AddonsSpec, policy: dict[str, Any]) -> None:

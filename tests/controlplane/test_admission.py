@@ -22,11 +22,13 @@ from tests.cluster.admission_cases import (
     ADMITTED,
     GPU_ADMITTED,
     GPU_REFUSED,
+    NODE_NAME_MESSAGE,
     OTHER,
     OWN,
     POD_SECURITY_ADMITTED,
     POD_SECURITY_REFUSED,
     PREFLIGHT_MESSAGE,
+    REFUSED_NODE_NAME,
     REFUSED_PREFLIGHT,
     REFUSED_TEAM,
     TEAM,
@@ -89,6 +91,15 @@ def test_refused_for_another_teams_taint(dev_cluster: ControlPlane, case: str) -
 def test_refused_for_the_preflight_taint(dev_cluster: ControlPlane, case: str) -> None:
     code, message = create(dev_cluster, REFUSED_PREFLIGHT[case])
     assert code == 403 and PREFLIGHT_MESSAGE in message, message
+
+
+@pytest.mark.parametrize("case", list(REFUSED_NODE_NAME))
+def test_refused_for_naming_its_node(dev_cluster: ControlPlane, case: str) -> None:
+    """Such a pod would skip the scheduler and land on another team's, or an untested, node (the kubelet checks
+    NoExecute taints only)."""
+    code, message = create(dev_cluster, REFUSED_NODE_NAME[case])
+    assert code == 403 and "ValidatingAdmissionPolicy 'team-tolerations'" in message, message
+    assert message.endswith(f"denied request: {NODE_NAME_MESSAGE}"), message
 
 
 @pytest.mark.parametrize("case", list(GPU_REFUSED))

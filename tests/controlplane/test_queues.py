@@ -353,10 +353,16 @@ def test_job_larger_than_any_island_is_refused_with_the_reason(world: Queues) ->
     remove(world, "alpha", "too-big")
 
 
+def pretrain(q: Queues) -> dict[str, str]:
+    """alpha's 64-node job (512 GPUs, within its 1,024), submitted unless it runs already: pod -> node."""
+    if not workload(q, "alpha", "pretrain"):
+        submit(q, "alpha", "pretrain", 64)
+    return placed(q, "alpha", "pretrain", 64)
+
+
 def test_team_within_quota_lands_in_one_island(world: Queues) -> None:
     """A 64-node job (512 GPUs, within alpha's 1,024) is admitted on alpha's own pool, all pods in one island."""
-    submit(world, "alpha", "pretrain", 64)
-    pods = placed(world, "alpha", "pretrain", 64)
+    pods = pretrain(world)
     islands = {world.islands()[node] for node in pods.values()}
     assert len(islands) == 1, islands
     assert {n.pool for n in world.nodes if n.name in pods.values()} == {"h100-a"}
@@ -368,6 +374,7 @@ def test_team_within_quota_lands_in_one_island(world: Queues) -> None:
 def test_borrowing_from_an_idle_team_then_the_lender_reclaims(world: Queues) -> None:
     """alpha (512 GPUs running) submits 96 more nodes (768 GPUs): over its quota, so Kueue admits it on beta's
     idle pool, borrowing. When beta submits within its own quota, Kueue preempts alpha's borrowed job."""
+    pretrain(world)  # the 512 GPUs (this test on its own, or on another xdist worker than the one before)
     submit(world, "alpha", "borrowed", 96)
     pods = placed(world, "alpha", "borrowed", 96)
     assert {n.pool for n in world.nodes if n.name in pods.values()} == {"h100-b"}, "not on the lender's pool"

@@ -119,6 +119,10 @@ def scheduled(kind: str, resources: list[str], event_id: str) -> dict[str, Any]:
     }
 
 
+NO_SCHEDULER = "bound-by-the-test"
+"""No scheduler claims pods of this name: the test binds them itself, as a scheduler does."""
+
+
 def bare_pod(name: str, node: str, app: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -130,6 +134,25 @@ def bare_pod(name: str, node: str, app: str) -> dict[str, Any]:
             "containers": [{"name": "c", "image": "registry.example.com/x"}],
         },
     }
+
+
+def place(cp: ControlPlane, body: dict[str, Any]) -> None:
+    """Create ``body`` on the node it names as a scheduler puts it there: created unbound, then bound through
+    pods/binding (team-tolerations refuses a pod created with spec.nodeName: it would skip every taint)."""
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    spec = dict(body["spec"])
+    node = spec.pop("nodeName")
+    unbound = body | {"spec": spec | {"schedulerName": NO_SCHEDULER}}
+    code, out = cp.call("POST", f"/api/v1/namespaces/{ns}/pods", unbound)
+    assert code == 201, out
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name},
+        "target": {"kind": "Node", "name": node},
+    }
+    code, out = cp.call("POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", binding)
+    assert code == 201, out
 
 
 def agent_argv(cp: ControlPlane, nodes: Nodes, imds: str, node: str, credential: Path, ca: Path) -> list[str]:
@@ -164,8 +187,8 @@ def test_a_reboot_event_cordons_drains_within_budgets_and_is_acknowledged(
     annotation = f"{dev_nodes.prep.bootstrap.label_domain}/{DRAINED_FOR}"
     # The workload: a free pod, a pod a PodDisruptionBudget protects, a DaemonSet's pod, and a pod elsewhere.
     for body in (bare_pod("free", me.name, "free"), bare_pod("guarded", me.name, "guarded")):
-        assert cp.call("POST", f"/api/v1/namespaces/{NS}/pods", body)[0] == 201, body
-    assert cp.call("POST", f"/api/v1/namespaces/{NS}/pods", bare_pod("elsewhere", other.name, "free"))[0] == 201
+        place(cp, body)
+    place(cp, bare_pod("elsewhere", other.name, "free"))
     pdb = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -316,7 +339,7 @@ class Case:
     def pod(self, name: str, app: str = "job") -> None:
         body = bare_pod(name, self.node, app)
         body["metadata"]["namespace"] = CASES
-        assert self.cp.call("POST", f"/api/v1/namespaces/{CASES}/pods", body)[0] == 201, body
+        place(self.cp, body)
 
     def names(self) -> set[str]:
         """This test's pods left on the node (the node agents of dev's add-ons run there too)."""

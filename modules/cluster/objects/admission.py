@@ -8,7 +8,8 @@ A pod in a team namespace (one labelled ``<domain>/team``) may tolerate only its
 taint; only the ``borrow`` priority class, and pods Kueue admitted to another team's pool (held
 behind Kueue's scheduling gate until Kueue places them), may tolerate other teams. A pod in any other
 namespace tolerates no team's taint at all. Nobody may tolerate the preflight taint (that is how untested
-nodes stay empty), so wildcard tolerations are refused.
+nodes stay empty), so wildcard tolerations are refused. Nobody may name a node (``spec.nodeName``) either:
+such a pod skips the scheduler, and with it every one of those taints.
 From Kubernetes 1.36 a MutatingAdmissionPolicy adds the team toleration itself; before that,
 users write it in their pod spec (docs/gpu-jobs.md).
 
@@ -186,6 +187,23 @@ def validations() -> list[dict[str, str]]:
             "expression": "size(variables.preflight) == 0",
             "messageExpression": (
                 f"{where} + ' tolerates the preflight taint (or every taint): name the taint keys it tolerates'"
+            ),
+            "reason": "Forbidden",
+        },
+        {
+            # A pod created with spec.nodeName is never scheduled, so no NoSchedule taint (a team's, preflight's)
+            # keeps it off a node: the kubelet admits it checking NoExecute taints only (k8s.io/kubernetes
+            # v1.35.8 pkg/kubelet/lifecycle/predicate.go). The scheduler binds through pods/binding, which this
+            # policy does not match, and every later UPDATE of a bound pod carries the name it was given. A node
+            # may create its static pods' mirrors, which name it: NodeRestriction admits no other pod from a
+            # node, and none bound elsewhere.
+            "expression": (
+                "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == '' || "
+                "request.userInfo.username == 'system:node:' + object.spec.nodeName"
+            ),
+            "messageExpression": (
+                f"{where} + ' names its node (spec.nodeName), which skips the scheduler and every taint: "
+                "choose nodes with nodeSelector or affinity'"
             ),
             "reason": "Forbidden",
         },
