@@ -17,6 +17,7 @@ from modules.cluster.objects import (
     rdma,
     remediation,
     researchers,
+    service_exposure,
     serving_certs,
     state_metrics,
     teams,
@@ -54,6 +55,7 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         # Appended last: files keep the numbers `agk render` gave them before (the README names some).
         + admission.pod_security()
         + tenancy.tenancy(spec)
+        + service_exposure.service_exposure()
     )
     rank = {kind: i for i, kind in enumerate(_FIRST)}
     return annotate(sorted(objs, key=lambda o: rank.get(o["kind"], len(_FIRST))))
