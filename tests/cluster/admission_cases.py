@@ -49,7 +49,8 @@ REFUSED_TEAM = {
     "team key without value": pod([{"key": TEAM, "operator": "Equal"}]),
 }
 NODE_NAME_MESSAGE = (
-    "pod in team namespace research names its node (spec.nodeName), which skips the scheduler and every taint: "
+    "pod in team namespace research names its node (spec.nodeName), which skips the scheduler and every NoSchedule "
+    "taint: "
     "choose nodes with nodeSelector or affinity"
 )
 

@@ -47,6 +47,7 @@ def admit(
     labelled: bool = True,
     old: dict[str, Any] | None = None,
     user: str = "alice",
+    groups: tuple[str, ...] = ("system:authenticated",),
 ) -> list[str]:
     """Messages of the failed validations (empty: admitted), as the API server computes them. ``labelled``:
     the namespace ``team`` carries the team label (else it is a namespace of no team); ``old``: the pod
@@ -56,7 +57,7 @@ def admit(
         "object": celpy.json_to_cel(pod),
         "oldObject": celpy.json_to_cel(old),
         "request": celpy.json_to_cel(
-            {"operation": "CREATE" if old is None else "UPDATE", "userInfo": {"username": user}}
+            {"operation": "CREATE" if old is None else "UPDATE", "userInfo": {"username": user, "groups": list(groups)}}
         ),
         "namespaceObject": celpy.json_to_cel({"metadata": {"name": team, "labels": labels}}),
     }
@@ -100,11 +101,15 @@ def test_refused_for_naming_its_node(policy: dict[str, Any], case: str) -> None:
 
 def test_a_node_creates_its_own_mirror_pods_and_no_other_node_names_it(policy: dict[str, Any]) -> None:
     """A static pod's mirror names its node and is created by that node (NodeRestriction lets a node create
-    only those, bound to itself); created as another node, or as a user, it is refused."""
-    mirror = on_node(pod())
-    assert admit(policy, mirror, user="system:node:dev-h100-0000s0") == []
-    assert admit(policy, mirror, user="system:node:dev-h100-0000s1") == [NODE_NAME_MESSAGE]
-    assert admit(policy, mirror, user="system:node:") == [NODE_NAME_MESSAGE]
+    only those, bound to itself, and holds only for users in system:nodes); created as another node, by a user
+    named like the node but outside that group, or without the mirror annotation, it is refused."""
+    plain = on_node(pod())
+    mirror = plain | {"metadata": {"name": "p", "annotations": {admission.MIRROR_ANNOTATION: "hash"}}}
+    node, nodes = "system:node:dev-h100-0000s0", ("system:nodes", "system:authenticated")
+    assert admit(policy, mirror, user=node, groups=nodes) == []
+    assert admit(policy, mirror, user="system:node:dev-h100-0000s1", groups=nodes) == [NODE_NAME_MESSAGE]
+    assert admit(policy, mirror, user=node) == [NODE_NAME_MESSAGE]  # the name, not the group: no NodeRestriction
+    assert admit(policy, plain, user=node, groups=nodes) == [NODE_NAME_MESSAGE]  # not a mirror
 
 
 def test_a_bound_pod_is_updated_with_its_node_name(policy: dict[str, Any]) -> None:

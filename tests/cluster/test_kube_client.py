@@ -5,11 +5,13 @@ approver's control-plane and scale tests."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import threading
+import time
 import urllib.error
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -30,6 +32,9 @@ class Server(ThreadingHTTPServer):
         self.retry_after: str | None = "2"
         self.close_after_each = False
         """Close every connection after its response, without saying so (what an idle timeout does)."""
+        self.drop = 0
+        """Read this many requests, then close the connection without answering (a server that went away
+        after it may have acted)."""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -46,6 +51,10 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         server.requests.append((self.command, self.path))
+        if server.drop:
+            server.drop -= 1
+            self.close_connection = True
+            return
         if server.throttle:
             server.throttle -= 1
             code, out = 429, {"kind": "Status", "code": 429, "reason": "TooManyRequests"}
@@ -66,7 +75,7 @@ class _Handler(BaseHTTPRequestHandler):
         if server.close_after_each:
             self.close_connection = True
 
-    do_GET = do_PUT = do_PATCH = do_DELETE = _do
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _do
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -81,9 +90,15 @@ def server() -> Iterator[Server]:
     srv.server_close()
 
 
-def api(srv: Server, slept: list[float] | None = None) -> kube.Api:
+def api(
+    srv: Server,
+    slept: list[float] | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    jitter: Callable[[float, float], float] = lambda low, high: low,
+) -> kube.Api:
     sleep = slept.append if slept is not None else (lambda s: None)
-    return kube.Api(f"http://127.0.0.1:{srv.server_port}", "t", None, sleep=sleep)
+    return kube.Api(f"http://127.0.0.1:{srv.server_port}", "t", None, sleep=sleep, clock=clock, rand=jitter)
 
 
 def test_many_requests_share_one_connection(server: Server) -> None:
@@ -150,3 +165,52 @@ def test_a_refused_connection_reaches_the_caller() -> None:
     srv.server_close()  # nothing listens there any more
     with pytest.raises(OSError):
         kube.Api(f"http://127.0.0.1:{port}", "t", None).get("/api/v1/nodes/n1")
+
+
+def test_the_wait_is_spread_over_up_to_twice_retry_after(server: Server) -> None:
+    """Reporters refused together (7,500 at a mass reboot) come back spread out, not in lockstep."""
+    server.throttle = 1
+    slept: list[float] = []
+    api(server, slept, jitter=lambda low, high: high).get("/api/v1/nodes/n1")
+    assert slept == [4.0]
+
+
+def test_a_get_the_server_dropped_on_a_kept_alive_connection_is_sent_again(server: Server) -> None:
+    client = api(server)
+    client.get("/api/v1/nodes/n0")
+    server.drop = 1
+    assert client.get("/api/v1/nodes/n1")["path"] == "/api/v1/nodes/n1"
+    assert server.requests == [("GET", "/api/v1/nodes/n0"), ("GET", "/api/v1/nodes/n1"), ("GET", "/api/v1/nodes/n1")]
+
+
+@pytest.mark.parametrize("method", ["PATCH", "PUT", "POST", "DELETE"])
+def test_a_write_the_server_may_have_applied_is_not_sent_again(server: Server, method: str) -> None:
+    """The server read it, then the connection broke: it may have acted, so the caller decides (the controllers
+    run again, reading first)."""
+    client = api(server)
+    client.get("/api/v1/nodes/n0")
+    server.drop = 1
+    with pytest.raises(http.client.RemoteDisconnected):
+        client.request(method, "/api/v1/nodes/n1", {"metadata": {}})
+    assert server.requests == [("GET", "/api/v1/nodes/n0"), (method, "/api/v1/nodes/n1")]
+
+
+def test_a_connection_idle_past_the_limit_is_replaced_before_it_is_used(server: Server) -> None:
+    """The API server closes connections idle for 90 s; the client does not wait to find out."""
+    now = [0.0]
+    client = api(server, clock=lambda: now[0])
+    client.get("/api/v1/nodes/n0")
+    now[0] += kube.IDLE_S - 1
+    client.get("/api/v1/nodes/n1")
+    assert server.connections == 1
+    now[0] += kube.IDLE_S + 1
+    client.get("/api/v1/nodes/n2")
+    assert server.connections == 2 and len(server.requests) == 3
+
+
+def test_the_client_sends_without_nagle(server: Server) -> None:
+    client = api(server)
+    client.get("/api/v1/nodes/n0")
+    conn = client._conn
+    assert conn is not None and conn.sock is not None
+    assert conn.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0

@@ -42,6 +42,9 @@ KUEUE_GATE = "kueue.x-k8s.io/topology"
 topology_types.go TopologySchedulingGate; pkg/podset FromAssignment adds it with the flavor's tolerations)."""
 KUEUE_USER = "system:serviceaccount:kueue-system:kueue-controller-manager"
 """Kueue's controller (objects/queues.py NS and MANAGER), the one client that lifts that gate."""
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+"""What a kubelet sets on the API copy (mirror) of a static pod (k8s.io/api core/v1 MirrorPodAnnotationKey); the
+node-side Scheduled Events agent, a stdlib script, keeps its own copy (host/scheduled_events.py MIRROR)."""
 POLICY = "team-tolerations"
 MUTATING_POLICY = "team-toleration-default"
 GPU_POLICY = "gpu-isolation"
@@ -195,14 +198,17 @@ def validations() -> list[dict[str, str]]:
             # keeps it off a node: the kubelet admits it checking NoExecute taints only (k8s.io/kubernetes
             # v1.35.8 pkg/kubelet/lifecycle/predicate.go). The scheduler binds through pods/binding, which this
             # policy does not match, and every later UPDATE of a bound pod carries the name it was given. A node
-            # may create its static pods' mirrors, which name it: NodeRestriction admits no other pod from a
-            # node, and none bound elsewhere.
+            # may create its static pods' mirrors, which name it: NodeRestriction (which holds only for users in
+            # system:nodes) admits no other pod from a node, and none bound elsewhere; the kubelet runs no pod
+            # created through the API with the mirror annotation.
             "expression": (
                 "request.operation != 'CREATE' || !has(object.spec.nodeName) || object.spec.nodeName == '' || "
-                "request.userInfo.username == 'system:node:' + object.spec.nodeName"
+                "(request.userInfo.username == 'system:node:' + object.spec.nodeName && "
+                "has(request.userInfo.groups) && 'system:nodes' in request.userInfo.groups && "
+                f"has(object.metadata.annotations) && '{MIRROR_ANNOTATION}' in object.metadata.annotations)"
             ),
             "messageExpression": (
-                f"{where} + ' names its node (spec.nodeName), which skips the scheduler and every taint: "
+                f"{where} + ' names its node (spec.nodeName), which skips the scheduler and every NoSchedule taint: "
                 "choose nodes with nodeSelector or affinity'"
             ),
             "reason": "Forbidden",

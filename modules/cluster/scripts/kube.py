@@ -2,9 +2,13 @@
 
 Requests share one kept-alive connection (HTTP/1.1), so a controller that makes thousands of calls (the
 serving approver: a Node read and an approval per CSR, 7,500 of each at a mass reboot) costs the API servers
-one TLS handshake, not one per call. A 429 (API Priority and Fairness rejecting the request, "Retry-After"
-set: kubernetes.io, API Priority and Fairness, "Protection against overload") is waited out as the server
-says and retried, a few times, before it reaches the caller. Watches keep a connection of their own.
+one TLS handshake, not one per call. The API server closes a connection idle for 90 s (k8s.io/apiserver
+v0.35.8 pkg/server/secure_serving.go, IdleTimeout); one idle for IDLE_S is closed here first, so a request is
+not sent on a connection the server is closing. Should that happen all the same (a restart), only a GET is
+sent again: a write may have been applied before the connection broke. A 429 (API Priority and Fairness
+rejecting the request, "Retry-After" set: kubernetes.io, API Priority and Fairness, "Protection against
+overload") is waited out for Retry-After plus up to as long again at random, so clients refused together
+do not return together, a few times before it reaches the caller. Watches keep a connection of their own.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import http.client
 import io
 import json
 import os
+import random
 import socket
 import ssl
 import threading
@@ -45,6 +50,11 @@ THROTTLED_TRIES = 5
 RETRY_AFTER_MAX_S = 60.0
 """The longest single wait a Retry-After may ask for here; a missing or malformed one waits 1 s."""
 TIMEOUT_S = 30.0
+IDLE_S = 60.0
+"""A connection idle this long is closed before the next request (the API server's IdleTimeout is 90 s)."""
+BROKEN = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+"""How a kept-alive connection the server closed fails a request sent on it (not a timeout: the server may
+still be working on it)."""
 
 
 class Api:
@@ -55,14 +65,19 @@ class Api:
         context: ssl.SSLContext | None,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        rand: Callable[[float, float], float] = random.uniform,
     ) -> None:
         self.base, self.token, self.context = base.rstrip("/"), token, context
         url = urllib.parse.urlsplit(self.base)
         self._https, self._netloc, self._prefix = url.scheme == "https", url.netloc, url.path
-        self._sleep = sleep
+        self._origin = f"{url.scheme}://{url.netloc}"
+        self._sleep, self._clock, self._rand = sleep, clock, rand
         self._conn: http.client.HTTPConnection | None = None
         self._used = False
         """Whether the open connection has served a request (the server may have closed it since)."""
+        self._last = 0.0
+        """When the open connection last answered (``clock``)."""
         self._lock = threading.Lock()
 
     @classmethod
@@ -89,7 +104,8 @@ class Api:
         for attempt in range(1, THROTTLED_TRIES + 1):
             status, reason, response_headers, payload = self._exchange(method, target, data, headers)
             if status == 429 and attempt < THROTTLED_TRIES:
-                self._sleep(retry_after_s(response_headers.get("Retry-After")))
+                wait = retry_after_s(response_headers.get("Retry-After"))
+                self._sleep(wait + self._rand(0.0, wait))
                 continue
             break
         if 200 <= status < 300:
@@ -98,7 +114,7 @@ class Api:
             raise Conflict(path)
         if status == 404:
             raise NotFound(path)
-        raise urllib.error.HTTPError(self.base + target, status, reason, response_headers, io.BytesIO(payload))
+        raise urllib.error.HTTPError(self._origin + target, status, reason, response_headers, io.BytesIO(payload))
 
     def _connect(self) -> http.client.HTTPConnection:
         conn = (
@@ -116,10 +132,13 @@ class Api:
     def _exchange(
         self, method: str, target: str, data: bytes | None, headers: dict[str, str]
     ) -> tuple[int, str, http.client.HTTPMessage, bytes]:
-        """One request on the kept-alive connection: status, reason, headers and body. A connection the server
-        closed while idle fails the request before any answer; it is sent again once, on a new connection."""
+        """One request on the kept-alive connection: status, reason, headers and body. A GET that a reused
+        connection broke (the server closed it) is sent once more, on a new connection; nothing else is."""
         with self._lock:
             while True:
+                if self._conn is not None and self._clock() - self._last > IDLE_S:
+                    self._conn.close()
+                    self._conn = None
                 reused = self._conn is not None and self._used
                 if self._conn is None:
                     self._conn, self._used = self._connect(), False
@@ -127,13 +146,17 @@ class Api:
                     self._conn.request(method, target, body=data, headers=headers)
                     response = self._conn.getresponse()
                     payload = response.read()
+                except BROKEN:
+                    self._conn.close()
+                    self._conn = None
+                    if reused and method == "GET":
+                        continue
+                    raise
                 except (http.client.HTTPException, OSError):
                     self._conn.close()
                     self._conn = None
-                    if reused:
-                        continue
                     raise
-                self._used = True
+                self._used, self._last = True, self._clock()
                 if response.will_close:
                     self._conn.close()
                     self._conn = None
