@@ -237,30 +237,39 @@ def all_namespaces_but(spared: tuple[str, ...]) -> Obj:
     }
 
 
-def validating(spec: AddonsSpec) -> list[Obj]:
+def validating_policy(
+    name: str,
+    resources: list[str],
+    validations: list[dict[str, str]],
+    spared: tuple[str, ...],
+    variables: list[dict[str, str]] | None = None,
+) -> list[Obj]:
+    """A ValidatingAdmissionPolicy on CREATE and UPDATE of core ``resources`` that fails closed, and its Deny
+    binding to every namespace but ``spared``."""
+    rules = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": resources}]
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicy",
-        "metadata": meta(POLICY, app="admission"),
+        "metadata": meta(name, app="admission"),
         "spec": {
             "failurePolicy": "Fail",
-            "matchConstraints": _match_pods(["CREATE", "UPDATE"]),
-            "variables": variables(spec),
-            "validations": validations(),
+            "matchConstraints": {"resourceRules": rules},
+            **({"variables": variables} if variables is not None else {}),
+            "validations": validations,
         },
     }
     binding = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": meta(POLICY, app="admission"),
-        "spec": {
-            "policyName": POLICY,
-            "validationActions": ["Deny"],
-            # Not only team namespaces: a pod in any other namespace would otherwise tolerate every team.
-            "matchResources": all_namespaces_but(SYSTEM_NAMESPACES),
-        },
+        "metadata": meta(name, app="admission"),
+        "spec": {"policyName": name, "validationActions": ["Deny"], "matchResources": all_namespaces_but(spared)},
     }
     return [policy, binding]
+
+
+def validating(spec: AddonsSpec) -> list[Obj]:
+    # Not only team namespaces: a pod in any other namespace would otherwise tolerate every team.
+    return validating_policy(POLICY, ["pods"], validations(), SYSTEM_NAMESPACES, variables(spec))
 
 
 def mutation_expression(spec: AddonsSpec) -> str:
@@ -341,36 +350,9 @@ def gpu_validations() -> list[dict[str, str]]:
 
 
 def gpu_isolation() -> list[Obj]:
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": meta(GPU_POLICY, app="admission"),
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["pods", "pods/ephemeralcontainers"],
-                    }
-                ]
-            },
-            "validations": gpu_validations(),
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": meta(GPU_POLICY, app="admission"),
-        "spec": {
-            "policyName": GPU_POLICY,
-            "validationActions": ["Deny"],
-            "matchResources": all_namespaces_but(HOST_ACCESS_NAMESPACES),
-        },
-    }
-    return [policy, binding]
+    return validating_policy(
+        GPU_POLICY, ["pods", "pods/ephemeralcontainers"], gpu_validations(), HOST_ACCESS_NAMESPACES
+    )
 
 
 def _cel_list(values: tuple[str, ...]) -> str:
@@ -498,36 +480,9 @@ def pod_security_validations() -> list[dict[str, str]]:
 
 def pod_security() -> list[Obj]:
     """``tenant-pod-security``: baseline plus IPC_LOCK, in every namespace but the node agents'."""
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": meta(POD_SECURITY_POLICY, app="admission"),
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["pods", "pods/ephemeralcontainers"],
-                    }
-                ]
-            },
-            "validations": pod_security_validations(),
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": meta(POD_SECURITY_POLICY, app="admission"),
-        "spec": {
-            "policyName": POD_SECURITY_POLICY,
-            "validationActions": ["Deny"],
-            "matchResources": all_namespaces_but(HOST_ACCESS_NAMESPACES),
-        },
-    }
-    return [policy, binding]
+    return validating_policy(
+        POD_SECURITY_POLICY, ["pods", "pods/ephemeralcontainers"], pod_security_validations(), HOST_ACCESS_NAMESPACES
+    )
 
 
 def admission(spec: AddonsSpec) -> list[Obj]:

@@ -14,8 +14,8 @@ from every node and pod), not here.
 
 from __future__ import annotations
 
-from modules.cluster.objects.admission import SYSTEM_NAMESPACES, all_namespaces_but
-from modules.cluster.objects.common import Obj, meta
+from modules.cluster.objects.admission import SYSTEM_NAMESPACES, validating_policy
+from modules.cluster.objects.common import Obj
 
 POLICY = "tenant-services"
 EXPOSED_TYPES = ("LoadBalancer", "NodePort")
@@ -38,33 +38,4 @@ def validations() -> list[dict[str, str]]:
 
 
 def service_exposure() -> list[Obj]:
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": meta(POLICY, app="admission"),
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["services"],
-                    }
-                ]
-            },
-            "validations": validations(),
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": meta(POLICY, app="admission"),
-        "spec": {
-            "policyName": POLICY,
-            "validationActions": ["Deny"],
-            "matchResources": all_namespaces_but(SYSTEM_NAMESPACES),
-        },
-    }
-    return [policy, binding]
+    return validating_policy(POLICY, ["services"], validations(), SYSTEM_NAMESPACES)
