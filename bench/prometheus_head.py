@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 SIZES = (40_000, 120_000)
@@ -57,7 +57,8 @@ def exporter(series: int) -> Iterator[int]:
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            with suppress(BrokenPipeError, ConnectionResetError):  # Prometheus stopped mid-scrape at the end
+                self.wfile.write(body)
 
         def log_message(self, *args: object) -> None:
             pass
