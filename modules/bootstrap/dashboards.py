@@ -56,242 +56,268 @@ class Dashboard:
     island_variable: bool = False
 
 
-def dashboards(ctx: BootstrapContext) -> tuple[Dashboard, ...]:
-    domain = ctx.label_domain
-    team = ksm_node_label(labels.key(domain, labels.TEAM))
-    preflight = ksm_node_label(labels.key(domain, labels.PREFLIGHT))
-    island = 'island=~"$island"'
-    api = 'job="kubernetes-apiservers"'
-    node_team = f'max by (node, team) (label_replace(kube_node_labels{{{team}!=""}}, "team", "$1", "{team}", "(.+)"))'
-    return (
-        Dashboard(
-            "agk-apiserver",
-            "API servers",
-            (
-                Panel(
-                    "Request latency p99 by verb (no WATCH)",
+API = 'job="kubernetes-apiservers"'
+ISLAND = 'island=~"$island"'
+"""The selector of the island variable's choice."""
+
+
+def _team(ctx: BootstrapContext) -> str:
+    """kube-state-metrics' name of the team node label."""
+    return ksm_node_label(labels.key(ctx.label_domain, labels.TEAM))
+
+
+def _node_team(ctx: BootstrapContext) -> str:
+    """(node, team) of every team node, from kube-state-metrics' node labels."""
+    team = _team(ctx)
+    return f'max by (node, team) (label_replace(kube_node_labels{{{team}!=""}}, "team", "$1", "{team}", "(.+)"))'
+
+
+def _apiserver(ctx: BootstrapContext) -> Dashboard:
+    return Dashboard(
+        "agk-apiserver",
+        "API servers",
+        (
+            Panel(
+                "Request latency p99 by verb (no WATCH)",
+                (
                     (
-                        (
-                            "histogram_quantile(0.99, sum by (le, verb) (rate(apiserver_request_duration_seconds_bucket"
-                            f'{{{api},verb!~"WATCH|CONNECT"}}[{RATE}])))',
-                            "{{verb}}",
-                        ),
-                    ),
-                    unit="s",
-                ),
-                Panel(
-                    "Requests by code",
-                    ((f"sum by (code) (rate(apiserver_request_total{{{api}}}[{RATE}]))", "{{code}}"),),
-                    unit="reqps",
-                ),
-                Panel(
-                    "Share of requests rejected 429 (priority and fairness)",
-                    (
-                        (
-                            f'sum(rate(apiserver_request_total{{{api},code="429"}}[{RATE}])) / '
-                            f"sum(rate(apiserver_request_total{{{api}}}[{RATE}]))",
-                            "429",
-                        ),
-                    ),
-                    unit="percentunit",
-                ),
-                Panel(
-                    "Rejected by priority level",
-                    (
-                        (
-                            "sum by (priority_level) (rate(apiserver_flowcontrol_rejected_requests_total"
-                            f"{{{api}}}[{RATE}]))",
-                            "{{priority_level}}",
-                        ),
-                    ),
-                    unit="reqps",
-                ),
-                Panel(
-                    "In-flight requests by server",
-                    (
-                        (
-                            f"sum by (instance, request_kind) (apiserver_current_inflight_requests{{{api}}})",
-                            "{{instance}} {{request_kind}}",
-                        ),
+                        "histogram_quantile(0.99, sum by (le, verb) (rate(apiserver_request_duration_seconds_bucket"
+                        f'{{{API},verb!~"WATCH|CONNECT"}}[{RATE}])))',
+                        "{{verb}}",
                     ),
                 ),
+                unit="s",
             ),
-        ),
-        Dashboard(
-            "agk-etcd",
-            "etcd",
-            (
-                Panel(
-                    "Members with a leader",
-                    (('sum by (job) (etcd_server_has_leader{job=~"etcd|events-etcd"})', "{{job}}"),),
-                    "stat",
-                ),
-                Panel(
-                    "Leader changes (1h)",
-                    (
-                        (
-                            'sum by (job) (increase(etcd_server_leader_changes_seen_total{job=~"etcd|events-etcd"}[1h]))',
-                            "{{job}}",
-                        ),
-                    ),
-                    "stat",
-                ),
-                Panel(
-                    "Database size / quota",
-                    (
-                        (
-                            'etcd_mvcc_db_total_size_in_bytes{job=~"etcd|events-etcd"} / '
-                            'etcd_server_quota_backend_bytes{job=~"etcd|events-etcd"}',
-                            "{{job}} {{instance}}",
-                        ),
-                    ),
-                    unit="percentunit",
-                ),
-                Panel(
-                    "WAL fsync p99",
-                    (
-                        (
-                            "histogram_quantile(0.99, sum by (job, instance, le) (rate("
-                            f'etcd_disk_wal_fsync_duration_seconds_bucket{{job=~"etcd|events-etcd"}}[{RATE}])))',
-                            "{{job}} {{instance}}",
-                        ),
-                    ),
-                    unit="s",
-                ),
-                Panel(
-                    "Backend commit p99",
-                    (
-                        (
-                            "histogram_quantile(0.99, sum by (job, instance, le) (rate("
-                            f'etcd_disk_backend_commit_duration_seconds_bucket{{job=~"etcd|events-etcd"}}[{RATE}])))',
-                            "{{job}} {{instance}}",
-                        ),
-                    ),
-                    unit="s",
-                ),
+            Panel(
+                "Requests by code",
+                ((f"sum by (code) (rate(apiserver_request_total{{{API}}}[{RATE}]))", "{{code}}"),),
+                unit="reqps",
             ),
-        ),
-        Dashboard(
-            "agk-gpu-islands",
-            "GPU health by InfiniBand island",
-            (
-                Panel(
-                    "Unhealthy nodes per island",
-                    ((f"agk:island_unhealthy_nodes{{{island}}}", "{{island}}"),),
-                ),
-                Panel("Nodes per island", ((f"agk:island_nodes{{{island}}}", "{{island}}"),), "table"),
-                Panel(
-                    "GPUs reporting an XID, per island",
+            Panel(
+                "Share of requests rejected 429 (priority and fairness)",
+                (
                     (
-                        (
-                            "count by (island) ((DCGM_FI_DEV_XID_ERRORS > 0) * on(node) group_left(island) "
-                            f"agk:node_island{{{island}}})",
-                            "{{island}}",
-                        ),
+                        f'sum(rate(apiserver_request_total{{{API},code="429"}}[{RATE}])) / '
+                        f"sum(rate(apiserver_request_total{{{API}}}[{RATE}]))",
+                        "429",
                     ),
                 ),
-                Panel(
-                    "Last XID of each GPU reporting one",
-                    (
-                        (
-                            f"(DCGM_FI_DEV_XID_ERRORS > 0) * on(node) group_left(island) agk:node_island{{{island}}}",
-                            "{{island}} {{node}} GPU {{gpu}}",
-                        ),
-                    ),
-                    "table",
-                ),
-                Panel(
-                    "GPU utilisation by island",
-                    (
-                        (
-                            "avg by (island) (DCGM_FI_DEV_GPU_UTIL * on(node) group_left(island) "
-                            f"agk:node_island{{{island}}})",
-                            "{{island}}",
-                        ),
-                    ),
-                    unit="percent",
-                ),
-                Panel(
-                    "Hottest GPU by island",
-                    (
-                        (
-                            "max by (island) (DCGM_FI_DEV_GPU_TEMP * on(node) group_left(island) "
-                            f"agk:node_island{{{island}}})",
-                            "{{island}}",
-                        ),
-                    ),
-                    unit="celsius",
-                ),
+                unit="percentunit",
             ),
-            island_variable=True,
-        ),
-        Dashboard(
-            "agk-egress",
-            "Egress to the internet by node and team",
-            (
-                Panel(
-                    "Pod egress by node (top 20)",
+            Panel(
+                "Rejected by priority level",
+                (
                     (
-                        (
-                            'topk(20, sum by (node) (rate(iptables_exporter_bytes_total{traffic="internet-out"}'
-                            f"[{RATE}])))",
-                            "{{node}}",
-                        ),
+                        "sum by (priority_level) (rate(apiserver_flowcontrol_rejected_requests_total"
+                        f"{{{API}}}[{RATE}]))",
+                        "{{priority_level}}",
                     ),
-                    unit="Bps",
                 ),
-                Panel(
-                    "Pod egress by team",
-                    (
-                        (
-                            'sum by (team) (sum by (node) (rate(iptables_exporter_bytes_total{traffic="internet-out"}'
-                            f"[{RATE}])) * on(node) group_left(team) {node_team})",
-                            "{{team}}",
-                        ),
-                    ),
-                    unit="Bps",
-                ),
-                Panel(
-                    "Host egress by node (top 20)",
-                    (
-                        (
-                            'topk(20, sum by (node) (rate(iptables_exporter_bytes_total{traffic="host-internet-out"}'
-                            f"[{RATE}])))",
-                            "{{node}}",
-                        ),
-                    ),
-                    unit="Bps",
-                ),
+                unit="reqps",
             ),
-        ),
-        Dashboard(
-            "agk-preflight",
-            "Preflight",
-            (
-                Panel(
-                    "GPU nodes by preflight state",
+            Panel(
+                "In-flight requests by server",
+                (
                     (
-                        (
-                            f'count by (state) (label_replace(kube_node_labels{{{preflight}!=""}}, "state", "$1", '
-                            f'"{preflight}", "(.+)"))',
-                            "{{state}}",
-                        ),
+                        f"sum by (instance, request_kind) (apiserver_current_inflight_requests{{{API}}})",
+                        "{{instance}} {{request_kind}}",
                     ),
-                    "stat",
-                ),
-                Panel(
-                    "Nodes failed preflight",
-                    ((f'max by (node) (kube_node_labels{{{preflight}="failed"}})', "{{node}}"),),
-                    "table",
-                ),
-                Panel(
-                    "Nodes tainted preflight",
-                    ((f'count(kube_node_spec_taint{{key="{ctx.preflight_taint_key}"}})', "tainted"),),
-                    "stat",
                 ),
             ),
         ),
     )
+
+
+def _etcd(ctx: BootstrapContext) -> Dashboard:
+    return Dashboard(
+        "agk-etcd",
+        "etcd",
+        (
+            Panel(
+                "Members with a leader",
+                (('sum by (job) (etcd_server_has_leader{job=~"etcd|events-etcd"})', "{{job}}"),),
+                "stat",
+            ),
+            Panel(
+                "Leader changes (1h)",
+                (
+                    (
+                        'sum by (job) (increase(etcd_server_leader_changes_seen_total{job=~"etcd|events-etcd"}[1h]))',
+                        "{{job}}",
+                    ),
+                ),
+                "stat",
+            ),
+            Panel(
+                "Database size / quota",
+                (
+                    (
+                        'etcd_mvcc_db_total_size_in_bytes{job=~"etcd|events-etcd"} / '
+                        'etcd_server_quota_backend_bytes{job=~"etcd|events-etcd"}',
+                        "{{job}} {{instance}}",
+                    ),
+                ),
+                unit="percentunit",
+            ),
+            Panel(
+                "WAL fsync p99",
+                (
+                    (
+                        "histogram_quantile(0.99, sum by (job, instance, le) (rate("
+                        f'etcd_disk_wal_fsync_duration_seconds_bucket{{job=~"etcd|events-etcd"}}[{RATE}])))',
+                        "{{job}} {{instance}}",
+                    ),
+                ),
+                unit="s",
+            ),
+            Panel(
+                "Backend commit p99",
+                (
+                    (
+                        "histogram_quantile(0.99, sum by (job, instance, le) (rate("
+                        f'etcd_disk_backend_commit_duration_seconds_bucket{{job=~"etcd|events-etcd"}}[{RATE}])))',
+                        "{{job}} {{instance}}",
+                    ),
+                ),
+                unit="s",
+            ),
+        ),
+    )
+
+
+def _gpu_islands(ctx: BootstrapContext) -> Dashboard:
+    return Dashboard(
+        "agk-gpu-islands",
+        "GPU health by InfiniBand island",
+        (
+            Panel(
+                "Unhealthy nodes per island",
+                ((f"agk:island_unhealthy_nodes{{{ISLAND}}}", "{{island}}"),),
+            ),
+            Panel("Nodes per island", ((f"agk:island_nodes{{{ISLAND}}}", "{{island}}"),), "table"),
+            Panel(
+                "GPUs reporting an XID, per island",
+                (
+                    (
+                        "count by (island) ((DCGM_FI_DEV_XID_ERRORS > 0) * on(node) group_left(island) "
+                        f"agk:node_island{{{ISLAND}}})",
+                        "{{island}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Last XID of each GPU reporting one",
+                (
+                    (
+                        f"(DCGM_FI_DEV_XID_ERRORS > 0) * on(node) group_left(island) agk:node_island{{{ISLAND}}}",
+                        "{{island}} {{node}} GPU {{gpu}}",
+                    ),
+                ),
+                "table",
+            ),
+            Panel(
+                "GPU utilisation by island",
+                (
+                    (
+                        "avg by (island) (DCGM_FI_DEV_GPU_UTIL * on(node) group_left(island) "
+                        f"agk:node_island{{{ISLAND}}})",
+                        "{{island}}",
+                    ),
+                ),
+                unit="percent",
+            ),
+            Panel(
+                "Hottest GPU by island",
+                (
+                    (
+                        "max by (island) (DCGM_FI_DEV_GPU_TEMP * on(node) group_left(island) "
+                        f"agk:node_island{{{ISLAND}}})",
+                        "{{island}}",
+                    ),
+                ),
+                unit="celsius",
+            ),
+        ),
+        island_variable=True,
+    )
+
+
+def _egress(ctx: BootstrapContext) -> Dashboard:
+    node_team = _node_team(ctx)
+    return Dashboard(
+        "agk-egress",
+        "Egress to the internet by node and team",
+        (
+            Panel(
+                "Pod egress by node (top 20)",
+                (
+                    (
+                        'topk(20, sum by (node) (rate(iptables_exporter_bytes_total{traffic="internet-out"}'
+                        f"[{RATE}])))",
+                        "{{node}}",
+                    ),
+                ),
+                unit="Bps",
+            ),
+            Panel(
+                "Pod egress by team",
+                (
+                    (
+                        'sum by (team) (sum by (node) (rate(iptables_exporter_bytes_total{traffic="internet-out"}'
+                        f"[{RATE}])) * on(node) group_left(team) {node_team})",
+                        "{{team}}",
+                    ),
+                ),
+                unit="Bps",
+            ),
+            Panel(
+                "Host egress by node (top 20)",
+                (
+                    (
+                        'topk(20, sum by (node) (rate(iptables_exporter_bytes_total{traffic="host-internet-out"}'
+                        f"[{RATE}])))",
+                        "{{node}}",
+                    ),
+                ),
+                unit="Bps",
+            ),
+        ),
+    )
+
+
+def _preflight(ctx: BootstrapContext) -> Dashboard:
+    preflight = ksm_node_label(labels.key(ctx.label_domain, labels.PREFLIGHT))
+    return Dashboard(
+        "agk-preflight",
+        "Preflight",
+        (
+            Panel(
+                "GPU nodes by preflight state",
+                (
+                    (
+                        f'count by (state) (label_replace(kube_node_labels{{{preflight}!=""}}, "state", "$1", '
+                        f'"{preflight}", "(.+)"))',
+                        "{{state}}",
+                    ),
+                ),
+                "stat",
+            ),
+            Panel(
+                "Nodes failed preflight",
+                ((f'max by (node) (kube_node_labels{{{preflight}="failed"}})', "{{node}}"),),
+                "table",
+            ),
+            Panel(
+                "Nodes tainted preflight",
+                ((f'count(kube_node_spec_taint{{key="{ctx.preflight_taint_key}"}})', "tainted"),),
+                "stat",
+            ),
+        ),
+    )
+
+
+def dashboards(ctx: BootstrapContext) -> tuple[Dashboard, ...]:
+    return tuple(build(ctx) for build in (_apiserver, _etcd, _gpu_islands, _egress, _preflight))
 
 
 def _panel(panel: Panel, n: int) -> dict[str, Any]:

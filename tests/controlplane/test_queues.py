@@ -272,11 +272,16 @@ def _active(cp: ControlPlane, cq: str) -> bool:
 
 
 def release(cp: ControlPlane, nodes: list[FakeNode], key: str) -> None:
-    """The preflight result the reporter writes for a node that passed (its diagnostics cannot run here)."""
+    """The preflight result the reporter writes for a node that passed (its diagnostics cannot run here). The
+    patch carries the Node's resourceVersion, so a write by kwok or the controller-manager in between is a 409:
+    read again and retry, as the reporter does (preflight_report.report)."""
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     for n in nodes:
-        node = cp.get(f"/api/v1/nodes/{n.name}")
-        code, body = cp.call_patch(f"/api/v1/nodes/{n.name}", node_patch(node, True, key, now))
+        for _ in range(5):
+            node = cp.get(f"/api/v1/nodes/{n.name}")
+            code, body = cp.call_patch(f"/api/v1/nodes/{n.name}", node_patch(node, True, key, now))
+            if code != 409:
+                break
         assert code == 200, body
 
 
