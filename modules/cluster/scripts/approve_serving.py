@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import http.client
 import ipaddress
 import json
 import time
@@ -373,7 +374,7 @@ def main() -> None:
     while True:
         try:
             watch(api, sweep(api))
-        except (urllib.error.URLError, OSError, json.JSONDecodeError) as err:
+        except (urllib.error.URLError, OSError, http.client.HTTPException, json.JSONDecodeError) as err:
             print(f"API error, listing again in 5 s: {err}", flush=True)
             time.sleep(5)
 
