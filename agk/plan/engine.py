@@ -423,11 +423,12 @@ def _state_resource(res: Captured) -> dict[str, Any]:
     if res.external:
         out["external"] = True
     if res.dependencies:
-        out["dependencies"] = list(res.dependencies)
+        # The SDK sends a resource's dependencies from a set: sorted, two plans of one input export the same bytes.
+        out["dependencies"] = sorted(res.dependencies)
     if res.provider:
         out["provider"] = res.provider
     if res.property_dependencies:
-        out["propertyDependencies"] = res.property_dependencies
+        out["propertyDependencies"] = {key: sorted(urns) for key, urns in res.property_dependencies.items()}
     if res.aliases:
         out["aliases"] = list(res.aliases)
     return out

@@ -79,3 +79,13 @@ def test_cli_unknown_stack_is_one_line(tmp_path: Path) -> None:
         "dev, dev-addons, hub, images, prod-7500, prod-7500-addons\n"
     )
     assert not (tmp_path / "o").exists()
+
+
+def test_two_plans_of_one_input_export_the_same_bytes(planner: Planner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan is reproducible: the exports `agk plan --out` writes for a pull request differ only where the
+    change does. The SDK sends dependencies from a set, so the export sorts them. (The patched environment
+    also keeps the suite's plan cache out of the way: both plans run.)"""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225600")
+    first = json.dumps(deployment(Planner(STACKS).plan("dev-addons")), indent=1)
+    again = json.dumps(deployment(Planner(STACKS).plan("dev-addons")), indent=1)
+    assert first == again
