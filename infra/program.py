@@ -39,7 +39,8 @@ from modules.bootstrap.host.node_token import PLACEHOLDER
 from modules.bootstrap.kubeconfig import admin_kubeconfig
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, SERVICE_ACCOUNT_RSA, pki_spec
 from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
-from modules.bootstrap.roles import POOL_ROLES, Role, prometheus_secrets
+from modules.bootstrap.roles import POOL_ROLES, Role
+from modules.bootstrap.roles.prometheus import prometheus_secrets
 from modules.identity import oidc
 from modules.identity.plan import team_containers, workload_identity_component
 from modules.stackplan.addresses import StackAddresses, deployed_subnets, hub_stack_name, limits_for, plan_stack
@@ -207,7 +208,7 @@ def host_boot(
     """customData of fixed host (or pool) ``name``, made once its identity exists: its bundle goes into
     its own secret, readable by that identity alone, and the machine waits for the grant and for the
     vault's private endpoint and DNS, so its first fetch can succeed (it retries anyway). ``facts``:
-    the bundle's deploy-time values (roles.FactFile).
+    the bundle's deploy-time values (node_files.FactFile).
 
     A pool also gets its bootstrap token secret (readable by the pool alone; the API servers write it:
     ``token_writers``); an API server's bundle names every pool's (``token_secrets``: pool -> secret)."""

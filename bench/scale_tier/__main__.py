@@ -78,6 +78,48 @@ def running_pods(cp: ControlPlane) -> int:
             return total
 
 
+def _memory_and_lists(cp: ControlPlane) -> list[tuple[str, str]]:
+    """The API servers' and etcd members' memory, etcd's database sizes, and LIST latency of all nodes."""
+    figures: list[tuple[str, str]] = []
+    for host in cp.hosts:
+        proc = host.processes["kube-apiserver"].proc
+        assert proc is not None
+        figures.append(
+            (
+                f"{host.name} kube-apiserver RSS now / peak (MiB)",
+                f"{rss_mib(proc.pid):.0f} / {rss_mib(proc.pid, 'VmHWM'):.0f}",
+            )
+        )
+        for pod in ("kube-controller-manager", "kube-scheduler"):
+            figures.append(
+                (
+                    f"{host.name} {pod} restarts (lost its leader lease under load)",
+                    str(host.processes[pod].restarts),
+                )
+            )
+    for etcd in cp.etcds:
+        for m in etcd.members:
+            assert m.proc is not None
+            figures.append(
+                (
+                    f"{m.name} RSS now / peak (MiB)",
+                    f"{rss_mib(m.proc.pid):.0f} / {rss_mib(m.proc.pid, 'VmHWM'):.0f}",
+                )
+            )
+        status = etcd.ctl("endpoint", "status", "-w", "json")
+        db = max(int(e["Status"]["dbSize"]) for e in json.loads(status.stdout))
+        figures.append((f"{etcd.members[0].name.rsplit('-', 1)[0]} database size (MiB)", f"{db / 2**20:.0f}"))
+    for query, label in (
+        # Both from the watch cache on 1.35: a consistent LIST is served from it once the cache has caught
+        # up to etcd's current revision (ConsistentListFromCache, GA in 1.34, KEP-2340); rv=0 skips the wait.
+        ("", "LIST all nodes, consistent (watch cache at etcd's revision)"),
+        ("?resourceVersion=0", "LIST all nodes, resourceVersion=0 (watch cache, any age)"),
+    ):
+        took, size = timed_list(cp, query)
+        figures.append((f"{label} (s; {size / 2**20:.0f} MiB)", f"{took:.2f}"))
+    return figures
+
+
 def main() -> int:
     figures: list[tuple[str, str]] = []
     prep = prepared("prod-7500")
@@ -117,42 +159,7 @@ def main() -> int:
                     f"{time.perf_counter() - began:.0f}",
                 )
             )
-            for host in cp.hosts:
-                proc = host.processes["kube-apiserver"].proc
-                assert proc is not None
-                figures.append(
-                    (
-                        f"{host.name} kube-apiserver RSS now / peak (MiB)",
-                        f"{rss_mib(proc.pid):.0f} / {rss_mib(proc.pid, 'VmHWM'):.0f}",
-                    )
-                )
-                for pod in ("kube-controller-manager", "kube-scheduler"):
-                    figures.append(
-                        (
-                            f"{host.name} {pod} restarts (lost its leader lease under load)",
-                            str(host.processes[pod].restarts),
-                        )
-                    )
-            for etcd in cp.etcds:
-                for m in etcd.members:
-                    assert m.proc is not None
-                    figures.append(
-                        (
-                            f"{m.name} RSS now / peak (MiB)",
-                            f"{rss_mib(m.proc.pid):.0f} / {rss_mib(m.proc.pid, 'VmHWM'):.0f}",
-                        )
-                    )
-                status = etcd.ctl("endpoint", "status", "-w", "json")
-                db = max(int(e["Status"]["dbSize"]) for e in json.loads(status.stdout))
-                figures.append((f"{etcd.members[0].name.rsplit('-', 1)[0]} database size (MiB)", f"{db / 2**20:.0f}"))
-            for query, label in (
-                # Both from the watch cache on 1.35: a consistent LIST is served from it once the cache has caught
-                # up to etcd's current revision (ConsistentListFromCache, GA in 1.34, KEP-2340); rv=0 skips the wait.
-                ("", "LIST all nodes, consistent (watch cache at etcd's revision)"),
-                ("?resourceVersion=0", "LIST all nodes, resourceVersion=0 (watch cache, any age)"),
-            ):
-                took, size = timed_list(cp, query)
-                figures.append((f"{label} (s; {size / 2**20:.0f} MiB)", f"{took:.2f}"))
+            figures += _memory_and_lists(cp)
         finally:
             if kwok is not None:
                 kwok.stop()

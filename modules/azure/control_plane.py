@@ -71,6 +71,31 @@ class ControlPlane(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ControlPlaneArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("agk:compute:ControlPlane", name, None, opts)
+        self.identities: dict[str, pulumi.Output[str]] = {}
+        """Host name to its principal id, for grants inside this program."""
+        lb, lb_id = self._load_balancer(name, args)
+        self._apiservers(args, lb, pulumi.Output.concat(lb_id, "/backendAddressPools/apiservers"))
+        members = self._etcd(args)
+
+        self.id = lb.id
+        self.name = lb.name
+        self.apiserver_endpoint = pulumi.Output.from_input(f"https://{args.apiserver_vip}:{APISERVER_PORT}")
+        self.apiservers = pulumi.Output.from_input(dict(args.apiservers))
+        self.etcd_members = pulumi.Output.from_input(members)
+        self.principals = pulumi.Output.all(**self.identities).apply(dict)
+        self.register_outputs(
+            {
+                "id": self.id,
+                "name": self.name,
+                "apiserver_endpoint": self.apiserver_endpoint,
+                "apiservers": self.apiservers,
+                "etcd_members": self.etcd_members,
+                "principals": self.principals,
+            }
+        )
+
+    def _load_balancer(self, name: str, args: ControlPlaneArgs) -> tuple[network.LoadBalancer, pulumi.Output[str]]:
+        """The API servers' internal load balancer: a static frontend on the VIP, /readyz probes."""
         ctx = args.ctx
         lb_name = f"{name}-apiserver-lb"
         lb_id = pulumi.Output.concat(ctx.resource_group_id, "/providers/Microsoft.Network/loadBalancers/", lb_name)
@@ -121,12 +146,15 @@ class ControlPlane(pulumi.ComponentResource):
             tags=ctx.tags_for("apiserver"),
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
         )
-        pool_id = pulumi.Output.concat(lb_id, "/backendAddressPools/apiservers")
+        return lb, lb_id
+
+    def _apiservers(self, args: ControlPlaneArgs, lb: network.LoadBalancer, pool_id: pulumi.Output[str]) -> None:
+        """The API server VMs behind the load balancer's pool.
+
+        Each API server (and each etcd member, ``_etcd``) waits for the one before it: a change that resizes
+        (Azure restarts the VM) or replaces them all goes one VM at a time, never the whole group at once."""
+        ctx = args.ctx
         zones = list(args.zones)
-        self.identities: dict[str, pulumi.Output[str]] = {}
-        """Host name to its principal id, for grants inside this program."""
-        # Each API server and each etcd member waits for the one before it: a change that resizes (Azure
-        # restarts the VM) or replaces them all goes one VM at a time, never the whole group at once.
         previous: list[pulumi.Resource] = []
         for i, (host, address) in enumerate(args.apiservers.items()):
             made = linux_vm(
@@ -148,9 +176,14 @@ class ControlPlane(pulumi.ComponentResource):
             )
             previous = [made.vm]
             self.identities[host] = made.identity.principal_id
+
+    def _etcd(self, args: ControlPlaneArgs) -> dict[str, str]:
+        """Every etcd group's members (with their Premium SSD v2 disks): host name to address."""
+        ctx = args.ctx
+        zones = list(args.zones)
         members: dict[str, str] = {}
         for group in args.etcd:
-            previous = []
+            previous: list[pulumi.Resource] = []
             for i, (host, address) in enumerate(group.members.items()):
                 zone = zones[i % len(zones)] if zones else None
                 disks: tuple[pulumi.Input[str], ...] = ()
@@ -191,20 +224,4 @@ class ControlPlane(pulumi.ComponentResource):
                 previous = [made.vm]
                 self.identities[host] = made.identity.principal_id
                 members[host] = address
-
-        self.id = lb.id
-        self.name = lb.name
-        self.apiserver_endpoint = pulumi.Output.from_input(f"https://{args.apiserver_vip}:{APISERVER_PORT}")
-        self.apiservers = pulumi.Output.from_input(dict(args.apiservers))
-        self.etcd_members = pulumi.Output.from_input(members)
-        self.principals = pulumi.Output.all(**self.identities).apply(dict)
-        self.register_outputs(
-            {
-                "id": self.id,
-                "name": self.name,
-                "apiserver_endpoint": self.apiserver_endpoint,
-                "apiservers": self.apiservers,
-                "etcd_members": self.etcd_members,
-                "principals": self.principals,
-            }
-        )
+        return members

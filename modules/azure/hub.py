@@ -72,20 +72,7 @@ class HubNetwork(pulumi.ComponentResource):
         )
 
         bastion_net = args.plan.subnets.get("AzureBastionSubnet")
-
-        def rules(subnet: str) -> tuple[Rule, ...]:
-            if subnet == "AzureBastionSubnet":
-                return BASTION_RULES
-            if subnet == "jump" and bastion_net is not None:
-                # VirtualNetwork includes every peered spoke: without this, any pod IP of any cluster could
-                # reach the jump hosts, the one place that reaches every cluster. Bastion sessions come
-                # from its subnet (NSG access and Azure Bastion).
-                return (
-                    Rule("allow-ssh-from-bastion", 100, "Inbound", "Allow", "Tcp", str(bastion_net.cidr), "*", ("22",)),
-                    Rule("deny-vnet-inbound", 3000, "Inbound", "Deny", "*", "VirtualNetwork", "*", ("*",)),
-                    *BASELINE_INBOUND,
-                )
-            return BASELINE_INBOUND
+        bastion_cidr = str(bastion_net.cidr) if bastion_net is not None else None
 
         egress = nat_gateway(f"{name}-egress-jump", ctx, args.egress_public_ips, None, self)
         created, _ = subnets(
@@ -94,7 +81,7 @@ class HubNetwork(pulumi.ComponentResource):
             vnet,
             ctx,
             self,
-            rules_for=rules,
+            rules_for=lambda subnet: _rules(subnet, bastion_cidr),
             route_table_ids={"jump": route_table.id},
             nat_gateway_ids={"jump": egress.id},
         )
@@ -105,26 +92,7 @@ class HubNetwork(pulumi.ComponentResource):
         blob_zone = private_zone(f"{name}-blob-dns", BLOB_ZONE, ctx, vnet.id, self, ready)
         vault_zone = private_zone(f"{name}-vault-dns", VAULT_ZONE, ctx, vnet.id, self, ready)
         if args.bastion:
-            pip = static_public_ip(f"{name}-bastion-ip", ctx, "bastion", self)
-            network.BastionHost(
-                f"{name}-bastion",
-                resource_group_name=ctx.resource_group_name,
-                location=ctx.location,
-                sku=network.SkuArgs(name="Standard"),
-                # Native client (`az network bastion ssh` / `tunnel`): operators reach the jump hosts
-                # from their own terminal and run kubectl there; needs Standard and tunneling on
-                # (Bastion "Configure native client support").
-                enable_tunneling=True,
-                ip_configurations=[
-                    network.BastionHostIPConfigurationArgs(
-                        name="bastion",
-                        subnet=network.SubResourceArgs(id=created["AzureBastionSubnet"].id),
-                        public_ip_address=network.SubResourceArgs(id=pip.id),
-                    )
-                ],
-                tags=ctx.tags_for("bastion"),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
-            )
+            self._bastion(name, ctx, created["AzureBastionSubnet"].id, ready)
         jump: dict[str, pulumi.Output[str]] = {}
         for i in range(args.jump_hosts):
             host = f"{name}-jump-{i}"
@@ -165,3 +133,44 @@ class HubNetwork(pulumi.ComponentResource):
                 "jump_hosts": self.jump_hosts,
             }
         )
+
+    def _bastion(
+        self, name: str, ctx: DeployContext, subnet_id: pulumi.Input[str], ready: list[pulumi.Resource]
+    ) -> None:
+        """Azure Bastion (Standard, native client) in front of the jump hosts."""
+        pip = static_public_ip(f"{name}-bastion-ip", ctx, "bastion", self)
+        network.BastionHost(
+            f"{name}-bastion",
+            resource_group_name=ctx.resource_group_name,
+            location=ctx.location,
+            sku=network.SkuArgs(name="Standard"),
+            # Native client (`az network bastion ssh` / `tunnel`): operators reach the jump hosts
+            # from their own terminal and run kubectl there; needs Standard and tunneling on
+            # (Bastion "Configure native client support").
+            enable_tunneling=True,
+            ip_configurations=[
+                network.BastionHostIPConfigurationArgs(
+                    name="bastion",
+                    subnet=network.SubResourceArgs(id=subnet_id),
+                    public_ip_address=network.SubResourceArgs(id=pip.id),
+                )
+            ],
+            tags=ctx.tags_for("bastion"),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
+        )
+
+
+def _rules(subnet: str, bastion_cidr: str | None) -> tuple[Rule, ...]:
+    """The hub's NSG rules per subnet."""
+    if subnet == "AzureBastionSubnet":
+        return BASTION_RULES
+    if subnet == "jump" and bastion_cidr is not None:
+        # VirtualNetwork includes every peered spoke: without this, any pod IP of any cluster could
+        # reach the jump hosts, the one place that reaches every cluster. Bastion sessions come
+        # from its subnet (NSG access and Azure Bastion).
+        return (
+            Rule("allow-ssh-from-bastion", 100, "Inbound", "Allow", "Tcp", bastion_cidr, "*", ("22",)),
+            Rule("deny-vnet-inbound", 3000, "Inbound", "Deny", "*", "VirtualNetwork", "*", ("*",)),
+            *BASELINE_INBOUND,
+        )
+    return BASELINE_INBOUND

@@ -157,50 +157,65 @@ class NodeImages(pulumi.ComponentResource):
                 tags=tags,
                 opts=child,
             )
-            base = recipe.base
-            template = virtualmachineimages.VirtualMachineImageTemplate(
-                f"{name}-{recipe.role}-template",
-                image_template_name=f"agk-{recipe.role}-{version}",
-                resource_group_name=args.resource_group_name,
-                location=args.location,
-                identity=virtualmachineimages.ImageTemplateIdentityArgs(
-                    type=virtualmachineimages.ResourceIdentityType.USER_ASSIGNED,
-                    user_assigned_identities=[identity.id],
-                ),
-                source=virtualmachineimages.ImageTemplatePlatformImageSourceArgs(
-                    type="PlatformImage",
-                    publisher=base.publisher,
-                    offer=base.offer,
-                    sku=base.sku,
-                    version=base.version,
-                ),
-                customize=[
-                    virtualmachineimages.ImageTemplateShellCustomizerArgs(
-                        type="Shell", name=f"agk-{recipe.role}", inline=customize_commands(recipe)
-                    )
-                ],
-                distribute=[
-                    virtualmachineimages.ImageTemplateSharedImageDistributorArgs(
-                        type="SharedImage",
-                        gallery_image_id=_version_id(image.id, version),
-                        run_output_name=f"agk-{recipe.role}-{version}",
-                        artifact_tags={**tags, "agk-kubernetes": recipe.release, "agk-image-role": recipe.role},
-                        target_regions=[
-                            virtualmachineimages.TargetRegionArgs(name=args.location, replica_count=args.replicas)
-                        ],
-                    )
-                ],
-                vm_profile=virtualmachineimages.ImageTemplateVmProfileArgs(vm_size=args.build_vm_size),
-                build_timeout_in_minutes=BUILD_TIMEOUT_MINUTES,
-                auto_run=virtualmachineimages.ImageTemplateAutoRunArgs(
-                    state=virtualmachineimages.AutoRunState.AUTO_RUN_ENABLED
-                ),
-                tags=tags,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[allowed]),
-            )
+            template = self._template(name, args, recipe, version, image, identity.id, allowed)
             # Known once the template (which builds it) exists.
             self.image_versions[recipe.role] = pulumi.Output.all(template.id, _version_id(image.id, version)).apply(
                 lambda ids: str(ids[1])
             )
         self.gallery_id = gallery.id
         self.register_outputs({"gallery_id": self.gallery_id, "image_versions": self.image_versions})
+
+    def _template(
+        self,
+        name: str,
+        args: NodeImagesArgs,
+        recipe: Recipe,
+        version: str,
+        image: compute.GalleryImage,
+        identity_id: pulumi.Input[str],
+        allowed: pulumi.Resource,
+    ) -> virtualmachineimages.VirtualMachineImageTemplate:
+        """The Image Builder template that bakes ``recipe`` from its base into ``image``'s ``version``; it runs on
+        creation (a new version is a new template)."""
+        tags = dict(args.tags)
+        base = recipe.base
+        return virtualmachineimages.VirtualMachineImageTemplate(
+            f"{name}-{recipe.role}-template",
+            image_template_name=f"agk-{recipe.role}-{version}",
+            resource_group_name=args.resource_group_name,
+            location=args.location,
+            identity=virtualmachineimages.ImageTemplateIdentityArgs(
+                type=virtualmachineimages.ResourceIdentityType.USER_ASSIGNED,
+                user_assigned_identities=[identity_id],
+            ),
+            source=virtualmachineimages.ImageTemplatePlatformImageSourceArgs(
+                type="PlatformImage",
+                publisher=base.publisher,
+                offer=base.offer,
+                sku=base.sku,
+                version=base.version,
+            ),
+            customize=[
+                virtualmachineimages.ImageTemplateShellCustomizerArgs(
+                    type="Shell", name=f"agk-{recipe.role}", inline=customize_commands(recipe)
+                )
+            ],
+            distribute=[
+                virtualmachineimages.ImageTemplateSharedImageDistributorArgs(
+                    type="SharedImage",
+                    gallery_image_id=_version_id(image.id, version),
+                    run_output_name=f"agk-{recipe.role}-{version}",
+                    artifact_tags={**tags, "agk-kubernetes": recipe.release, "agk-image-role": recipe.role},
+                    target_regions=[
+                        virtualmachineimages.TargetRegionArgs(name=args.location, replica_count=args.replicas)
+                    ],
+                )
+            ],
+            vm_profile=virtualmachineimages.ImageTemplateVmProfileArgs(vm_size=args.build_vm_size),
+            build_timeout_in_minutes=BUILD_TIMEOUT_MINUTES,
+            auto_run=virtualmachineimages.ImageTemplateAutoRunArgs(
+                state=virtualmachineimages.AutoRunState.AUTO_RUN_ENABLED
+            ),
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[allowed]),
+        )

@@ -180,47 +180,7 @@ class NodePool(pulumi.ComponentResource):
                     type=compute.ResourceIdentityType.USER_ASSIGNED,
                     user_assigned_identities=[identity.id, *args.extra_identities],
                 ),
-                virtual_machine_profile=compute.VirtualMachineScaleSetVMProfileArgs(
-                    os_profile=compute.VirtualMachineScaleSetOSProfileArgs(
-                        computer_name_prefix=plan.name,
-                        admin_username=ctx.admin_username,
-                        custom_data=custom_data,
-                        linux_configuration=ssh_only(ctx),
-                    ),
-                    storage_profile=compute.VirtualMachineScaleSetStorageProfileArgs(
-                        # A new gallery image version changes the model in place; under the Manual upgrade policy
-                        # running instances keep theirs until they are brought to the model (update-instances,
-                        # reimage): learn.microsoft.com virtual-machine-scale-sets-upgrade-policy ("Image reference
-                        # upgrades" are model changes). Moving a set from a marketplace image to a gallery one is
-                        # refused in place (policies/rules/replacements.py: publisher, offer).
-                        image_reference=ctx.image_reference(args.role, args.image),
-                        os_disk=compute.VirtualMachineScaleSetOSDiskArgs(
-                            create_option="FromImage",
-                            disk_size_gb=args.os_disk_gib,
-                            caching=compute.CachingTypes.READ_WRITE,
-                            managed_disk=compute.VirtualMachineScaleSetManagedDiskParametersArgs(
-                                storage_account_type="Premium_LRS"
-                            ),
-                        ),
-                    ),
-                    network_profile=compute.VirtualMachineScaleSetNetworkProfileArgs(
-                        network_interface_configurations=[
-                            compute.VirtualMachineScaleSetNetworkConfigurationArgs(
-                                name="nic0",
-                                primary=True,
-                                enable_accelerated_networking=True,
-                                # One Output for the whole list, not one per IP configuration: at
-                                # 75 scale sets x 27 configurations the SDK's per-Output cost dominates.
-                                ip_configurations=subnet_id.apply(lambda sid: ip_configurations(sid, args.pod_ips)),
-                            )
-                        ]
-                    ),
-                    security_profile=compute.SecurityProfileArgs(encryption_at_host=True),
-                    scheduled_events_profile=scheduled_events_profile(args.repairs),
-                    extension_profile=compute.VirtualMachineScaleSetExtensionProfileArgs(
-                        extensions=[health_extension()]
-                    ),
-                ),
+                virtual_machine_profile=_vm_profile(args, plan.name, custom_data, subnet_id),
                 tags=tags,
                 # A fixed name: a replacement (a create-time property changed) deletes the old set first.
                 opts=pulumi.ResourceOptions(
@@ -250,3 +210,50 @@ class NodePool(pulumi.ComponentResource):
                 "client_id": self.client_id,
             }
         )
+
+
+def _vm_profile(
+    args: NodePoolArgs, computer_name_prefix: str, custom_data: pulumi.Input[str], subnet_id: pulumi.Output[str]
+) -> compute.VirtualMachineScaleSetVMProfileArgs:
+    """What every instance of one of the pool's scale sets boots: image, OS disk, the NIC with its pod IP
+    configurations, encryption at host, Scheduled Events and the health extension."""
+    ctx = args.ctx
+    return compute.VirtualMachineScaleSetVMProfileArgs(
+        os_profile=compute.VirtualMachineScaleSetOSProfileArgs(
+            computer_name_prefix=computer_name_prefix,
+            admin_username=ctx.admin_username,
+            custom_data=custom_data,
+            linux_configuration=ssh_only(ctx),
+        ),
+        storage_profile=compute.VirtualMachineScaleSetStorageProfileArgs(
+            # A new gallery image version changes the model in place; under the Manual upgrade policy
+            # running instances keep theirs until they are brought to the model (update-instances,
+            # reimage): learn.microsoft.com virtual-machine-scale-sets-upgrade-policy ("Image reference
+            # upgrades" are model changes). Moving a set from a marketplace image to a gallery one is
+            # refused in place (policies/rules/replacements.py: publisher, offer).
+            image_reference=ctx.image_reference(args.role, args.image),
+            os_disk=compute.VirtualMachineScaleSetOSDiskArgs(
+                create_option="FromImage",
+                disk_size_gb=args.os_disk_gib,
+                caching=compute.CachingTypes.READ_WRITE,
+                managed_disk=compute.VirtualMachineScaleSetManagedDiskParametersArgs(
+                    storage_account_type="Premium_LRS"
+                ),
+            ),
+        ),
+        network_profile=compute.VirtualMachineScaleSetNetworkProfileArgs(
+            network_interface_configurations=[
+                compute.VirtualMachineScaleSetNetworkConfigurationArgs(
+                    name="nic0",
+                    primary=True,
+                    enable_accelerated_networking=True,
+                    # One Output for the whole list, not one per IP configuration: at
+                    # 75 scale sets x 27 configurations the SDK's per-Output cost dominates.
+                    ip_configurations=subnet_id.apply(lambda sid: ip_configurations(sid, args.pod_ips)),
+                )
+            ]
+        ),
+        security_profile=compute.SecurityProfileArgs(encryption_at_host=True),
+        scheduled_events_profile=scheduled_events_profile(args.repairs),
+        extension_profile=compute.VirtualMachineScaleSetExtensionProfileArgs(extensions=[health_extension()]),
+    )

@@ -45,7 +45,7 @@ def spoke_rules(subnets: Mapping[str, IPv4Network], hub_space: Sequence[IPv4Netw
         denies: list[tuple[str, tuple[str, ...]]] = []
         if name in ETCD_SUBNETS:
             rows += _allow("etcd-client-apiservers", control, [ETCD_CLIENT_PORT])
-            # The members' own gates read each other's /health on the metrics port (modules/bootstrap/roles.py).
+            # The members' own gates read each other's /health on the metrics port (modules/bootstrap/roles/upkeep.py).
             rows += _allow("etcd-members", [str(cidr)], [ETCD_CLIENT_PORT, ETCD_PEER_PORT, ETCD_METRICS_PORT])
             rows += _allow("etcd-metrics-prometheus", monitoring, [ETCD_METRICS_PORT])
             denies.append(("etcd", (str(ETCD_CLIENT_PORT), str(ETCD_PEER_PORT), str(ETCD_METRICS_PORT))))

@@ -125,37 +125,7 @@ class ClusterStorage(pulumi.ComponentResource):
                     parent=self,
                 )
         if args.retention_days:
-            # Lifecycle management (storage/blobs/lifecycle-management-overview): prefixes start with the
-            # container's name; the service applies the rules once a day.
-            storage.ManagementPolicy(
-                f"{name}-retention",
-                account_name=account.name,
-                resource_group_name=ctx.resource_group_name,
-                management_policy_name="default",
-                policy=storage.ManagementPolicySchemaArgs(
-                    rules=[
-                        storage.ManagementPolicyRuleArgs(
-                            name=f"expire-{container}",
-                            type="Lifecycle",
-                            enabled=True,
-                            definition=storage.ManagementPolicyDefinitionArgs(
-                                filters=storage.ManagementPolicyFilterArgs(
-                                    blob_types=["blockBlob"], prefix_match=[f"{container}/"]
-                                ),
-                                actions=storage.ManagementPolicyActionArgs(
-                                    base_blob=storage.ManagementPolicyBaseBlobArgs(
-                                        delete=storage.DateAfterModificationArgs(
-                                            days_after_modification_greater_than=float(days)
-                                        )
-                                    )
-                                ),
-                            ),
-                        )
-                        for container, days in sorted(args.retention_days.items())
-                    ]
-                ),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(containers.values())),
-            )
+            self._retention(name, args, account, list(containers.values()))
         endpoint = network.PrivateEndpoint(
             f"{name}-blob-endpoint",
             private_endpoint_name=f"{name}-blob",
@@ -194,3 +164,39 @@ class ClusterStorage(pulumi.ComponentResource):
         self.name = account.name
         self.containers = pulumi.Output.all(**{k: v.id for k, v in containers.items()}).apply(dict)
         self.register_outputs({"id": self.id, "name": self.name, "containers": self.containers})
+
+    def _retention(
+        self, name: str, args: ClusterStorageArgs, account: storage.StorageAccount, containers: list[pulumi.Resource]
+    ) -> None:
+        ctx = args.ctx
+        # Lifecycle management (storage/blobs/lifecycle-management-overview): prefixes start with the
+        # container's name; the service applies the rules once a day.
+        storage.ManagementPolicy(
+            f"{name}-retention",
+            account_name=account.name,
+            resource_group_name=ctx.resource_group_name,
+            management_policy_name="default",
+            policy=storage.ManagementPolicySchemaArgs(
+                rules=[
+                    storage.ManagementPolicyRuleArgs(
+                        name=f"expire-{container}",
+                        type="Lifecycle",
+                        enabled=True,
+                        definition=storage.ManagementPolicyDefinitionArgs(
+                            filters=storage.ManagementPolicyFilterArgs(
+                                blob_types=["blockBlob"], prefix_match=[f"{container}/"]
+                            ),
+                            actions=storage.ManagementPolicyActionArgs(
+                                base_blob=storage.ManagementPolicyBaseBlobArgs(
+                                    delete=storage.DateAfterModificationArgs(
+                                        days_after_modification_greater_than=float(days)
+                                    )
+                                )
+                            ),
+                        ),
+                    )
+                    for container, days in sorted(args.retention_days.items())
+                ]
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=containers),
+        )

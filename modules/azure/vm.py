@@ -152,27 +152,7 @@ def linux_vm(
         tags=tags,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
     )
-    data_disks = [
-        compute.DataDiskArgs(
-            lun=lun,
-            create_option="Attach",
-            # Premium SSD v2 refuses host caching, and etcd's fsyncs must reach the disk anyway.
-            caching=compute.CachingTypes.NONE,
-            managed_disk=compute.ManagedDiskParametersArgs(id=disk_id),
-        )
-        for lun, disk_id in enumerate(spec.data_disk_ids)
-    ]
-    if spec.data_disk_gib:
-        data_disks.append(
-            compute.DataDiskArgs(
-                lun=len(data_disks),
-                create_option="Empty",
-                disk_size_gb=spec.data_disk_gib,
-                # A write-heavy TSDB gains nothing from a read cache.
-                caching=compute.CachingTypes.NONE,
-                managed_disk=compute.ManagedDiskParametersArgs(storage_account_type="Premium_LRS"),
-            )
-        )
+    data_disks = _data_disks(spec)
     vm = compute.VirtualMachine(
         spec.name,
         resource_group_name=ctx.resource_group_name,
@@ -220,6 +200,32 @@ def linux_vm(
         ),
     )
     return HostVm(nic, vm, identity)
+
+
+def _data_disks(spec: VmSpec) -> list[compute.DataDiskArgs]:
+    """The disks ``spec`` attaches (made by its component) and the empty one it asks Azure for, lun by lun."""
+    data_disks = [
+        compute.DataDiskArgs(
+            lun=lun,
+            create_option="Attach",
+            # Premium SSD v2 refuses host caching, and etcd's fsyncs must reach the disk anyway.
+            caching=compute.CachingTypes.NONE,
+            managed_disk=compute.ManagedDiskParametersArgs(id=disk_id),
+        )
+        for lun, disk_id in enumerate(spec.data_disk_ids)
+    ]
+    if spec.data_disk_gib:
+        data_disks.append(
+            compute.DataDiskArgs(
+                lun=len(data_disks),
+                create_option="Empty",
+                disk_size_gb=spec.data_disk_gib,
+                # A write-heavy TSDB gains nothing from a read cache.
+                caching=compute.CachingTypes.NONE,
+                managed_disk=compute.ManagedDiskParametersArgs(storage_account_type="Premium_LRS"),
+            )
+        )
+    return data_disks
 
 
 def first_private_ip(configs: Sequence[network.outputs.NetworkInterfaceIPConfigurationResponse] | None) -> str:

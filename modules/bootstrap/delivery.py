@@ -27,7 +27,9 @@ from modules.bootstrap.host import bundle as host_bundle
 from modules.bootstrap.host.vault import SECRET_LIMIT
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.pki import KEY_PAIR_ALGORITHMS, CertSpec, PkiSpec, pki_spec
-from modules.bootstrap.roles import FILES_HASH_SLOT, POOL_ROLES, ROLES, NodeBundle, bundle, names, prometheus_secrets
+from modules.bootstrap.roles import POOL_ROLES, ROLES, NodeBundle, bundle, names
+from modules.bootstrap.roles.parts import FILES_HASH_SLOT
+from modules.bootstrap.roles.prometheus import prometheus_secrets
 from modules.errors import AgkError
 
 OWNERS = {PATHS.etcd_pki: "etcd:etcd", PATHS.prom_pki: "prometheus:prometheus"}

@@ -21,7 +21,7 @@ from modules.bootstrap.steps import Step, start
 from modules.bootstrap.templating import render
 
 LIBRARY = ("blob.py", "etcd_snapshot.py", "etcd_restore.py")
-"""Host programs only a backed-up member needs; imds.py comes with every host's (roles.HOST_PROGRAMS)."""
+"""Host programs only a backed-up member needs; imds.py comes with every host's (roles/upkeep.py HOST_PROGRAMS)."""
 SNAPSHOT_UNIT = "agk-etcd-snapshot.service"
 SNAPSHOT_TIMER = "agk-etcd-snapshot.timer"
 SPOOL = "/var/lib/agk/etcd-snapshot"
@@ -117,7 +117,7 @@ def member_files(ctx: BootstrapContext, etcd: EtcdCluster, name: str) -> MemberB
 
 def alert_rules(ctx: BootstrapContext, **common: Any) -> dict[str, str]:
     """rules/etcd-backup.yml when the main etcd is backed up (``common``: the rule templates' helpers,
-    severity and runbook, roles.alert_rules)."""
+    severity and runbook, roles/prometheus.py alert_rules)."""
     backup = ctx.etcd.backup
     if backup is None:
         return {}

@@ -1,7 +1,7 @@
 """The files a node's bundle carries, as data (pure): a plain file, a secret from the PKI, a deploy-time fact.
 
-The role builders (roles.py) and the parts they add on some roles (etcd_backup.py, node_tokens.py) all
-make these; they live apart from roles.py so that those parts need not import the roles that use them.
+The role builders (roles/) and the parts they add on some roles (etcd_backup.py, node_tokens.py) all
+make these; they live apart from roles/ so that those parts need not import the roles that use them.
 """
 
 from __future__ import annotations

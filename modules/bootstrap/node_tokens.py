@@ -25,7 +25,7 @@ from modules.bootstrap.steps import Step, start
 from modules.bootstrap.templating import render
 
 LIBRARY = ("bootstrap_tokens.py",)
-"""Host programs only the API servers need (node_token.py, which the nodes run, is in roles.HOST_PROGRAMS)."""
+"""Host programs only the API servers need (node_token.py, which the nodes run, is in roles/upkeep.py HOST_PROGRAMS)."""
 ISSUER_UNIT = "agk-bootstrap-tokens.service"
 ISSUER_TIMER = "agk-bootstrap-tokens.timer"
 ISSUER_TIMEOUT_S = 300

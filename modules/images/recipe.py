@@ -182,7 +182,7 @@ class RoleImage:
     packages: tuple[str, ...]
     """Distribution packages it installs (and holds)."""
     boots: tuple[Role, ...]
-    """The cluster roles (modules/bootstrap/roles.py) that boot this image."""
+    """The cluster roles (modules/bootstrap/roles/) that boot this image."""
     left_out: tuple[str, ...] = ()
     """Rows the role needs that stay out of the image (``NOT_IN_IMAGE``)."""
     apt_packages: tuple[str, ...] = ()
@@ -222,7 +222,7 @@ ROLE_IMAGES: dict[ImageRole, RoleImage] = {
         "general", _CONTAINER_RUNTIME, ("kubelet",), ("iptables", "conntrack", "prometheus-node-exporter"), ("nat",)
     ),
 }
-"""Per image role: base, rows, packages. Packages are roles.py's minus what the image now installs from the
+"""Per image role: base, rows, packages. Packages are the roles' minus what the image now installs from the
 table (containerd, etcd-server/etcd-client, kubelet) and minus curl/gpg, which only fetched the kubelet's apt
 key at boot."""
 

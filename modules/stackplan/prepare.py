@@ -14,7 +14,8 @@ from typing import Any
 
 from modules.bootstrap import versions
 from modules.bootstrap.context import PORTS, BootstrapContext
-from modules.bootstrap.roles import POOL_STATIC_PODS, ROLES, Role
+from modules.bootstrap.roles import ROLES, Role
+from modules.bootstrap.roles.parts import POOL_STATIC_PODS
 from modules.cluster.manifests import render_manifests
 from modules.cluster.placement import NodeTaint, daemonsets_on, released
 from modules.cluster.spec import AddonsSpec, CloudSpec, NetworkSpec, PoolFacts, addons_spec

@@ -9,7 +9,7 @@ import yaml
 
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.monitoring import ALERTS, BACKUP_ALERTS, ksm_node_label
-from modules.bootstrap.roles import alert_rules
+from modules.bootstrap.roles.prometheus import alert_rules
 
 API = 'apiserver_request_total{job="kubernetes-apiservers",code="%s"}'
 FSYNC = 'etcd_disk_wal_fsync_duration_seconds_bucket{job="etcd",instance="e0:2381",le="%s"}'

@@ -13,7 +13,8 @@ from modules.bootstrap import alerting
 from modules.bootstrap.alerting_config import SEVERITIES
 from modules.bootstrap.context import ALERTMANAGER_PORT, BootstrapContext
 from modules.bootstrap.monitoring import ALERTS, BACKUP_ALERTS, runbook_anchor
-from modules.bootstrap.roles import alert_rules, bundle, names, prometheus_config
+from modules.bootstrap.roles import bundle, names
+from modules.bootstrap.roles.prometheus import alert_rules, prometheus_config
 from modules.errors import ConfigError
 from modules.stackplan.config import parse_config
 

@@ -16,7 +16,8 @@ import yaml
 from modules import labels
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.roles import POOL_STATIC_PODS, ROLES, NodeBundle, bundle, names
+from modules.bootstrap.roles import ROLES, NodeBundle, bundle, names
+from modules.bootstrap.roles.parts import POOL_STATIC_PODS
 from modules.bootstrap.steps import STEP_SCRIPT
 from modules.stackplan.config import load_stack
 from modules.stackplan.prepare import prepare_cluster

@@ -37,7 +37,8 @@ from modules.bootstrap.host import boot as host_boot
 from modules.bootstrap.host.vault import SECRET_LIMIT
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.node_files import NodeFile
-from modules.bootstrap.roles import HOST_PROGRAMS, ROLES, NodeBundle, bundle, names, sync_minute
+from modules.bootstrap.roles import ROLES, NodeBundle, bundle, names
+from modules.bootstrap.roles.upkeep import HOST_PROGRAMS, sync_minute
 from modules.errors import AgkError
 
 from .certs import issue

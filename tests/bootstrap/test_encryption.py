@@ -14,7 +14,8 @@ from modules.bootstrap import delivery, encryption, pki
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.host.boot import HostConfig
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.roles import FILES_HASH_SLOT, ROLES, bundle, names
+from modules.bootstrap.roles import ROLES, bundle, names
+from modules.bootstrap.roles.parts import FILES_HASH_SLOT
 from modules.bootstrap.userdata import render_user_data
 
 from .certs import issue

@@ -16,7 +16,8 @@ import pytest
 
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.etcd_backup import LIBRARY, SNAPSHOT_TIMER, SNAPSHOT_UNIT, on_calendar
-from modules.bootstrap.roles import alert_rules, bundle, names
+from modules.bootstrap.roles import bundle, names
+from modules.bootstrap.roles.prometheus import alert_rules
 from modules.errors import ConfigError
 from modules.stackplan.config import BACKUP_INTERVALS, parse_config
 from modules.stackplan.prepare import prepare_cluster

@@ -19,7 +19,8 @@ from cryptography import x509
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.roles import ROLES, NodeBundle, bundle, names, prometheus_config
+from modules.bootstrap.roles import ROLES, NodeBundle, bundle, names
+from modules.bootstrap.roles.prometheus import prometheus_config
 
 from .certs import issue
 

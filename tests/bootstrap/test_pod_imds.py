@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from modules.bootstrap.roles import IMDS_ADDRESS, POD_IMDS_BLOCKED, bundle
+from modules.bootstrap.roles import bundle
+from modules.bootstrap.roles.parts import IMDS_ADDRESS, POD_IMDS_BLOCKED
 from modules.cluster.manifests import render_manifests
 from modules.cluster.objects.common import JUSTIFICATION
 from modules.cluster.objects.health import IMDS_WHY

@@ -34,7 +34,9 @@ from modules.bootstrap import alerting, pki
 from modules.bootstrap.alerting_config import AlertingConfig
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.monitoring import ISLAND_ALERT
-from modules.bootstrap.roles import CERT_DIRS, alert_rules, bundle, names, prometheus_config
+from modules.bootstrap.roles import bundle, names
+from modules.bootstrap.roles.prometheus import alert_rules, prometheus_config
+from modules.bootstrap.roles.upkeep import CERT_DIRS
 from modules.stackplan.config import parse_section
 
 from .certs import issue

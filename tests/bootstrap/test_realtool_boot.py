@@ -27,14 +27,9 @@ import pytest
 from modules import labels
 from modules.bootstrap.context import BOOT_HEALTH_PATH, BOOT_HEALTH_PORT, IMDS_API_VERSION, BootstrapContext
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.roles import (
-    KUBELET_CLIENT_CERT,
-    NODE_IDENTITY_UNIT,
-    POD_IMDS_BLOCKED,
-    NodeBundle,
-    bundle,
-    names,
-)
+from modules.bootstrap.roles import NodeBundle, bundle, names
+from modules.bootstrap.roles.parts import NODE_IDENTITY_UNIT, POD_IMDS_BLOCKED
+from modules.bootstrap.roles.pool import KUBELET_CLIENT_CERT
 from modules.images.recipe import MANIFEST, image_role, recipe
 
 from .hostsim import (

@@ -23,13 +23,9 @@ import pytest
 
 from modules.bootstrap.context import IMDS_API_VERSION, BootstrapContext
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.roles import (
-    IMDS_TRIES,
-    NODE_IDENTITY_CACHE,
-    NODE_IDENTITY_UNIT,
-    NODE_NETWORK_UNIT,
-    bundle,
-)
+from modules.bootstrap.roles import bundle
+from modules.bootstrap.roles.parts import IMDS_TRIES, NODE_IDENTITY_UNIT, NODE_NETWORK_UNIT
+from modules.bootstrap.roles.pool import NODE_IDENTITY_CACHE
 
 from .hostsim import (
     eth0_with,

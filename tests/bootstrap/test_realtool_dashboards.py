@@ -29,7 +29,8 @@ import yaml
 from modules.bootstrap import dashboards
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.monitoring import ksm_node_label
-from modules.bootstrap.roles import alert_rules, bundle, names
+from modules.bootstrap.roles import bundle, names
+from modules.bootstrap.roles.prometheus import alert_rules
 
 
 def _queries(ctx: BootstrapContext) -> list[tuple[str, str, str]]:

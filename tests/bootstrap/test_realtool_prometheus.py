@@ -20,7 +20,8 @@ import yaml
 
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.roles import alert_rules, bundle, names, prometheus_config
+from modules.bootstrap.roles import bundle, names
+from modules.bootstrap.roles.prometheus import alert_rules, prometheus_config
 from modules.cluster.config import AddonsConfig
 
 from .certs import issue

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.roles import SYNC_SERVICE, SYNC_TIMER, bundle, names, sync_minute
+from modules.bootstrap.roles import bundle, names
+from modules.bootstrap.roles.upkeep import SYNC_SERVICE, SYNC_TIMER, sync_minute
 
 from .test_realtool_units import _every_node, _root
 

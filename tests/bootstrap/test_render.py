@@ -16,7 +16,8 @@ from modules.bootstrap.delivery import PARTS, document, encode, placeholder_fact
 from modules.bootstrap.host import bundle as host_bundle
 from modules.bootstrap.host.boot import HOST_CONFIG, LIB, STAGE0
 from modules.bootstrap.host.vault import SECRET_LIMIT
-from modules.bootstrap.roles import ROLES, bundle, mangle_rules, names
+from modules.bootstrap.roles import ROLES, bundle, names
+from modules.bootstrap.roles.pool import mangle_rules
 from modules.bootstrap.userdata import (
     AZURE_CUSTOM_DATA_LIMIT,
     PER_BOOT,

@@ -146,7 +146,7 @@ def test_the_etcd_boot_names_the_tables_release_and_where_the_image_puts_it() ->
 def test_the_restore_runbook_restarts_every_watcher_the_addons_run() -> None:
     """Every Deployment and DaemonSet the add-ons render holds watches (the balloons' pause pods aside) and
     the pool nodes' static pods too: after a restore the runbook restarts each, with a command that reaches it."""
-    from modules.bootstrap.roles import POOL_STATIC_PODS
+    from modules.bootstrap.roles.parts import POOL_STATIC_PODS
     from modules.cluster.manifests import render_manifests
     from modules.cluster.objects.common import BALLOON_NS
     from tests.cluster.conftest import spec_of

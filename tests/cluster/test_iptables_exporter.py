@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from modules.bootstrap.roles import MANGLE_JUMPS, bundle
+from modules.bootstrap.roles import bundle
+from modules.bootstrap.roles.parts import MANGLE_JUMPS
 from modules.cluster.scripts import iptables_exporter
 from modules.stackplan.config import load_stack
 from modules.stackplan.prepare import prepare_cluster

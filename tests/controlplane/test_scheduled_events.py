@@ -31,7 +31,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from modules.bootstrap import pki
 from modules.bootstrap.host import scheduled_events as se
-from modules.bootstrap.roles import DRAINED_FOR, bundle
+from modules.bootstrap.roles import bundle
+from modules.bootstrap.roles.pool import DRAINED_FOR
 from tests.host.loopback import serve
 from tests.host.test_scheduled_events import NOW
 from tests.host.test_scheduled_events import event as event_at

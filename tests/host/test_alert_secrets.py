@@ -11,7 +11,8 @@ import yaml
 
 from modules.bootstrap import alerting, delivery
 from modules.bootstrap.host import alert_secrets, boot
-from modules.bootstrap.roles import ALERT_SECRETS_CONFIG, bundle
+from modules.bootstrap.roles import bundle
+from modules.bootstrap.roles.prometheus import ALERT_SECRETS_CONFIG
 from tests.bootstrap.conftest import context
 from tests.host.fakes import FakeVault, azure
 

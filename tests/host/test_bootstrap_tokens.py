@@ -278,7 +278,7 @@ def test_systemd_accepts_the_issuer_units(tmp_path: Path) -> None:
 
 def test_the_program_runs_as_the_hosts_run_it(tmp_path: Path) -> None:
     """From /opt/agk/lib as a script, beside the host library, importing nothing of the toolkit."""
-    from modules.bootstrap.roles import HOST_PROGRAMS
+    from modules.bootstrap.roles.upkeep import HOST_PROGRAMS
 
     lib = tmp_path / "lib"
     lib.mkdir()

@@ -16,7 +16,8 @@ from modules.bootstrap.host import etcd_snapshot
 from modules.bootstrap.host.boot import HOST_CONFIG
 from modules.bootstrap.host.etcd_snapshot import BackupError, Outcome, Settings, due
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.roles import alert_rules, bundle
+from modules.bootstrap.roles import bundle
+from modules.bootstrap.roles.prometheus import alert_rules
 from tests.bootstrap.conftest import context, tool
 from tests.host.loopback import serve
 

@@ -12,7 +12,8 @@ import pytest
 
 from modules.bootstrap import host, node_tokens
 from modules.bootstrap.etcd_backup import LIBRARY
-from modules.bootstrap.roles import HOST_PROGRAMS, POOL_PROGRAMS
+from modules.bootstrap.roles.pool import POOL_PROGRAMS
+from modules.bootstrap.roles.upkeep import HOST_PROGRAMS
 
 PROGRAMS = (*HOST_PROGRAMS, *POOL_PROGRAMS, *LIBRARY, *node_tokens.LIBRARY)
 

@@ -98,7 +98,8 @@ def test_not_before_parses_the_documented_format() -> None:
 
 @pytest.mark.parametrize(("role", "pool"), [("gpu-node", "h100"), ("gpu-node", "a100"), ("system-node", "system")])
 def test_every_pool_node_runs_the_agent_with_the_kubelets_credential(role: str, pool: str) -> None:
-    from modules.bootstrap.roles import KUBELET_CLIENT_CERT, SCHEDULED_EVENTS_UNIT, bundle
+    from modules.bootstrap.roles import bundle
+    from modules.bootstrap.roles.pool import KUBELET_CLIENT_CERT, SCHEDULED_EVENTS_UNIT
     from tests.bootstrap.conftest import context
 
     node = bundle(context("dev"), role, pool)  # type: ignore[arg-type]

@@ -15,7 +15,8 @@ from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.delivery import document, placeholder_facts, placeholder_pems
 from modules.bootstrap.host import sync
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.roles import ROLES, UNBLOCK_STEP, bundle, names
+from modules.bootstrap.roles import ROLES, bundle, names
+from modules.bootstrap.roles.parts import UNBLOCK_STEP
 from tests.bootstrap.conftest import context
 from tests.host.test_sync import Host
 

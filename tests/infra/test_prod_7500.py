@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from modules.bootstrap.delivery import PARTS
-from modules.bootstrap.roles import prometheus_secrets
+from modules.bootstrap.roles.prometheus import prometheus_secrets
 from tests.bootstrap.conftest import context
 from tests.infra.conftest import REPO, State
 

@@ -192,7 +192,6 @@ FEATURE_GATES = "VisibilityOnDemand=false"
 
 def install(spec: AddonsSpec) -> list[Obj]:
     """Kueue's controller as its release deploys it (names from config/default: ``kueue-`` prefix)."""
-    q = spec.queues
     rules = _load("role.yaml")[0]["rules"]
     leader_rules = [
         {
@@ -230,8 +229,36 @@ def install(spec: AddonsSpec) -> list[Obj]:
             "ports": [{"port": 443, "protocol": "TCP", "targetPort": WEBHOOK_PORT}],
         },
     }
+    deployment = _manager(spec)
+    return [
+        namespace(NS, app=APP, pod_security_level="restricted"),
+        *crds(),
+        service_account(MANAGER, NS, app=APP),
+        cluster_role("kueue-manager-role", rules, app=APP),
+        cluster_role_binding("kueue-manager-rolebinding", "kueue-manager-role", MANAGER, NS, app=APP),
+        role("kueue-leader-election-role", NS, leader_rules, app=APP),
+        # Its certificates' Secret (config/components/rbac/manager_secrets_role.yaml): its own namespace only.
+        role(
+            "kueue-manager-secrets-role",
+            NS,
+            [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "update", "watch"]}],
+            app=APP,
+        ),
+        role_binding("kueue-manager-secrets-rolebinding", NS, "kueue-manager-secrets-role", MANAGER, app=APP),
+        role_binding("kueue-leader-election-rolebinding", NS, "kueue-leader-election-role", MANAGER, app=APP),
+        config,
+        secret,
+        service,
+        deployment,
+        *webhooks(spec),
+    ]
+
+
+def _manager(spec: AddonsSpec) -> Obj:
+    """Kueue's controller-manager Deployment (config/manager/manager.yaml), on the system nodes."""
+    q = spec.queues
     pod_labels = {"app.kubernetes.io/name": APP, "control-plane": "controller-manager"}
-    deployment = {
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": meta(MANAGER, NS, app=APP, component="controller-manager"),
@@ -296,28 +323,6 @@ def install(spec: AddonsSpec) -> list[Obj]:
             },
         },
     }
-    return [
-        namespace(NS, app=APP, pod_security_level="restricted"),
-        *crds(),
-        service_account(MANAGER, NS, app=APP),
-        cluster_role("kueue-manager-role", rules, app=APP),
-        cluster_role_binding("kueue-manager-rolebinding", "kueue-manager-role", MANAGER, NS, app=APP),
-        role("kueue-leader-election-role", NS, leader_rules, app=APP),
-        # Its certificates' Secret (config/components/rbac/manager_secrets_role.yaml): its own namespace only.
-        role(
-            "kueue-manager-secrets-role",
-            NS,
-            [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "update", "watch"]}],
-            app=APP,
-        ),
-        role_binding("kueue-manager-secrets-rolebinding", NS, "kueue-manager-secrets-role", MANAGER, app=APP),
-        role_binding("kueue-leader-election-rolebinding", NS, "kueue-leader-election-role", MANAGER, app=APP),
-        config,
-        secret,
-        service,
-        deployment,
-        *webhooks(spec),
-    ]
 
 
 def topology(spec: AddonsSpec) -> Obj:

@@ -67,30 +67,64 @@ def workload_identity(spec: AddonsSpec) -> list[Obj]:
     access = spec.access
     if access is None:
         return []
-    rbac = "rbac.authorization.k8s.io/v1"
-    subject = [{"kind": "ServiceAccount", "name": SA, "namespace": NS}]
-    container: Obj = {
-        "name": "manager",
-        "image": images.WORKLOAD_IDENTITY_WEBHOOK,
-        "command": ["/manager"],
-        "args": ["--log-level=info"],
-        "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
-        "envFrom": [{"configMapRef": {"name": "azure-wi-webhook-config"}}],
-        "ports": [
-            {"containerPort": PORT, "name": "webhook-server", "protocol": "TCP"},
-            {"containerPort": 8095, "name": "metrics", "protocol": "TCP"},
-            {"containerPort": 9440, "name": "healthz", "protocol": "TCP"},
-        ],
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "healthz"}, "initialDelaySeconds": 15},
-        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "healthz"}, "initialDelaySeconds": 5},
-        # Upstream's figures.
-        "resources": {"requests": {"cpu": "100m", "memory": "20Mi"}, "limits": {"cpu": "100m", "memory": "30Mi"}},
-        "securityContext": restricted(),
-        "volumeMounts": [{"name": "cert", "mountPath": "/certs", "readOnly": True}],
-    }
     return [
         namespace(NS, app=APP, pod_security_level="restricted", extra_labels=SELECTOR),
         service_account(SA, NS, app=APP),
+        *_rbac(),
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta("azure-wi-webhook-config", NS, app=APP),
+            "data": {"AZURE_ENVIRONMENT": "AzurePublicCloud", "AZURE_TENANT_ID": access.tenant_id},
+        },
+        # Empty: the webhook's certificate rotation writes the pair into it (upstream ships it empty too).
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": meta(SECRET, NS, app=APP),
+            "type": "Opaque",
+            "stringData": {},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta(SERVICE, NS, app=APP),
+            "spec": {"ports": [{"port": 443, "targetPort": PORT}], "selector": SELECTOR},
+        },
+        _deployment(spec),
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": meta("azure-wi-webhook-controller-manager", NS, app=APP),
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": SELECTOR}},
+        },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": meta(APP, NS, app=APP),
+            "spec": {
+                "podSelector": {"matchLabels": SELECTOR},
+                "policyTypes": ["Ingress", "Egress"],
+                # The API servers call it; it reads service accounts and writes its certificate through them.
+                "ingress": [
+                    {
+                        "from": [{"ipBlock": {"cidr": c}} for c in spec.network.apiserver_cidrs],
+                        "ports": [{"protocol": "TCP", "port": PORT}],
+                    }
+                ],
+                "egress": [api_server(spec)],
+            },
+        },
+        webhook_configuration({"service": {"name": SERVICE, "namespace": NS, "path": PATH}}),
+    ]
+
+
+def _rbac() -> list[Obj]:
+    """The webhook's own certificate Secret (its namespace) and the service accounts and its webhook
+    configuration it reads and updates (cluster-wide), as upstream's chart grants them."""
+    rbac = "rbac.authorization.k8s.io/v1"
+    subject = [{"kind": "ServiceAccount", "name": SA, "namespace": NS}]
+    return [
         {
             "apiVersion": rbac,
             "kind": "Role",
@@ -130,68 +164,47 @@ def workload_identity(spec: AddonsSpec) -> list[Obj]:
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": APP},
             "subjects": subject,
         },
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": meta("azure-wi-webhook-config", NS, app=APP),
-            "data": {"AZURE_ENVIRONMENT": "AzurePublicCloud", "AZURE_TENANT_ID": access.tenant_id},
-        },
-        # Empty: the webhook's certificate rotation writes the pair into it (upstream ships it empty too).
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": meta(SECRET, NS, app=APP),
-            "type": "Opaque",
-            "stringData": {},
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": meta(SERVICE, NS, app=APP),
-            "spec": {"ports": [{"port": 443, "targetPort": PORT}], "selector": SELECTOR},
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": meta("azure-wi-webhook-controller-manager", NS, app=APP),
-            "spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": SELECTOR},
-                "template": {
-                    "metadata": {"labels": {**SELECTOR, "app.kubernetes.io/name": APP}},
-                    "spec": {
-                        "serviceAccountName": SA,
-                        "priorityClassName": "system-cluster-critical",
-                        "affinity": system_nodes(spec),
-                        "securityContext": pod_security(),
-                        "containers": [container],
-                        "volumes": [{"name": "cert", "secret": {"secretName": SECRET, "defaultMode": 0o444}}],
-                    },
+    ]
+
+
+def _deployment(spec: AddonsSpec) -> Obj:
+    """The webhook's two replicas on the system nodes."""
+    container: Obj = {
+        "name": "manager",
+        "image": images.WORKLOAD_IDENTITY_WEBHOOK,
+        "command": ["/manager"],
+        "args": ["--log-level=info"],
+        "env": [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+        "envFrom": [{"configMapRef": {"name": "azure-wi-webhook-config"}}],
+        "ports": [
+            {"containerPort": PORT, "name": "webhook-server", "protocol": "TCP"},
+            {"containerPort": 8095, "name": "metrics", "protocol": "TCP"},
+            {"containerPort": 9440, "name": "healthz", "protocol": "TCP"},
+        ],
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "healthz"}, "initialDelaySeconds": 15},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "healthz"}, "initialDelaySeconds": 5},
+        # Upstream's figures.
+        "resources": {"requests": {"cpu": "100m", "memory": "20Mi"}, "limits": {"cpu": "100m", "memory": "30Mi"}},
+        "securityContext": restricted(),
+        "volumeMounts": [{"name": "cert", "mountPath": "/certs", "readOnly": True}],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta("azure-wi-webhook-controller-manager", NS, app=APP),
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": SELECTOR},
+            "template": {
+                "metadata": {"labels": {**SELECTOR, "app.kubernetes.io/name": APP}},
+                "spec": {
+                    "serviceAccountName": SA,
+                    "priorityClassName": "system-cluster-critical",
+                    "affinity": system_nodes(spec),
+                    "securityContext": pod_security(),
+                    "containers": [container],
+                    "volumes": [{"name": "cert", "secret": {"secretName": SECRET, "defaultMode": 0o444}}],
                 },
             },
         },
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": meta("azure-wi-webhook-controller-manager", NS, app=APP),
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": SELECTOR}},
-        },
-        {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": meta(APP, NS, app=APP),
-            "spec": {
-                "podSelector": {"matchLabels": SELECTOR},
-                "policyTypes": ["Ingress", "Egress"],
-                # The API servers call it; it reads service accounts and writes its certificate through them.
-                "ingress": [
-                    {
-                        "from": [{"ipBlock": {"cidr": c}} for c in spec.network.apiserver_cidrs],
-                        "ports": [{"protocol": "TCP", "port": PORT}],
-                    }
-                ],
-                "egress": [api_server(spec)],
-            },
-        },
-        webhook_configuration({"service": {"name": SERVICE, "namespace": NS, "path": PATH}}),
-    ]
+    }
