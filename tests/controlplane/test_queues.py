@@ -210,6 +210,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queues]:
         config["internalCertManagement"] = {"enable": False}
         config["health"] = {"healthProbeBindAddress": f"127.0.0.1:{health}"}
         config["metrics"] = {"bindAddress": "0"}
+        # One process, so no lease to hold: on a loaded machine (the suite runs a 7,576-node plane beside this
+        # one) a lease renewal that times out made Kueue exit ("leader election lost") in the middle of a test.
+        config["leaderElection"] = {"leaderElect": False}
         (root / "kueue.yaml").write_text(yaml.safe_dump(config))
         # Without its internal certificate management Kueue reads a metrics certificate from a fixed path
         # (cmd/kueue/main.go: /etc/kueue/metrics/certs), where its pod would mount a Secret: here a private

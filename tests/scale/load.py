@@ -144,6 +144,10 @@ def agent_pods(prep: ClusterPrep, nodes: list[FakeNode]) -> Iterator[dict[str, A
             }
 
 
+TRIES = 5
+TRANSIENT = frozenset({429, 500, 502, 503, 504})
+
+
 @dataclass
 class Loader:
     """POSTs through ``workers`` keep-alive connections as the admin."""
@@ -175,18 +179,23 @@ class Loader:
                 data = json.dumps(body).encode()
                 headers = {"Content-Type": _ctype(method), "Accept": "application/json"}
                 headers |= as_user(body) if as_user else {}
-                for attempt in range(5):
+                for attempt in range(TRIES):
                     try:
                         conn.request(method, path, data, headers)
                         resp = conn.getresponse()
                         out = resp.read()
-                        break
                     except (OSError, http.client.HTTPException):
                         conn.close()
                         conn = self._connection()
                         time.sleep(0.2 * (attempt + 1))
+                        continue
+                    # An overloaded server's answers a kubelet or a controller retries too (etcd's "request timed
+                    # out" is a 500; a create that landed anyway answers the retry with 409, taken as done).
+                    if resp.status not in TRANSIENT or attempt == TRIES - 1:
+                        break
+                    time.sleep(0.5 * (attempt + 1))
                 else:
-                    errors.append(f"{method} {path}: connection failed 5 times")
+                    errors.append(f"{method} {path}: connection failed {TRIES} times")
                     continue
                 if resp.status >= 300 and resp.status != 409:
                     errors.append(f"{method} {path}: {resp.status} {out[:300]!r}")
