@@ -1,7 +1,7 @@
 """Key Vault at a mass reboot for `make bench`: 7,576 hosts (prod-7500 at peak) read their bundles from
 one vault at once, each with the real ``vault.get_secret``, against a stand-in that holds Key Vault's
 documented 4,000 secret transactions per 10 seconds (429 with Retry-After past it). Virtual time
-(tests/host/mass_boot.py): the figures are virtual seconds, the same on any machine for the same seed."""
+(tests/bootstrap/host/mass_boot.py): the figures are virtual seconds, the same on any machine for the same seed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.host.mass_boot import VAULT_LIMIT, VAULT_WINDOW_S, Outcome, VaultStandIn, VirtualTime, boot, in_process  # noqa: E402
+from tests.bootstrap.host.mass_boot import VAULT_LIMIT, VAULT_WINDOW_S, Outcome, VaultStandIn, VirtualTime, boot, in_process  # noqa: E402
 
 HOSTS = 7_576
 RUNS = (

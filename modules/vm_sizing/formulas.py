@@ -2,7 +2,7 @@
 
 Pure arithmetic (no Pulumi, no config objects): the callers pass counts in and put the results where they
 belong (VM sizes in ``recommend``, API server flags in the boot context, add-on requests and limits in the
-add-ons spec, the Prometheus data disk). tests/sizing/test_formulas_only_here.py fails when node-count
+add-ons spec, the Prometheus data disk). tests/vm_sizing/test_formulas_only_here.py fails when node-count
 arithmetic appears anywhere else, so a reviewer reads this file to know how a cluster is sized.
 
 Counts passed in are the *sizing step* (``sizing_step``), not the node count itself: a size that a

@@ -27,7 +27,7 @@ def test_an_area_that_fails_is_one_row(monkeypatch: pytest.MonkeyPatch, tmp_path
 
 
 def test_the_vault_boot_area_produces_its_rows() -> None:
-    # 300 hosts stay under the vault's budget: the rows, not the 7,576-host figures (tests/host has those).
+    # 300 hosts stay under the vault's budget: the rows, not the 7,576-host figures (tests/bootstrap/host has those).
     rows = dict(vault_boot.rows(vault_boot.RUNS[:1], hosts=300))
     assert rows["vault boot (full jitter, Retry-After): 429s"] == "0"
     assert rows["vault boot (full jitter, Retry-After): last bundle"] == "0.0 s virtual"

@@ -489,7 +489,7 @@ def test_replayed_boot_forwards_pod_traffic_to_the_api_server(
     commands, skipped = _replay(node)
     # Service starts cannot run here; they are steps of their own, in this order (the boot installs nothing).
     # nvidia-ctk (gpu-isolation) ships only on the HPC image, so it is a step of its own too. The token
-    # wait reads Key Vault (tests/host/test_node_token.py runs it against the loopback vault).
+    # wait reads Key Vault (tests/bootstrap/host/test_node_token.py runs it against the loopback vault).
     later = ("gpu-isolation", "containerd", "bootstrap-token", "kubelet", "scheduled-events")
     assert [s for s in skipped if s not in later] == [
         s.name for s in node.steps[1 : node.steps.index(next(s for s in node.steps if s.name == "host-network"))]

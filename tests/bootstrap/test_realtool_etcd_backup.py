@@ -2,7 +2,7 @@
 etcd.conf.yml (as test_realtool_etcd.py does), the host library exactly as the bundle writes it to
 /opt/agk/lib run as the timer runs it, Azurite for blob storage (OAuth over HTTPS), and a fresh 3-member
 cluster rebuilt by the restore command's own code path. Faked: IMDS (tokens and VM tags, loopback) and
-systemctl (the test starts the etcd processes that ``systemctl start etcd`` would); tests/host/azurite.py.
+systemctl (the test starts the etcd processes that ``systemctl start etcd`` would); tests/bootstrap/host/azurite.py.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from modules.bootstrap.host import blob, etcd_restore, etcd_snapshot
 from modules.bootstrap.host.boot import LIB
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import bundle, names
-from tests.host.azurite import Azurite, StorageImds, azurite, host_facts
-from tests.host.loopback import serve
+from tests.bootstrap.host.azurite import Azurite, StorageImds, azurite, host_facts
+from tests.bootstrap.host.loopback import serve
 
 from .certs import issue
 from .conftest import context, tool

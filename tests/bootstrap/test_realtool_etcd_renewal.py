@@ -2,7 +2,7 @@
 
 A real 3-member etcd cluster runs from the rendered etcd.conf.yml (addresses and paths moved onto
 loopback and a temporary root, as in test_realtool_etcd.py). Each member's bundle is published to a
-loopback Key Vault (tests/host/fakes.py: the Get Secret API, Bearer tokens from a loopback IMDS, a read
+loopback Key Vault (tests/bootstrap/host/fakes.py: the Get Secret API, Bearer tokens from a loopback IMDS, a read
 grant per secret), and each member applies it with sync.py's real ``run``: fetch every part, rewrite
 the changed files, ask every other member's /health, restart. The one stand-in is systemd: the
 restart hook the test provides restarts that member's etcd process (systemctl cannot run here).
@@ -36,7 +36,7 @@ from modules.bootstrap.host import boot, bundle, sync
 from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import bundle as node_bundle
 from modules.bootstrap.roles import names
-from tests.host.fakes import FakeVault, azure
+from tests.bootstrap.host.fakes import FakeVault, azure
 
 from .certs import issue, leaf
 from .test_realtool_etcd import Cluster, Member, _ports, loopback_url, on_loopback

@@ -3,7 +3,7 @@
 The issuer (modules/bootstrap/host/bootstrap_tokens.py) runs as the first API server host's timer runs it:
 its rendered configuration (/etc/agk/bootstrap-tokens.json) with that host's loopback port, its client
 certificate and the cluster CA, against that host's real kube-apiserver under the add-ons' real RBAC.
-Only Key Vault is a stand-in (tests/host/fakes.py ``FakeVault``, on loopback): Azure cannot be reached.
+Only Key Vault is a stand-in (tests/bootstrap/host/fakes.py ``FakeVault``, on loopback): Azure cannot be reached.
 
 Every test shares the session's control plane, so each gets pools of its own (``h100-a-<tag>``,
 ``system-<tag>``: the Secrets the issuer creates carry the pool in ``app.kubernetes.io/instance``) and
@@ -37,9 +37,9 @@ from typing import Any
 
 from modules.bootstrap import node_tokens
 from modules.bootstrap.host import bootstrap_tokens as bt
-from tests.host.fakes import FakeVault
-from tests.host.loopback import serve
-from tests.host.test_bootstrap_tokens import ISSUER_CLIENT, VAULT_BEARER
+from tests.bootstrap.host.fakes import FakeVault
+from tests.bootstrap.host.loopback import serve
+from tests.bootstrap.host.test_bootstrap_tokens import ISSUER_CLIENT, VAULT_BEARER
 
 from .cluster import ControlPlane, Host
 

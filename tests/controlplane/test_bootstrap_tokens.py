@@ -1,7 +1,7 @@
 """The bootstrap token issuer against dev's real control plane: the first API server host's issuer (its
 rendered configuration and client certificate) mints through that host's real kube-apiserver under the
 add-ons' real RBAC, whose bootstrap token authenticator and SelfSubjectReviews decide what the issuer
-reads back; Key Vault is the stand-in of tests/host/fakes.py (tests/controlplane/issuer.py says how the
+reads back; Key Vault is the stand-in of tests/bootstrap/host/fakes.py (tests/controlplane/issuer.py says how the
 tests share the control plane and what they wait on). The API server checks a token's ``expiration``
 against the wall clock: a test that needs a token expired, or within the renewal window, mints it with
 the issuer's ``now`` that far in the past."""
@@ -24,8 +24,8 @@ import pytest
 from modules.bootstrap import pki
 from modules.bootstrap.host import bootstrap_tokens as bt
 from modules.bootstrap.templating import render
-from tests.host.loopback import serve
-from tests.host.test_bootstrap_tokens import HOUR, ISSUER_CLIENT, RENEW, TTL, VAULT_BEARER, host_json
+from tests.bootstrap.host.loopback import serve
+from tests.bootstrap.host.test_bootstrap_tokens import HOUR, ISSUER_CLIENT, RENEW, TTL, VAULT_BEARER, host_json
 
 from .cluster import ControlPlane
 from .issuer import REVIEWS, TOKEN_CLEANER, Cluster, issuer_world, received, until, user, without_issuer_role

@@ -2,7 +2,7 @@
 
 1. The API server host's token issuer (modules/bootstrap/host/bootstrap_tokens.py, its rendered
    configuration, its client certificate) mints the pool's bootstrap token on the real API server and
-   publishes it to the pool's Key Vault secret (Key Vault: the stand-in of tests/host/fakes.py).
+   publishes it to the pool's Key Vault secret (Key Vault: the stand-in of tests/bootstrap/host/fakes.py).
 2. The node's side, with the pool's rendered bootstrap kubeconfig and the token file: kubectl (client-go)
    files a kubelet client CSR as the kubelet's TLS bootstrap does (k8s.io/kubernetes
    pkg/kubelet/certificate/bootstrap: CN ``system:node:<name>``, O ``system:nodes``, signer
@@ -39,8 +39,8 @@ from cryptography.x509.oid import NameOID
 from modules.bootstrap import node_tokens, pki
 from modules.bootstrap.host import bootstrap_tokens as bt
 from modules.bootstrap.roles import bundle
-from tests.host.fakes import FakeVault, token_of
-from tests.host.loopback import serve
+from tests.bootstrap.host.fakes import FakeVault, token_of
+from tests.bootstrap.host.loopback import serve
 
 from .cluster import ControlPlane, _relocate, kubeconfig
 

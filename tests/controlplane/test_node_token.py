@@ -1,6 +1,6 @@
 """A pool node's side of the bootstrap tokens on dev's real control plane: the pool's real bundle (dev's
 h100, with the cluster's PKI) in the stand-in Key Vault, the node's identity from the stand-in IMDS
-(tests/host/fakes.py; Azure cannot be reached), the first API server host's issuer minting on the real
+(tests/bootstrap/host/fakes.py; Azure cannot be reached), the first API server host's issuer minting on the real
 API server (tests/controlplane/issuer.py), and kubectl (client-go) authenticating there with the
 bootstrap kubeconfig the bundle carries and the token file the node wrote."""
 
@@ -16,9 +16,9 @@ from modules.bootstrap import node_tokens
 from modules.bootstrap.host import bootstrap_tokens as bt
 from modules.bootstrap.host import node_token, sync
 from modules.bootstrap.layout import PATHS
-from tests.host.fakes import Imds
-from tests.host.loopback import serve
-from tests.host.test_node_token import Node, pool_secret
+from tests.bootstrap.host.fakes import Imds
+from tests.bootstrap.host.loopback import serve
+from tests.bootstrap.host.test_node_token import Node, pool_secret
 
 from .cluster import ControlPlane, _relocate
 from .issuer import Cluster, issuer_world

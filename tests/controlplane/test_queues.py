@@ -210,9 +210,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queues]:
         config["internalCertManagement"] = {"enable": False}
         config["health"] = {"healthProbeBindAddress": f"127.0.0.1:{health}"}
         config["metrics"] = {"bindAddress": "0"}
-        # One process, so no lease to hold: on a loaded machine (the suite runs a 7,576-node plane beside this
-        # one) a lease renewal that times out made Kueue exit ("leader election lost") in the middle of a test.
-        config["leaderElection"] = {"leaderElect": False}
+        # The shipped lease (its name, namespace and RBAC: checked below), with longer timings: on a loaded machine
+        # (the suite runs a 7,576-node plane beside this one) a renewal past the 10 s default made Kueue exit
+        # ("leader election lost") in the middle of a test.
+        config["leaderElection"] |= {"leaseDuration": "120s", "renewDeadline": "100s", "retryPeriod": "10s"}
         (root / "kueue.yaml").write_text(yaml.safe_dump(config))
         # Without its internal certificate management Kueue reads a metrics certificate from a fixed path
         # (cmd/kueue/main.go: /etc/kueue/metrics/certs), where its pod would mount a Secret: here a private
@@ -251,6 +252,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Queues]:
         # The queue objects last: Kueue's webhooks validate them.
         apply(cp, queues.team_queues(spec))
         wait("every ClusterQueue active", lambda: all(_active(cp, t.name) for t in spec.teams), [kueue], timeout=120)
+        lease = config["leaderElection"]
+        held = cp.get(
+            f"/apis/coordination.k8s.io/v1/namespaces/{lease['resourceNamespace']}/leases/{lease['resourceName']}"
+        )
+        assert held["spec"].get("holderIdentity"), f"Kueue leads without holding its lease: {held}"
         yield Queues(cp, prep, kueue, nodes)
     finally:
         if kueue is not None:

@@ -7,7 +7,7 @@ CSR is signed (tests/controlplane/test_node_join.py proves that signing). So the
 Node authorizer and NodeRestriction admission decide what it may do. The node and its pods are kwok's
 (no kubelet runs here); the DaemonSet's pod is made by the real DaemonSet controller, the
 PodDisruptionBudget's status by the real disruption controller, and evictions are the real Eviction API.
-IMDS is a loopback stand-in (tests/host/loopback.py: Azure's endpoint cannot exist here) that speaks the
+IMDS is a loopback stand-in (tests/bootstrap/host/loopback.py: Azure's endpoint cannot exist here) that speaks the
 documented Scheduled Events API (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events) and
 records every acknowledgement.
 """
@@ -33,9 +33,9 @@ from modules.bootstrap import pki
 from modules.bootstrap.host import scheduled_events as se
 from modules.bootstrap.roles import bundle
 from modules.bootstrap.roles.pool import DRAINED_FOR
-from tests.host.loopback import serve
-from tests.host.test_scheduled_events import NOW
-from tests.host.test_scheduled_events import event as event_at
+from tests.bootstrap.host.loopback import serve
+from tests.bootstrap.host.test_scheduled_events import NOW
+from tests.bootstrap.host.test_scheduled_events import event as event_at
 
 from .cluster import ControlPlane, wait
 from .conftest import Nodes, wait_for_default_service_account

@@ -193,9 +193,10 @@ class Loader:
                     # out" is a 500; a create that landed anyway answers the retry with 409, taken as done).
                     if resp.status not in TRANSIENT or attempt == TRIES - 1:
                         break
-                    time.sleep(0.5 * (attempt + 1))
+                    wait_s = resp.getheader("Retry-After") or ""
+                    time.sleep(float(wait_s) if wait_s.isdigit() else 0.5 * (attempt + 1))
                 else:
-                    errors.append(f"{method} {path}: connection failed {TRIES} times")
+                    errors.append(f"{method} {path}: no answer in {TRIES} tries (connection failures or {TRANSIENT})")
                     continue
                 if resp.status >= 300 and resp.status != 409:
                     errors.append(f"{method} {path}: {resp.status} {out[:300]!r}")

@@ -1,4 +1,4 @@
-"""Host tier, real emulator: blob.py against Azurite with OAuth (tests/host/azurite.py says what is real)."""
+"""Host tier, real emulator: blob.py against Azurite with OAuth (tests/bootstrap/host/azurite.py says what is real)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from modules.bootstrap.host import blob
-from tests.host.azurite import Azurite, azurite, jwt
+from tests.bootstrap.host.azurite import Azurite, azurite, jwt
 
 pytestmark = pytest.mark.realtool
 

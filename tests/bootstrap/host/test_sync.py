@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from modules.bootstrap.host import boot, bundle, files, sync
-from tests.host.fakes import FakeVault, azure
+from tests.bootstrap.host.fakes import FakeVault, azure
 
 ETCD = {"self": "e-0", "members": {"e-0": "http://e0", "e-1": "http://e1", "e-2": "http://e2"}}
 API = {"self": "a-0", "members": {"a-0": "https://a0", "a-1": "https://a1"}, "ca": "/etc/k/ca.crt"}

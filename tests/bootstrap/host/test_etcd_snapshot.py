@@ -19,7 +19,7 @@ from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import bundle
 from modules.bootstrap.roles.prometheus import alert_rules
 from tests.bootstrap.conftest import context, tool
-from tests.host.loopback import serve
+from tests.bootstrap.host.loopback import serve
 
 from .azurite import StorageImds, host_facts
 

@@ -1,4 +1,4 @@
-"""Stand-ins for Azure's data planes, served on loopback (tests/host/loopback.py), enforcing what the
+"""Stand-ins for Azure's data planes, served on loopback (tests/bootstrap/host/loopback.py), enforcing what the
 real services enforce for the calls the host programs make. Azure itself cannot be reached here.
 
 - ``FakeVault``: Key Vault's secrets data plane, 7.4 (azure-rest-api-specs,
@@ -10,7 +10,7 @@ real services enforce for the calls the host programs make. Azure itself cannot 
   Azure RBAC per secret: a token of an identity without Key Vault Secrets User (``readers``) or
   Secrets Officer (``writers``, who may also read) on the secret gets 403 ``Forbidden`` as Key Vault
   answers it.
-- ``Imds``: the managed-identity token endpoint (tests/host/test_imds.py's ``FakeImds``), whose tokens
+- ``Imds``: the managed-identity token endpoint (tests/bootstrap/host/test_imds.py's ``FakeImds``), whose tokens
   name the resource and the identity: ``tok:<resource>:<client id>``.
 """
 
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modules.bootstrap.host import imds
-from tests.host.loopback import serve
-from tests.host.test_imds import FakeImds as Imds
+from tests.bootstrap.host.loopback import serve
+from tests.bootstrap.host.test_imds import FakeImds as Imds
 
 NAME = re.compile(r"\A[0-9a-zA-Z-]+\Z")
 CHALLENGE = 'Bearer authorization="https://login.microsoftonline.com/tenant", resource="https://vault.azure.net"'

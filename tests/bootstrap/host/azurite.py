@@ -37,7 +37,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from modules.bootstrap.host import imds
 from modules.bootstrap.host.boot import HostConfig
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 AZURITE = ROOT / "tools/azurite/node_modules/.bin/azurite-blob"
 ACCOUNT = "devstoreaccount1"
 """Azurite's built-in account; its path-style URL is https://127.0.0.1:<port>/devstoreaccount1."""

@@ -18,7 +18,7 @@ from modules.bootstrap.layout import PATHS
 from modules.bootstrap.roles import ROLES, bundle, names
 from modules.bootstrap.roles.parts import UNBLOCK_STEP
 from tests.bootstrap.conftest import context
-from tests.host.test_sync import Host
+from tests.bootstrap.host.test_sync import Host
 
 
 @pytest.fixture(scope="module")

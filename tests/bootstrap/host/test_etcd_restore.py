@@ -14,8 +14,8 @@ from modules.bootstrap.host import blob, etcd_restore
 from modules.bootstrap.host.etcd_snapshot import BackupError, Settings
 from modules.bootstrap.roles import bundle
 from tests.bootstrap.conftest import context, tool
-from tests.host.azurite import Azurite, StorageImds, azurite, host_facts, jwt
-from tests.host.loopback import serve
+from tests.bootstrap.host.azurite import Azurite, StorageImds, azurite, host_facts, jwt
+from tests.bootstrap.host.loopback import serve
 
 pytestmark = pytest.mark.realtool
 NAMES = ("20261201T000000Z-dev-etcd-0", "20261201T010000Z-dev-etcd-1", "20261201T020000Z-dev-etcd-2")

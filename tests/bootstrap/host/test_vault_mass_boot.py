@@ -2,7 +2,7 @@
 
 Every host runs the real ``vault.get_secret`` (its retry loop and :func:`vault.backoff`) against a
 stand-in that enforces Key Vault's documented 4,000 secret transactions per 10 seconds with 429 and
-Retry-After (tests/host/mass_boot.py), in virtual time so that minutes of backoff take seconds.
+Retry-After (tests/bootstrap/host/mass_boot.py), in virtual time so that minutes of backoff take seconds.
 
 Why full jitter on top of Retry-After: the hosts of a mass reboot are refused in the same instant and
 told the same Retry-After; a wait of Retry-After alone (or any wait that depends only on the attempt)
@@ -16,9 +16,9 @@ from __future__ import annotations
 import pytest
 
 from modules.bootstrap.host import vault
-from tests.host.loopback import serve
-from tests.host.mass_boot import VAULT_LIMIT, VAULT_WINDOW_S, VaultStandIn, VirtualTime, boot, in_process
-from tests.host.test_imds import FakeImds
+from tests.bootstrap.host.loopback import serve
+from tests.bootstrap.host.mass_boot import VAULT_LIMIT, VAULT_WINDOW_S, VaultStandIn, VirtualTime, boot, in_process
+from tests.bootstrap.host.test_imds import FakeImds
 
 HOSTS = 7_576
 """prod-7500 at peak: 7,500 GPU nodes plus 1% surge (76)."""

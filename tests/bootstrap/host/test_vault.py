@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from modules.bootstrap.host import boot, bundle, vault
-from tests.host.fakes import FakeVault, Imds, azure
-from tests.host.loopback import serve
+from tests.bootstrap.host.fakes import FakeVault, Imds, azure
+from tests.bootstrap.host.loopback import serve
 
 
 class Clock:

@@ -1,6 +1,6 @@
 """Host tier: a Prometheus host copies its Alertmanager receivers' secrets from Key Vault into the files
 alertmanager.yml names, with the host's rendered settings (prod-7500's receivers), a stand-in Key Vault
-and IMDS on loopback (tests/host/fakes.py; Azure cannot be reached)."""
+and IMDS on loopback (tests/bootstrap/host/fakes.py; Azure cannot be reached)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from modules.bootstrap.host import alert_secrets, boot
 from modules.bootstrap.roles import bundle
 from modules.bootstrap.roles.prometheus import ALERT_SECRETS_CONFIG
 from tests.bootstrap.conftest import context
-from tests.host.fakes import FakeVault, azure
+from tests.bootstrap.host.fakes import FakeVault, azure
 
 HOST = "prod-7500-prometheus-0"
 CLIENT = "12121212-3434-5656-7878-909090909090"

@@ -1,6 +1,6 @@
 """Host tier: the bootstrap token issuer where no API server is needed: the token and its Secret, the
 configuration file, the program as the hosts run it, its systemd units and its Key Vault client (against
-the stand-in Key Vault of tests/host/fakes.py on loopback). Its runs against dev's real API server are in
+the stand-in Key Vault of tests/bootstrap/host/fakes.py on loopback). Its runs against dev's real API server are in
 tests/controlplane/test_bootstrap_tokens.py."""
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from modules.bootstrap.host import boot, vault
 from modules.bootstrap.host import bootstrap_tokens as bt
 from modules.bootstrap.pki import CaSpec, CertSpec, PkiSpec
 from tests.bootstrap.certs import issue
-from tests.host.fakes import FakeVault, token_of
-from tests.host.loopback import serve
+from tests.bootstrap.host.fakes import FakeVault, token_of
+from tests.bootstrap.host.loopback import serve
 
-HOST = Path(__file__).resolve().parents[2] / "modules/bootstrap/host"
+HOST = Path(__file__).resolve().parents[3] / "modules/bootstrap/host"
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 HOUR = 3600
 TTL = bt.TTL_HOURS * HOUR

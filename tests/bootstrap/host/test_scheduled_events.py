@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from modules.bootstrap.host import scheduled_events as se
-from tests.host.loopback import serve
+from tests.bootstrap.host.loopback import serve
 
 VM = "h100-00_3"
 NODE = "h100-00000003"

@@ -1,5 +1,5 @@
 """Host tier: a pool node's side of the bootstrap tokens where no API server is needed: the pool's real
-bundle (dev's h100) in the stand-in Key Vault, the node's identity from the stand-in IMDS (tests/host/fakes.py;
+bundle (dev's h100) in the stand-in Key Vault, the node's identity from the stand-in IMDS (tests/bootstrap/host/fakes.py;
 Azure cannot be reached). A node that joins with the token its issuer minted on the real API server is in
 tests/controlplane/test_node_token.py."""
 
@@ -14,9 +14,9 @@ from modules.bootstrap import delivery, node_tokens
 from modules.bootstrap.host import boot, bundle, node_token, sync
 from modules.bootstrap.roles import bundle as node_bundle
 from tests.bootstrap.conftest import context
-from tests.host.fakes import FakeVault, Imds
-from tests.host.loopback import serve
-from tests.host.test_bootstrap_tokens import SECRETS
+from tests.bootstrap.host.fakes import FakeVault, Imds
+from tests.bootstrap.host.loopback import serve
+from tests.bootstrap.host.test_bootstrap_tokens import SECRETS
 
 POOL = "h100-a"
 """The pool whose token secret the node reads; the node runs dev's h100 bundle under it."""

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from modules.bootstrap.host import blob
-from tests.host.loopback import serve
+from tests.bootstrap.host.loopback import serve
 
 TOKEN = "tok-1"
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from modules.bootstrap.host import imds
-from tests.host.loopback import serve
+from tests.bootstrap.host.loopback import serve
 
 
 class FakeImds:
