@@ -12,7 +12,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.bootstrap.host.mass_boot import VAULT_LIMIT, VAULT_WINDOW_S, Outcome, VaultStandIn, VirtualTime, boot, in_process  # noqa: E402
+from tests.bootstrap.host.mass_boot import (  # noqa: E402
+    VAULT_LIMIT,
+    VAULT_WINDOW_S,
+    Outcome,
+    VaultStandIn,
+    VirtualTime,
+    boot,
+    in_process,
+)
 
 HOSTS = 7_576
 RUNS = (
