@@ -34,7 +34,7 @@ from modules.bootstrap.userdata import offline_host, render_user_data
 from modules.cluster.manifests import render_manifests
 from modules.cluster.spec import AddonsSpec
 from modules.errors import AgkError
-from modules.stackplan.config import load_stack
+from modules.stackplan.config import AddonsStack, load_stack
 from modules.stackplan.prepare import prepare_cluster
 
 OWNED = ("nodes", "manifests")
@@ -116,9 +116,8 @@ def render_manifests_dir(spec: AddonsSpec, out: Path) -> list[Path]:
 def run(*, stack: str, out: Path, stacks_dir: Path) -> int:
     check_out(out, {folder: () for folder in OWNED})
     config = load_stack(stacks_dir, stack)
-    if config.kind == "addons":
+    if isinstance(config, AddonsStack):
         # The add-ons stack deploys the cluster stack's objects: render that cluster.
-        assert config.addons_stack is not None
         stack = config.addons_stack.cluster_stack
         config = load_stack(stacks_dir, stack)
     if config.kind != "cluster":

@@ -89,11 +89,12 @@ def plan_seconds(spokes: int = 1000, subnets: int = 10, runs: int = 5) -> float:
 def prod_utilization() -> tuple[str, str]:
     """prod-7500's address span: the planner's largest-first layout vs in-order `cidrsubnets`."""
     from modules.stackplan.addresses import cluster_subnets, plan_stack  # pydantic and the stack model: only here
+    from modules.stackplan.config import ClusterStack
     from modules.stackplan.pools import plan_pools
 
     plan = plan_stack(ROOT / "stacks", "prod-7500")
     vnet = plan.vnet
-    assert plan.config.cluster is not None
+    assert isinstance(plan.config, ClusterStack)
     space = sum(n.num_addresses for n in vnet.address_space)
     # The same prefixes in the order the stack declares the subnets (control plane first, GPU
     # pools last), placed the `cidrsubnets` way: each at the next aligned address.

@@ -24,7 +24,7 @@ import pulumi_kubernetes as k8s
 from modules.cluster.component import ClusterAddons, ClusterAddonsArgs
 from modules.cluster.spec import AddonsSpec
 from modules.errors import ConfigError
-from modules.stackplan.config import StackConfig, load_stack
+from modules.stackplan.config import AddonsStack, load_stack
 from modules.stackplan.prepare import prepare_cluster
 from modules.stackplan.stacks_dir import stacks_dir
 
@@ -88,10 +88,8 @@ def with_cloud_ids(spec: AddonsSpec, outputs: dict[str, Any]) -> AddonsSpec:
     return replace(spec, cloud=replace(spec.cloud, **{k: str(ids[k]) for k in keys if ids.get(k)}))
 
 
-def build(config: StackConfig) -> dict[str, object]:
+def build(config: AddonsStack) -> dict[str, object]:
     """Create the add-ons of ``config.addons_stack.cluster_stack``; returns the outputs to export."""
-    if config.addons_stack is None:
-        raise ConfigError("azure-gpu-k8s:addons_stack: missing: add cluster_stack: <the cluster stack>")
     cluster = config.addons_stack.cluster_stack
     local = cluster_spec(cluster)
     outputs = cluster_outputs(cluster)

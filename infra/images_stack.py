@@ -13,11 +13,10 @@ from pulumi_azure_native import resources
 from modules import tags as tagging
 from modules.azure.images import NodeImages, NodeImagesArgs
 from modules.images.recipe import recipe
-from modules.stackplan.config import StackConfig, resource_group_name
+from modules.stackplan.config import ImagesStack, resource_group_name
 
 
-def build(stack: str, config: StackConfig) -> dict[str, Any]:
-    assert config.image_build is not None and config.tags is not None and config.location is not None
+def build(stack: str, config: ImagesStack) -> dict[str, Any]:
     spec = config.image_build
     recipes = tuple(recipe(role, spec.kubernetes_version, images=config.images) for role in spec.roles)
     tags = tagging.base_tags(config.tags.owner, config.tags.cost_center, stack, config.tags.extra)

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from agk.review.evaluate import Violation
-from modules.stackplan.config import PROJECT
+from modules.config_model import PROJECT
 from policies.rules import fields
 
 ROLE_KEYS = {

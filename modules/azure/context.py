@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pulumi
-from pulumi_azure_native import compute
+from pulumi_azure_native import compute, resources
 
 from modules import tags as tagging
+from modules.stackplan.config import ClusterStack, NetworkedStack, resource_group_name
 
 ImageRef = tuple[str, str, str, str]
 """(publisher, offer, sku, version): a pinned marketplace image (the stack's ``images`` config)."""
@@ -49,3 +50,22 @@ class DeployContext:
         out[tagging.ROLE] = role
         out.update(extra)
         return out
+
+
+def stack_context(stack: str, config: NetworkedStack) -> tuple[resources.ResourceGroup, DeployContext]:
+    """A hub's or cluster's resource group, and the context its components are built with."""
+    cluster = config.cluster.name if isinstance(config, ClusterStack) else stack
+    tags = tagging.base_tags(config.tags.owner, config.tags.cost_center, cluster, config.tags.extra)
+    rg = resources.ResourceGroup(
+        f"{stack}-rg", resource_group_name=resource_group_name(stack), location=config.location, tags=tags
+    )
+    ctx = DeployContext(
+        resource_group_name=rg.name,
+        resource_group_id=rg.id,
+        location=config.location,
+        tags=tags,
+        admin_username=config.admin.username,
+        ssh_public_keys=tuple(config.admin.ssh_public_keys),
+        images={kind: (i.publisher, i.offer, i.sku, i.version) for kind, i in config.images},
+    )
+    return rg, ctx

@@ -40,7 +40,7 @@ class EtcdGroup:
 class ControlPlaneArgs:
     ctx: DeployContext
     """Resource group, region, tags, admin login."""
-    cluster_nodes: int
+    sizing_nodes: int
     """Nodes the cluster is planned for (tagged on API servers for the sizing policy)."""
     apiservers: Mapping[str, str]
     """API server host name to static private address."""
@@ -167,7 +167,7 @@ class ControlPlane(pulumi.ComponentResource):
                     custom_data=args.custom_data[host],
                     zone=zones[i % len(zones)] if zones else None,
                     backend_pool_ids=(pool_id,),
-                    vm_tags={tagging.CLUSTER_NODES: str(args.cluster_nodes)},
+                    vm_tags={tagging.CLUSTER_NODES: str(args.sizing_nodes)},
                 ),
                 ctx,
                 self,

@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
-from pulumi_azure_native import authorization, keyvault, network
+from pulumi_azure_native import authorization, keyvault
 
 from modules.azure.context import DeployContext
-from modules.azure.dns import link_vnet
+from modules.azure.dns import private_link
 from modules.azure.rbac import grant
 
 VAULT_ZONE = "privatelink.vaultcore.azure.net"
@@ -132,39 +132,20 @@ class ClusterVault(pulumi.ComponentResource):
             tags=ctx.tags_for("security"),
             opts=pulumi.ResourceOptions(parent=self),
         )
-        endpoint = network.PrivateEndpoint(
-            f"{name}-endpoint",
-            private_endpoint_name=f"{name}-vault",
-            resource_group_name=ctx.resource_group_name,
-            location=ctx.location,
-            subnet=network.SubnetArgs(id=args.endpoint_subnet_id),
-            private_link_service_connections=[
-                network.PrivateLinkServiceConnectionArgs(
-                    name="vault", private_link_service_id=vault.id, group_ids=["vault"]
-                )
-            ],
-            tags=ctx.tags_for("security"),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
-        )
-        link = link_vnet(
-            f"{name}-dns-link",
-            link_name=f"{name}-vault",
+        endpoint, group, link = private_link(
+            name,
+            name=f"{name}-vault",
+            group="vault",
+            target_id=vault.id,
             zone_name=VAULT_ZONE,
-            resource_group_name=args.dns_resource_group_name,
+            zone_id=args.dns_zone_id,
+            subnet_id=args.endpoint_subnet_id,
             vnet_id=args.vnet_id,
-            tags=ctx.tags_for("security"),
+            dns_resource_group_name=args.dns_resource_group_name,
+            ctx=ctx,
+            role="security",
             parent=self,
             depends_on=args.depends_on,
-        )
-        group = network.PrivateDnsZoneGroup(
-            f"{name}-dns-group",
-            private_dns_zone_group_name="vault",
-            private_endpoint_name=endpoint.name,
-            resource_group_name=ctx.resource_group_name,
-            private_dns_zone_configs=[
-                network.PrivateDnsZoneConfigArgs(name="vault", private_dns_zone_id=args.dns_zone_id)
-            ],
-            opts=pulumi.ResourceOptions(parent=self),
         )
         self._vault = vault
         self.ready = (endpoint, group, link)

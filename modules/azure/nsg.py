@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import pulumi
 from pulumi_azure_native import network
 
 from modules.azure.context import DeployContext
+from modules.stackplan.segmentation import Rule
 
 DENY_INTERNET_PRIORITY = 4000
-
-
-@dataclass(frozen=True)
-class Rule:
-    name: str
-    priority: int
-    direction: str
-    access: str
-    protocol: str
-    source: str
-    destination: str
-    ports: Sequence[str]
-
 
 DENY_INTERNET_INBOUND = Rule(
     "deny-internet-inbound", DENY_INTERNET_PRIORITY, "Inbound", "Deny", "*", "Internet", "*", ("*",)

@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
-from pulumi_azure_native import network, storage
+from pulumi_azure_native import storage
 
 from modules.azure.context import DeployContext
-from modules.azure.dns import link_vnet
+from modules.azure.dns import private_link
 from modules.azure.rbac import grant
 
 BLOB_SUFFIX = "blob.core.windows.net"
@@ -126,39 +126,20 @@ class ClusterStorage(pulumi.ComponentResource):
                 )
         if args.retention_days:
             self._retention(name, args, account, list(containers.values()))
-        endpoint = network.PrivateEndpoint(
-            f"{name}-blob-endpoint",
-            private_endpoint_name=f"{name}-blob",
-            resource_group_name=ctx.resource_group_name,
-            location=ctx.location,
-            subnet=network.SubnetArgs(id=args.endpoint_subnet_id),
-            private_link_service_connections=[
-                network.PrivateLinkServiceConnectionArgs(
-                    name="blob", private_link_service_id=account.id, group_ids=["blob"]
-                )
-            ],
-            tags=ctx.tags_for("storage"),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
-        )
-        link_vnet(
-            f"{name}-blob-dns-link",
-            link_name=f"{name}-blob",
+        private_link(
+            f"{name}-blob",
+            name=f"{name}-blob",
+            group="blob",
+            target_id=account.id,
             zone_name=BLOB_ZONE,
-            resource_group_name=args.dns_resource_group_name,
+            zone_id=args.dns_zone_id,
+            subnet_id=args.endpoint_subnet_id,
             vnet_id=args.vnet_id,
-            tags=ctx.tags_for("storage"),
+            dns_resource_group_name=args.dns_resource_group_name,
+            ctx=ctx,
+            role="storage",
             parent=self,
             depends_on=args.depends_on,
-        )
-        network.PrivateDnsZoneGroup(
-            f"{name}-blob-dns-group",
-            private_dns_zone_group_name="blob",
-            private_endpoint_name=endpoint.name,
-            resource_group_name=ctx.resource_group_name,
-            private_dns_zone_configs=[
-                network.PrivateDnsZoneConfigArgs(name="blob", private_dns_zone_id=args.dns_zone_id)
-            ],
-            opts=pulumi.ResourceOptions(parent=self),
         )
         self.id = account.id
         self.name = account.name

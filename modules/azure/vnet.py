@@ -9,10 +9,12 @@ from pulumi_azure_native import network
 
 from modules import tags as tagging
 from modules.azure.context import DeployContext
-from modules.azure.nsg import BASELINE_INBOUND, Rule, security_group
+from modules.azure.nsg import BASELINE_INBOUND, security_group
 from modules.netplan.addressing import NSG_EXEMPT_SUBNETS
 from modules.netplan.plan import VNetPlan
 from modules.netplan.subnet_sizes import block_prefix
+from modules.stackplan.addresses import nsg_name, vnet_name
+from modules.stackplan.segmentation import Rule
 
 
 def static_public_ip(name: str, ctx: DeployContext, role: str, parent: pulumi.Resource) -> network.PublicIPAddress:
@@ -69,8 +71,8 @@ def virtual_network(
     name: str, plan: VNetPlan, ctx: DeployContext, parent: pulumi.Resource, kind: str, limits_tag: str
 ) -> network.VirtualNetwork:
     return network.VirtualNetwork(
-        f"{name}-vnet",
-        virtual_network_name=f"{name}-vnet",
+        vnet_name(name),
+        virtual_network_name=vnet_name(name),
         resource_group_name=ctx.resource_group_name,
         location=ctx.location,
         address_space=network.AddressSpaceArgs(address_prefixes=[str(n) for n in plan.address_space]),
@@ -106,7 +108,7 @@ def subnets(
     for sub in plan.subnets.values():
         nsg = None
         if sub.name.lower() not in NSG_EXEMPT_SUBNETS:
-            nsg = security_group(f"{name}-{sub.name}-nsg", ctx, rules_for(sub.name), parent)
+            nsg = security_group(nsg_name(name, sub.name), ctx, rules_for(sub.name), parent)
             nsgs[sub.name] = nsg
         nat = gateways.get(sub.name)
         route_table = (route_table_ids or {}).get(sub.name)

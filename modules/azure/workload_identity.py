@@ -9,9 +9,9 @@ Clusters"; learn.microsoft.com "Workload identity federation").
   uploads with the account key and fails where shared keys are off (pulumi/pulumi-azure-native#2015, open).
 - Per team: a user-assigned identity and, per service account of the team, a federated identity credential
   (issuer, subject ``system:serviceaccount:<team>:<sa>``, audience ``api://AzureADTokenExchange``). The identity
-  gets Storage Blob Data Contributor on the team's own containers only (program.py passes these grants to
-  ClusterStorage, which scopes each to one container): another team's token exchanges into an identity
-  that has no role on them.
+  gets Storage Blob Data Contributor on the team's own containers only (the cluster plan's storage grants,
+  modules/stackplan/storage_access.py, go to ClusterStorage, which scopes each to one container): another
+  team's token exchanges into an identity that has no role on them.
 """
 
 from __future__ import annotations

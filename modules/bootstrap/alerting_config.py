@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from modules.config_model import StrictModel
 
 Severity = Literal["critical", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
@@ -27,10 +29,6 @@ _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _HOSTPORT = re.compile(r"^[A-Za-z0-9.-]+:[0-9]{1,5}$")
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 def _secret(value: str | None, key: str) -> str | None:
     if value is not None and not _SECRET.match(value):
         raise ValueError(
@@ -40,7 +38,7 @@ def _secret(value: str | None, key: str) -> str | None:
     return value
 
 
-class WebhookReceiver(_Model):
+class WebhookReceiver(StrictModel):
     """Alertmanager's webhook: a JSON POST of each group of alerts (a ticketing or chat bridge)."""
 
     url: str = Field(description="Endpoint (https://, or http:// inside the private network).")
@@ -62,7 +60,7 @@ class WebhookReceiver(_Model):
         return _secret(v, "bearer_token_secret")
 
 
-class EmailReceiver(_Model):
+class EmailReceiver(StrictModel):
     """Mail through the organisation's relay (STARTTLS required)."""
 
     to: list[str] = Field(min_length=1, description="Recipients.")
@@ -105,7 +103,7 @@ class EmailReceiver(_Model):
         return self
 
 
-class TeamsReceiver(_Model):
+class TeamsReceiver(StrictModel):
     """A Microsoft Teams channel through a Workflows ("Post to a channel when a webhook request is
     received") webhook: Alertmanager's msteamsv2 integration."""
 
@@ -118,7 +116,7 @@ class TeamsReceiver(_Model):
         return _secret(v, "webhook_url_secret") or v
 
 
-class PagerDutyReceiver(_Model):
+class PagerDutyReceiver(StrictModel):
     """A PagerDuty service through its Events API v2 integration."""
 
     routing_key_secret: str = Field(description="Key Vault secret holding the integration's routing key.")
@@ -129,7 +127,7 @@ class PagerDutyReceiver(_Model):
         return _secret(v, "routing_key_secret") or v
 
 
-class ReceiverConfig(_Model):
+class ReceiverConfig(StrictModel):
     """One named receiver: every integration listed is notified."""
 
     webhook: list[WebhookReceiver] = Field(default_factory=list, description="Webhooks.")
@@ -150,7 +148,7 @@ def _duration(v: str, key: str) -> str:
     return v
 
 
-class AlertingConfig(_Model):
+class AlertingConfig(StrictModel):
     """Alertmanager on the Prometheus hosts: who is told of each severity, and how often."""
 
     receivers: dict[str, ReceiverConfig] = Field(min_length=1, description="Receivers by name.")

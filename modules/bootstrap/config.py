@@ -1,32 +1,31 @@
-"""Stack config for node bootstrap (owned by the bootstrap module).
+"""How the hosts' programs are tuned: the settings each component's section of a cluster stack adds to its
+count and sizes (``cluster.etcd``, ``cluster.api_servers``, ``cluster.prometheus``, ``cluster.nodes``;
+modules/stackplan/config.py). Here, beside the bootstrap that reads them.
 
-Every field has a default, so a cluster stack needs no ``bootstrap`` section; the defaults are
-the reference design's (etcd's tuning guide, kube-prometheus, OpenAI's 7,500-node post).
+Every field has a default: the reference design's (etcd's tuning guide, kube-prometheus, OpenAI's 7,500-node
+post).
 """
 
 from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from modules.bootstrap.encryption import MAX_KEYS
+from modules.config_model import StrictModel
 
 _DURATION = re.compile(r"^[1-9][0-9]*(s|m|h)$")
 _KEY_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _duration(value: str, key: str) -> str:
+def check_duration(value: str, key: str) -> str:
     if not _DURATION.match(value):
         raise ValueError(f"{key} {value!r} is not a duration: use e.g. '30s', '5m' or '1h'")
     return value
 
 
-class EtcdTuning(_Model):
+class EtcdTuning(StrictModel):
     """How every etcd member (main and events cluster) is tuned."""
 
     rtt_ms: int = Field(
@@ -66,10 +65,10 @@ class EtcdTuning(_Model):
     @field_validator("compaction_retention")
     @classmethod
     def _retention(cls, v: str) -> str:
-        return _duration(v, "compaction_retention")
+        return check_duration(v, "compaction_retention")
 
 
-class ControlPlaneTuning(_Model):
+class ControlPlaneTuning(StrictModel):
     """kube-apiserver, scheduler and controller-manager limits; unset values scale with node count."""
 
     max_requests_inflight: int | None = Field(
@@ -117,7 +116,7 @@ class ControlPlaneTuning(_Model):
         return self
 
 
-class NodeTuning(_Model):
+class NodeTuning(StrictModel):
     """Kubelet and container runtime settings for GPU and system nodes."""
 
     image_gc_high_percent: int = Field(default=85, description="Disk use that starts image GC.")
@@ -133,11 +132,11 @@ class NodeTuning(_Model):
                 f"image_gc_low_percent {self.image_gc_low_percent} / image_gc_high_percent "
                 f"{self.image_gc_high_percent}: need 0 < low < high <= 100"
             )
-        _duration(self.image_pull_progress_deadline, "image_pull_progress_deadline")
+        check_duration(self.image_pull_progress_deadline, "image_pull_progress_deadline")
         return self
 
 
-class PrometheusTuning(_Model):
+class PrometheusTuning(StrictModel):
     """The Prometheus server on the dedicated hosts."""
 
     grafana: bool = Field(
@@ -168,7 +167,7 @@ class PrometheusTuning(_Model):
     @field_validator("query_timeout", "scrape_interval")
     @classmethod
     def _durations(cls, v: str, info: ValidationInfo) -> str:
-        return _duration(v, str(info.field_name))
+        return check_duration(v, str(info.field_name))
 
     @field_validator("remote_write_url")
     @classmethod
@@ -176,35 +175,3 @@ class PrometheusTuning(_Model):
         if v is not None and not v.startswith("https://"):
             raise ValueError(f"remote_write_url {v!r} is not https: use an https:// endpoint")
         return v
-
-
-class BootstrapConfig(BaseModel):
-    """Settings for what every node boots with (cloud-init, etcd, API server, Prometheus)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kubernetes_patch: int | None = Field(
-        default=None,
-        description="Patch release of cluster.kubernetes_version (default: the newest this toolkit knows).",
-    )
-    etcd: EtcdTuning = Field(default_factory=EtcdTuning, description="etcd tuning (main and events).")
-    control_plane: ControlPlaneTuning = Field(
-        default_factory=ControlPlaneTuning, description="API server, scheduler, controller-manager limits."
-    )
-    nodes: NodeTuning = Field(default_factory=NodeTuning, description="Kubelet and runtime settings.")
-    prometheus: PrometheusTuning = Field(default_factory=PrometheusTuning, description="Prometheus server.")
-    preflight_timeout: str = Field(
-        default="1h", description="A node still tainted preflight after this raises NodeStuckInPreflight."
-    )
-
-    @field_validator("kubernetes_patch")
-    @classmethod
-    def _patch(cls, v: int | None) -> int | None:
-        if v is not None and v < 0:
-            raise ValueError(f"kubernetes_patch {v} is negative: use 0 or more, or remove it")
-        return v
-
-    @field_validator("preflight_timeout")
-    @classmethod
-    def _preflight(cls, v: str) -> str:
-        return _duration(v, "preflight_timeout")

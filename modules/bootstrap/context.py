@@ -184,7 +184,7 @@ class PrometheusSettings:
     alertmanager_version: str
     grafana_version: str | None
     """Grafana beside each Prometheus (None: none)."""
-    """Upstream Alertmanager release on the same hosts (bootstrap.prometheus.alertmanager_version)."""
+    """Upstream Alertmanager release on the same hosts (the versions table's alertmanager row)."""
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ class BootstrapContext:
     events_etcd: EtcdCluster | None
     control_plane: ControlPlaneHosts
     pools: tuple[PoolBoot, ...]
-    total_nodes: int
+    sizing_nodes: int
     """The node count the control plane is sized for: the peak rounded up to its sizing step (it changes only
     when a step is crossed, so a small pool change rewrites no control-plane file)."""
     node: NodeSettings

@@ -7,8 +7,8 @@ managed private endpoint to a Private Link service in front of an internal load 
 Grafana docs, "Connect to a data source privately"), which this design would add only for Grafana; and its
 dashboards would be pushed through Grafana's HTTP API with an Entra token by another provider, where file
 provisioning here rides the same bundle, sync and review as every other host file (a dashboard change is
-a reviewed diff that `agk render` shows). The cost: the team runs Grafana's upgrades (pinned,
-bootstrap.prometheus.grafana_version) and its login (the admin password is a Key Vault secret, below).
+a reviewed diff that `agk render` shows). The cost: the team runs Grafana's upgrades (pinned:
+the versions table's grafana row) and its login (the admin password is a Key Vault secret, below).
 
 Each dashboard is data (``DASHBOARDS``); every panel's query names only series the cluster's exporters
 produce, and the tests evaluate every query against a real Prometheus fed such series.

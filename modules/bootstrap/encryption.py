@@ -74,7 +74,7 @@ def config(keys: Sequence[str], seeds: Mapping[str, str]) -> dict[str, Any]:
     """The EncryptionConfiguration for ``keys`` (names, in the file's order: the first encrypts, all
     decrypt), each key's material derived from ``seeds[seed_secret(name)]``."""
     if not keys:
-        raise ValueError("bootstrap.control_plane.encryption_keys is empty: name at least one key")
+        raise ValueError("cluster.api_servers.encryption_keys is empty: name at least one key")
     entries = [
         {"name": name, "secret": base64.b64encode(derive_key(seeds[seed_secret(name)])).decode()} for name in keys
     ]

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from modules.config_model import PROJECT
 from modules.errors import ConfigError
 
 REGISTRY = "registry.k8s.io"
@@ -114,7 +115,7 @@ class Release:
 
     minor: str
     patch: int
-    """Newest patch with verified node binaries; a stack pins another with ``bootstrap.kubernetes_patch``."""
+    """Newest patch with verified node binaries; a stack pins another with ``cluster.kubernetes_patch``."""
     end_of_life: str
     pause: str
     """Sandbox (pause) image tag, as kubeadm pins it for this minor."""
@@ -435,7 +436,7 @@ def release(minor: str) -> Release:
     try:
         return TABLE[check_minor(minor)]
     except ValueError as err:
-        raise ConfigError(f"azure-gpu-k8s:cluster.kubernetes_version: {err}") from None
+        raise ConfigError(f"{PROJECT}:cluster.kubernetes_version: {err}") from None
 
 
 def kubernetes_release(minor: str, patch: int | None) -> str:
@@ -476,7 +477,7 @@ def check_containerd(minor: str, images: dict[str, str]) -> None:
         have = IMAGE_CONTAINERD.get(version)
         if have is not None and _line(have) < _line(need):
             raise ConfigError(
-                f"azure-gpu-k8s:cluster.kubernetes_version: Kubernetes {minor} needs containerd {need} or newer, "
+                f"{PROJECT}:cluster.kubernetes_version: Kubernetes {minor} needs containerd {need} or newer, "
                 f"but images.{kind} {version} ships containerd {have}: use kubernetes_version "
                 f"{_newest_for(have)}, or pin images.{kind} to an image with containerd {need} or newer "
                 "(and add it to modules/bootstrap/versions.py IMAGE_CONTAINERD)"
@@ -491,7 +492,7 @@ def check_image_containerd(minor: str) -> None:
     have = ".".join(row.version.split(".")[:2])
     if _line(have) < _line(need):
         raise ConfigError(
-            f"azure-gpu-k8s:cluster.kubernetes_version: Kubernetes {minor} needs containerd {need} or newer, but the "
+            f"{PROJECT}:cluster.kubernetes_version: Kubernetes {minor} needs containerd {need} or newer, but the "
             f"node images install containerd {row.version}: bump the containerd row of modules/bootstrap/versions.py "
             "and rebuild the images, or use an older kubernetes_version"
         )

@@ -8,7 +8,10 @@ checked by :func:`modules.cluster.spec.addons_spec`, which sees the pools as wel
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from modules.bootstrap.config import check_duration
+from modules.config_model import StrictModel
 
 # Azure's node health checks (azurehpc-health-checks) fail a node on these XIDs (github.com/Azure/azurehpc-health-checks, its GPU XID check).
 FATAL_XIDS: tuple[int, ...] = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120)
@@ -18,11 +21,7 @@ FATAL_XIDS: tuple[int, ...] = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 7
 RETEST_INTERVALS = (10, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720, 1440)
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TeamConfig(_Model):
+class TeamConfig(StrictModel):
     """A research team: a namespace carrying its name and a GPU quota."""
 
     gpu_quota: int | None = Field(
@@ -32,7 +31,7 @@ class TeamConfig(_Model):
     )
 
 
-class PreflightConfig(_Model):
+class PreflightConfig(StrictModel):
     """GPU diagnostics a new node passes before it takes work, and periodic re-tests of idle nodes."""
 
     enabled: bool = Field(default=True, description="Run the preflight DaemonSet and the re-test CronJob.")
@@ -49,6 +48,16 @@ class PreflightConfig(_Model):
         default=60,
         description=f"Minutes between two re-test runs: one of {', '.join(map(str, RETEST_INTERVALS))}.",
     )
+    stuck_alert_after: str = Field(
+        default="1h",
+        description="A node still tainted for preflight after this raises NodeStuckInPreflight (a Prometheus "
+        "alert: docs/oncall.md).",
+    )
+
+    @field_validator("stuck_alert_after")
+    @classmethod
+    def _stuck(cls, v: str) -> str:
+        return check_duration(v, "stuck_alert_after")
 
     @field_validator("retest_every_minutes")
     @classmethod
@@ -61,7 +70,7 @@ class PreflightConfig(_Model):
         return v
 
 
-class GangConfig(_Model):
+class GangConfig(StrictModel):
     """scheduler-plugins Coscheduling as a second scheduler (PodGroups)."""
 
     enabled: bool = Field(default=True, description="Deploy the PodGroup CRD and the second scheduler.")
@@ -78,7 +87,7 @@ class GangConfig(_Model):
     replicas: int = Field(default=2, ge=1, le=5, description="Scheduler replicas (leader-elected).")
 
 
-class QueuesConfig(_Model):
+class QueuesConfig(StrictModel):
     """Kueue: a ClusterQueue per team in one cohort, instead of a ResourceQuota per namespace (docs/queues.md)."""
 
     enabled: bool = Field(
@@ -101,7 +110,7 @@ class QueuesConfig(_Model):
     replicas: int = Field(default=2, ge=1, le=5, description="Kueue controller replicas (leader-elected).")
 
 
-class HealthConfig(_Model):
+class HealthConfig(StrictModel):
     """Passive health: exporters, the XID rule and what remediation does about it."""
 
     dcgm_exporter: bool = Field(default=True, description="dcgm-exporter on every GPU node.")
@@ -114,7 +123,7 @@ class HealthConfig(_Model):
     replace_after_minutes: int = Field(default=30, ge=0, description="Grace period between cordon and VM replacement.")
 
 
-class AddonsConfig(_Model):
+class AddonsConfig(StrictModel):
     """Settings for the Kubernetes objects the cluster gets (teams, balloons, preflight, ...)."""
 
     teams: dict[str, TeamConfig] | None = Field(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from modules.config_model import PROJECT
 from modules.errors import ConfigError
 
 # Registries a node may pull from without an anonymous rate limit (docs.docker.com/docker-hub/usage: Docker Hub limits anonymous pulls per IP).
@@ -138,7 +139,7 @@ def cloud_provider_azure(component: str, kubernetes_version: str) -> Image:
     if found is None:
         known = ", ".join(f"1.{m}" for m in sorted(CLOUD_PROVIDER_AZURE))
         raise ConfigError(
-            f"azure-gpu-k8s:cluster.kubernetes_version: no cloud-provider-azure release is known for Kubernetes "
+            f"{PROJECT}:cluster.kubernetes_version: no cloud-provider-azure release is known for Kubernetes "
             f"{kubernetes_version} or the minor before it (releases follow the Kubernetes minor; known: {known}): "
             "use a minor with a release, or add its release to modules/cluster/images.py CLOUD_PROVIDER_AZURE"
         )

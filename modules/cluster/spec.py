@@ -21,11 +21,12 @@ from modules.bootstrap import versions
 from modules.bootstrap.context import APISERVER_PORT
 from modules.cluster import images
 from modules.cluster.config import AddonsConfig
+from modules.config_model import PROJECT
 from modules.errors import ConfigError
 from modules.identity.plan import AccessSpec
 from modules.vm_sizing import formulas
 
-P = "azure-gpu-k8s"
+P = PROJECT
 # Namespaces the add-ons own: a team may not be called after one of them.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "gpu-health", "balloons")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from modules.config_model import StrictModel
 
 _GUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -16,11 +18,7 @@ def _guid(what: str, value: str) -> str:
     return value
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class EntraConfig(_Model):
+class EntraConfig(StrictModel):
     """The Microsoft Entra ID app registration researchers sign in to (kubelogin)."""
 
     tenant_id: str = Field(
@@ -57,7 +55,7 @@ class EntraConfig(_Model):
         return v
 
 
-class TeamAccessConfig(_Model):
+class TeamAccessConfig(StrictModel):
     """One team's people and pods."""
 
     group: str = Field(description="Entra group (object ID) whose members may run jobs in the team's namespace.")
@@ -85,7 +83,7 @@ class TeamAccessConfig(_Model):
         return v
 
 
-class IdentityConfig(_Model):
+class IdentityConfig(StrictModel):
     """Researchers sign in with Entra ID; pods reach their team's blob containers with workload identity."""
 
     entra: EntraConfig

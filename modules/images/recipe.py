@@ -28,9 +28,10 @@ from typing import Literal
 
 from modules.bootstrap import versions
 from modules.bootstrap.roles import Role
+from modules.config_model import PROJECT
 from modules.errors import ConfigError
 from modules.images import IMAGE_ROLES, ImageRole
-from modules.stackplan.config import ImageConfig, ImagesConfig
+from modules.images.config import ImageConfig, ImagesConfig
 
 KEY = "image_build.kubernetes_version"
 """The config key that chooses the Kubernetes release an image is built for (named in every refusal)."""
@@ -349,12 +350,12 @@ def _release(kubernetes: str) -> versions.Release:
     try:
         row = versions.TABLE[versions.check_minor(minor)]
     except ValueError as err:
-        raise ConfigError(f"azure-gpu-k8s:{KEY}: {err}") from None
+        raise ConfigError(f"{PROJECT}:{KEY}: {err}") from None
     if len(parts) > 3 or (len(parts) == 3 and not parts[2].isdigit()):
-        raise ConfigError(f"azure-gpu-k8s:{KEY}: {kubernetes!r} is not a release: use e.g. {row.release()}")
+        raise ConfigError(f"{PROJECT}:{KEY}: {kubernetes!r} is not a release: use e.g. {row.release()}")
     if len(parts) == 3 and int(parts[2]) != row.patch:
         raise ConfigError(
-            f"azure-gpu-k8s:{KEY}: {kubernetes}: modules/bootstrap/versions.py pairs node binaries with sha256s for "
+            f"{PROJECT}:{KEY}: {kubernetes}: modules/bootstrap/versions.py pairs node binaries with sha256s for "
             f"{row.release()} only: build {row.release()}, or add {kubernetes}'s kubelet/kubectl sha256s to the table"
         )
     return row

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
+from modules.config_model import PROJECT
 from modules.errors import ConfigError
 from modules.vm_sizing.skus import SKUS
 
@@ -198,7 +199,7 @@ class Limits:
         """Apply ``{name: (value, reason)}`` from a stack file; only adjustable rows may change."""
         rows = dict(self.rows)
         for name, (value, reason) in overrides.items():
-            key = f"azure-gpu-k8s:limits.{name}"
+            key = f"{PROJECT}:limits.{name}"
             if name not in rows:
                 quotas = ", ".join(r.name for r in rows.values() if r.adjustable)
                 raise ConfigError(f"{key}: unknown limit: declare one of the adjustable quotas ({quotas})")

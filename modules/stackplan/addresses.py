@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network
 from pathlib import Path
 
+from modules.config_model import PROJECT
 from modules.errors import ConfigError
 from modules.netplan.addressing import parse_cidr
 from modules.netplan.findings import Finding
@@ -20,8 +21,10 @@ from modules.netplan.limits import Limits
 from modules.netplan.plan import NetworkPlan, SubnetRequest, VNetPlan, VNetSpec, plan_network
 from modules.netplan.subnet_sizes import usable
 from modules.stackplan.config import (
-    PROJECT,
     ClusterConfig,
+    ClusterStack,
+    HubStack,
+    NetworkedStack,
     StackConfig,
     load_stack,
     read_stack_file,
@@ -29,6 +32,7 @@ from modules.stackplan.config import (
     stack_names,
 )
 from modules.stackplan.pools import ClusterPools, plan_pools
+from modules.tags import encode_limits
 
 # Azure requires these exact names and a /26 or larger for Bastion and Firewall, whose instances
 # scale out inside the subnet: the whole /26 counts as needed.
@@ -43,11 +47,27 @@ HARD_LIMIT_FINDINGS = frozenset(
 )
 
 
-def limits_for(config: StackConfig, stack: str = "") -> Limits:
+def limits_for(config: NetworkedStack, stack: str = "") -> Limits:
     try:
         return Limits.default().with_overrides({k: (v.value, v.reason) for k, v in config.limits.items()})
     except ConfigError as err:
         raise (err.in_stack(stack) if stack else err) from None
+
+
+def vnet_name(owner: str) -> str:
+    """The VNet of a hub (by its stack's name) or a cluster spoke (by the cluster's): the program creates it by
+    this name and cloud-provider-azure's azure.json (the add-ons) must name the same."""
+    return f"{owner}-vnet"
+
+
+def nsg_name(owner: str, subnet: str) -> str:
+    """The NSG of ``owner``'s subnet ``subnet`` (named once, as ``vnet_name``)."""
+    return f"{owner}-{subnet}-nsg"
+
+
+def limits_tag(config: NetworkedStack) -> str:
+    """The quota overrides in force, as the VNet's tag that `agk plan` and the review read back."""
+    return encode_limits({r.name: r.value for r in limits_for(config).overridden() if r.value is not None})
 
 
 def hub_stack_name(cluster: ClusterConfig) -> str:
@@ -72,8 +92,7 @@ def cluster_subnets(cluster: ClusterConfig, pools: ClusterPools) -> tuple[Subnet
     return tuple(subnets)
 
 
-def hub_subnets(config: StackConfig) -> tuple[SubnetRequest, ...]:
-    assert config.hub is not None
+def hub_subnets(config: HubStack) -> tuple[SubnetRequest, ...]:
     subnets = [SubnetRequest("jump", "jump", max(REPLACEMENT_FACTOR * config.hub.jump_hosts, 3))]
     if config.hub.bastion:
         subnets.append(SubnetRequest(BASTION_SUBNET, "bastion", usable(26), longest_prefix=26))
@@ -111,13 +130,12 @@ def deployed_pins(
 
 
 def vnet_spec(
-    stack: str, config: StackConfig, peers: tuple[str, ...], deployed: Mapping[str, str] | None = None
+    stack: str, config: NetworkedStack, peers: tuple[str, ...], deployed: Mapping[str, str] | None = None
 ) -> VNetSpec:
     """The VNet ``stack`` needs; ``deployed`` is where its subnets are now (name to CIDR), kept in place."""
-    assert config.network is not None
     limits = limits_for(config, stack)
     other: tuple[tuple[str, str], ...] = ()
-    if config.cluster is not None:
+    if isinstance(config, ClusterStack):
         try:
             subnets = cluster_subnets(config.cluster, plan_pools(config.cluster, limits))
         except ConfigError as err:
@@ -145,9 +163,9 @@ class StackAddresses:
     """The address plan of one stack, computed with its whole hub-and-spoke network."""
 
     stack: str
-    config: StackConfig
+    config: NetworkedStack
     network: NetworkPlan
-    configs: dict[str, StackConfig]
+    configs: dict[str, NetworkedStack]
 
     @property
     def vnet(self) -> VNetPlan:
@@ -175,7 +193,9 @@ class StackAddresses:
         return self.vnet.limits
 
 
-def network_of(stacks_dir: Path, stack: str, config: StackConfig | None = None) -> tuple[str, dict[str, StackConfig]]:
+def network_of(
+    stacks_dir: Path, stack: str, config: StackConfig | None = None
+) -> tuple[str, dict[str, NetworkedStack]]:
     """The hub's stack name and the configs of the hub and every spoke that names it.
 
     ``config`` is the stack's own config when the caller already has it (the Pulumi engine's
@@ -184,12 +204,12 @@ def network_of(stacks_dir: Path, stack: str, config: StackConfig | None = None) 
     config = config or load_stack(stacks_dir, stack)
     if config.kind == "addons":
         raise ConfigError("an addons stack has no network: plan its cluster stack instead", stack=stack)
-    if config.kind == "hub":
-        hub = stack
-    else:
-        assert config.cluster is not None
-        hub = hub_stack_name(config.cluster)
-    configs = {hub: config if config.kind == "hub" else _load_hub(stacks_dir, hub, stack)}
+    if config.kind == "images":
+        raise ConfigError("an images stack has no network: plan a hub or cluster stack", stack=stack)
+    hub = stack if isinstance(config, HubStack) else hub_stack_name(config.cluster)
+    configs: dict[str, NetworkedStack] = {
+        hub: config if isinstance(config, HubStack) else _load_hub(stacks_dir, hub, stack)
+    }
     for name in stack_names(stacks_dir):
         if name in configs:
             continue
@@ -197,7 +217,7 @@ def network_of(stacks_dir: Path, stack: str, config: StackConfig | None = None) 
             configs[name] = config
         elif _spoke_of(stacks_dir, name, hub, stack):
             try:
-                configs[name] = load_stack(stacks_dir, name)
+                configs[name] = _load_spoke(stacks_dir, name)
             except ConfigError as err:
                 raise ConfigError(
                     f"sibling spoke {name} of hub {hub!r} is invalid, and {stack}'s address plan checks "
@@ -223,13 +243,20 @@ def _spoke_of(stacks_dir: Path, name: str, hub: str, stack: str) -> bool:
     return str(cluster.get("hub_stack", "hub")).rsplit("/", 1)[-1] == hub
 
 
-def _refuse_shared_cluster_names(configs: dict[str, StackConfig], asked: str) -> None:
+def _load_spoke(stacks_dir: Path, name: str) -> ClusterStack:
+    spoke = load_stack(stacks_dir, name)
+    if not isinstance(spoke, ClusterStack):  # _spoke_of read its kind from the same file
+        raise ConfigError(f"a {spoke.kind} stack, not a cluster stack", stack=name)
+    return spoke
+
+
+def _refuse_shared_cluster_names(configs: Mapping[str, NetworkedStack], asked: str) -> None:
     """Hub-side peerings, service routes and DNS links are named after the cluster: two spokes of one hub
     with the same cluster.name would overwrite each other's on the second `pulumi up`. The stack being
     planned is the one named when it is one of the two (it is the file the user is working on)."""
     by_name: dict[str, list[str]] = {}
     for name, other in configs.items():
-        if other.cluster is not None:
+        if isinstance(other, ClusterStack):
             by_name.setdefault(other.cluster.name, []).append(name)
     for cluster, stacks in by_name.items():
         if len(stacks) < 2:
@@ -243,12 +270,12 @@ def _refuse_shared_cluster_names(configs: dict[str, StackConfig], asked: str) ->
         )
 
 
-def _load_hub(stacks_dir: Path, hub: str, stack: str) -> StackConfig:
+def _load_hub(stacks_dir: Path, hub: str, stack: str) -> HubStack:
     try:
         hub_config = load_stack(stacks_dir, hub)
     except ConfigError as err:
         raise ConfigError(f"{PROJECT}:cluster.hub_stack: cannot read hub stack {hub!r} ({err})", stack=stack) from None
-    if hub_config.kind != "hub":
+    if not isinstance(hub_config, HubStack):
         raise ConfigError(
             f"{PROJECT}:cluster.hub_stack: {hub!r} is a {hub_config.kind} stack: name the hub stack", stack=stack
         )
@@ -307,9 +334,9 @@ def check_service_range(service: IPv4Network) -> None:
 
 def cluster_addresses(plan: StackAddresses) -> ClusterAddresses:
     """Every fixed host address of a cluster stack, from its laid-out subnets."""
-    cluster = plan.config.cluster
-    if cluster is None:
+    if not isinstance(plan.config, ClusterStack):
         raise ConfigError(f"{plan.stack}: a {plan.config.kind} stack has no cluster addresses")
+    cluster = plan.config.cluster
     subnets = {name: s.cidr for name, s in plan.vnet.subnets.items()}
     service = parse_cidr(cluster.service_cidr, f"{PROJECT}:cluster.service_cidr")
     check_service_range(service)

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from ipaddress import IPv4Address
 
 from modules.bootstrap import alerting, versions
-from modules.bootstrap.config import BootstrapConfig
 from modules.bootstrap.context import (
     BootstrapContext,
     ClusterImages,
@@ -22,11 +21,12 @@ from modules.bootstrap.context import (
 )
 from modules.bootstrap.roles import ROLES
 from modules.cluster.spec import CLUSTER_DOMAIN
+from modules.config_model import PROJECT
 from modules.errors import ConfigError
 from modules.identity.plan import apiserver_identity
 from modules.images.recipe import recipe
 from modules.netplan.host_addresses import ClusterAddresses
-from modules.stackplan.config import BACKUP_CONTAINER, PROJECT, EtcdConfig, StackConfig
+from modules.stackplan.config import BACKUP_CONTAINER, ApiServersConfig, ClusterStack, EtcdConfig, StackConfig
 from modules.stackplan.node_images import node_images
 from modules.stackplan.pools import ClusterPools, PoolPlan
 from modules.vm_sizing import formulas
@@ -39,8 +39,8 @@ def _hosts(addresses: Mapping[str, IPv4Address]) -> tuple[Host, ...]:
     return tuple(Host(name, ip) for name, ip in addresses.items())
 
 
-def _etcd(role: EtcdRole, cluster: str, etcd: EtcdConfig, hosts: tuple[Host, ...], cfg: BootstrapConfig) -> EtcdCluster:
-    rtt = cfg.etcd.rtt_ms
+def _etcd(role: EtcdRole, cluster: str, etcd: EtcdConfig, hosts: tuple[Host, ...]) -> EtcdCluster:
+    rtt = etcd.rtt_ms
     return EtcdCluster(
         role=role,
         token=f"{cluster}-{role}",
@@ -48,9 +48,9 @@ def _etcd(role: EtcdRole, cluster: str, etcd: EtcdConfig, hosts: tuple[Host, ...
         storage=etcd.storage,
         heartbeat_ms=rtt,
         election_ms=10 * rtt,
-        quota_bytes=cfg.etcd.quota_backend_gib * GIB,
-        snapshot_count=cfg.etcd.snapshot_count,
-        compaction_retention=cfg.etcd.compaction_retention,
+        quota_bytes=etcd.quota_backend_gib * GIB,
+        snapshot_count=etcd.snapshot_count,
+        compaction_retention=etcd.compaction_retention,
         # Only the main etcd is backed up (EtcdConfig.backup says why the events etcd is not).
         backup=EtcdBackup(etcd.backup.every_minutes, BACKUP_CONTAINER)
         if role == "etcd" and etcd.backup.enabled
@@ -58,10 +58,9 @@ def _etcd(role: EtcdRole, cluster: str, etcd: EtcdConfig, hosts: tuple[Host, ...
     )
 
 
-def _control_plane(nodes: int, hosts: tuple[Host, ...], cfg: BootstrapConfig) -> ControlPlaneHosts:
+def _control_plane(nodes: int, hosts: tuple[Host, ...], tuning: ApiServersConfig) -> ControlPlaneHosts:
     """API server and client limits for ``nodes``, the cluster's sizing step (modules.vm_sizing.formulas);
-    a value set in bootstrap.control_plane wins."""
-    tuning = cfg.control_plane
+    a value set in cluster.api_servers wins."""
     reads = tuning.max_requests_inflight or formulas.apiserver_inflight(nodes, len(hosts))[0]
     # The default mutating limit follows the reads in force, so raising only the reads raises both.
     mutating = tuning.max_mutating_requests_inflight or formulas.apiserver_inflight_mutating(reads)
@@ -101,11 +100,10 @@ def _pool(pool: PoolPlan, addresses: ClusterAddresses) -> PoolBoot:
     )
 
 
-def image_expectations(config: StackConfig, release: str) -> dict[str, NodeImageExpectation]:
+def image_expectations(config: ClusterStack, release: str) -> dict[str, NodeImageExpectation]:
     """Per cluster role, the node image its hosts must have booted: the role's recipe for ``release`` (what the
     images stack builds from the same versions table) and the gallery version the cluster chose."""
     cluster = config.cluster
-    assert cluster is not None
     roles = tuple(r for r in ROLES if r != "events-etcd" or cluster.events_etcd is not None)
     out: dict[str, NodeImageExpectation] = {}
     for role, image in node_images(cluster, release, roles).items():
@@ -125,10 +123,9 @@ def bootstrap_context(
 ) -> BootstrapContext:
     """The context every bootstrap renderer reads (``stack`` names the workload identity issuer); raises
     ConfigError for a non-cluster stack."""
-    cluster = config.cluster
-    if cluster is None:
+    if not isinstance(config, ClusterStack):
         raise ConfigError(f"{PROJECT}:kind: a {config.kind} stack boots no nodes: render a cluster stack")
-    cfg = config.bootstrap
+    cluster = config.cluster
     domain = cluster.label_domain
     xids = config.addons.health.fatal_xids
     if not xids:
@@ -137,10 +134,10 @@ def bootstrap_context(
         )
     events = None
     if cluster.events_etcd is not None:
-        events = _etcd("events-etcd", cluster.name, cluster.events_etcd, _hosts(addresses.events_etcd), cfg)
-    tuning = cfg.prometheus
+        events = _etcd("events-etcd", cluster.name, cluster.events_etcd, _hosts(addresses.events_etcd))
+    tuning, nodes = cluster.prometheus, cluster.nodes
     release = versions.release(cluster.kubernetes_version)
-    patch = cfg.kubernetes_patch
+    patch = cluster.kubernetes_patch
     return BootstrapContext(
         cluster=cluster.name,
         kubernetes_version=release.release(patch),
@@ -158,22 +155,22 @@ def bootstrap_context(
         apiserver_service_ip=addresses.apiserver_service_ip,
         apiserver_vip=addresses.apiserver_vip,
         internal_cidrs=tuple(addresses.internal_cidrs),
-        etcd=_etcd("etcd", cluster.name, cluster.etcd, _hosts(addresses.etcd), cfg),
+        etcd=_etcd("etcd", cluster.name, cluster.etcd, _hosts(addresses.etcd)),
         events_etcd=events,
-        control_plane=_control_plane(pools.sizing_nodes, _hosts(addresses.apiservers), cfg),
+        control_plane=_control_plane(pools.sizing_nodes, _hosts(addresses.apiservers), cluster.api_servers),
         pools=tuple(_pool(p, addresses) for p in pools.pools.values()),
-        total_nodes=pools.sizing_nodes,
+        sizing_nodes=pools.sizing_nodes,
         node=NodeSettings(
-            image_gc_high_percent=cfg.nodes.image_gc_high_percent,
-            image_gc_low_percent=cfg.nodes.image_gc_low_percent,
-            image_pull_progress_deadline=cfg.nodes.image_pull_progress_deadline,
+            image_gc_high_percent=nodes.image_gc_high_percent,
+            image_gc_low_percent=nodes.image_gc_low_percent,
+            image_pull_progress_deadline=nodes.image_pull_progress_deadline,
         ),
         prometheus=PrometheusSettings(
             # The Prometheus image's releases (modules/images): what the hosts run, whatever the stack says.
             version=versions.ARTIFACTS["prometheus"].version,
             hosts=_hosts(addresses.prometheus),
-            shards=cluster.prometheus.shards,
-            retention_days=cluster.prometheus.retention_days,
+            shards=tuning.shards,
+            retention_days=tuning.retention_days,
             gomaxprocs=tuning.gomaxprocs,
             query_timeout=tuning.query_timeout,
             query_max_samples=tuning.query_max_samples,
@@ -183,16 +180,16 @@ def bootstrap_context(
             grafana_version=versions.APT_PACKAGES["grafana"].version if tuning.grafana else None,
             data_disk_gib=tuning.data_disk_gib
             or formulas.prometheus_disk_gib(
-                pools.sizing_nodes, cluster.prometheus.retention_days, formulas.duration_seconds(tuning.scrape_interval)
+                pools.sizing_nodes, tuning.retention_days, formulas.duration_seconds(tuning.scrape_interval)
             ),
         ),
         nat=Host(f"{cluster.name}-nat-0", addresses.nat),
-        preflight_timeout=cfg.preflight_timeout,
+        preflight_timeout=config.addons.preflight.stuck_alert_after,
         fatal_xids=tuple(sorted(set(xids))),
         identity=apiserver_identity(
             cluster.identity,
             cluster=cluster.name,
-            location=config.location or "",
+            location=config.location,
             stack=stack,
             cluster_domain=CLUSTER_DOMAIN,
         ),

@@ -14,40 +14,35 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from modules.bootstrap import versions
 from modules.bootstrap.alerting_config import AlertingConfig
-from modules.bootstrap.config import BootstrapConfig
+from modules.bootstrap.config import ControlPlaneTuning, EtcdTuning, NodeTuning, PrometheusTuning
 from modules.cluster.config import AddonsConfig
+from modules.config_model import PROJECT, StrictModel
 from modules.errors import ConfigError
 from modules.identity.config import IdentityConfig
-from modules.images import IMAGE_ROLES, ImageRole
+from modules.images import ImageRole
+from modules.images.config import ImageBuildConfig, ImagesConfig
 from modules.netplan.limits import Limits
 from modules.regions import REGIONS, closest
 
-PROJECT = "azure-gpu-k8s"
 # Other namespaces a stack file may carry: provider settings Pulumi itself reads.
 FOREIGN_NAMESPACES = frozenset({"azure-native", "kubernetes", "tls", "pulumi"})
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
 _SURGE = re.compile(r"^([0-9]+)%?$")
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_a_number(cls, value: object, info: ValidationInfo) -> object:
-        # YAML reads `yes`/`true` as a boolean, and pydantic would take it as 1 for an int field.
-        annotation = cls.model_fields[info.field_name].annotation if info.field_name else None
-        if isinstance(value, bool) and annotation in (int, int | None, int | str):
-            raise ValueError(f"{str(value).lower()} is not a number: write a whole number")
-        return value
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -84,7 +79,7 @@ def _tag(name: str, value: str) -> None:
         )
 
 
-class TagsConfig(_Model):
+class TagsConfig(StrictModel):
     """Tags put on every taggable Azure resource (the ``cluster`` tag is added per stack)."""
 
     owner: str = Field(min_length=1, description="Team or person that owns the resources.")
@@ -119,7 +114,7 @@ ADMIN_NAME_MAX = 64
 _ADMIN_NAME = re.compile(r"^[a-z_][a-z0-9_-]*$")
 
 
-class AdminConfig(_Model):
+class AdminConfig(StrictModel):
     """Login for the VMs: SSH keys only, password authentication is always disabled."""
 
     username: str = Field(default="azureuser", description="Admin user name on every VM.")
@@ -186,53 +181,14 @@ def _rsa_bits(key: str) -> int | None:
     return int.from_bytes(fields[2], "big").bit_length()
 
 
-class ImageConfig(_Model):
-    """A marketplace image, pinned: scale-outs and replacements boot the same driver and IB stack."""
-
-    publisher: str = Field(min_length=1, description="Image publisher.")
-    offer: str = Field(min_length=1, description="Image offer.")
-    sku: str = Field(min_length=1, description="Image SKU.")
-    version: str = Field(
-        description="Exact image version (`az vm image list --publisher P --offer O --sku S --all`); never 'latest'."
-    )
-
-    @field_validator("version")
-    @classmethod
-    def _pinned(cls, v: str) -> str:
-        if not re.match(r"^[0-9]+\.[0-9]+\.[0-9]+$", v):
-            raise ValueError(
-                f"version {v!r} is not a pinned image version: use one like 22.04.2024102301 "
-                "('latest' would give new scale-set instances whatever is newest)"
-            )
-        return v
-
-
-# Defaults (verify with `az vm image list ... --all` and raise them deliberately): Ubuntu 24.04 for
-# the control plane (its etcd members run the versions table's upstream etcd, which the image build
-# installs, never Ubuntu's etcd-server package: the 3.4 line, out of support), and Azure's
-# HPC image for GPU nodes (NVIDIA driver, MOFED/InfiniBand, DCGM, container toolkit preinstalled).
-# Versions seen pinned in public deployments (Azure/azhpc-images tags map to `22.04.<YYYYMMDD>01`).
-UBUNTU_2404 = {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "24.04.202609040"}
-UBUNTU_HPC_2204 = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "22.04.2024102301"}
-
-
-class ImagesConfig(_Model):
-    """The images every VM and scale set boots, by kind."""
-
-    general: ImageConfig = Field(
-        default_factory=lambda: ImageConfig(**UBUNTU_2404), description="Control plane, hosts, system nodes."
-    )
-    gpu: ImageConfig = Field(default_factory=lambda: ImageConfig(**UBUNTU_HPC_2204), description="GPU nodes.")
-
-
-class LimitOverride(_Model):
+class LimitOverride(StrictModel):
     """A quota the subscription has been granted (quota increase); shown as an override in every report."""
 
     value: int = Field(gt=0, description="The quota in force for this stack's subscription and region.")
     reason: str = Field(min_length=1, description="Why it differs from Azure's default (e.g. the ticket).")
 
 
-class EgressConfig(_Model):
+class EgressConfig(StrictModel):
     """Outbound internet through NAT gateways: one per GPU pool subnet, one for the other subnets."""
 
     connections_per_node: int = Field(
@@ -244,7 +200,7 @@ class EgressConfig(_Model):
     )
 
 
-class NetworkConfig(_Model):
+class NetworkConfig(StrictModel):
     """The stack's VNet address space; subnets are laid out by the planner (modules.netplan)."""
 
     address_space: list[str] = Field(min_length=1, description="CIDR prefixes of the VNet.")
@@ -258,7 +214,7 @@ class NetworkConfig(_Model):
     egress: EgressConfig = Field(default_factory=EgressConfig, description="NAT gateway sizing.")
 
 
-class HubConfig(_Model):
+class HubConfig(StrictModel):
     """The shared hub: researcher access and DNS for every cluster spoke."""
 
     bastion: bool = Field(default=True, description="Deploy Azure Bastion for researcher access.")
@@ -268,42 +224,6 @@ class HubConfig(_Model):
     private_dns_zone: str = Field(
         default="clusters.gpu.internal", description="Private DNS zone linked to every spoke."
     )
-
-
-class ImageBuildConfig(_Model):
-    """An ``images`` stack: one Azure Compute Gallery image per role, built by Azure VM Image Builder from the
-    role's recipe (modules/images) for one Kubernetes release."""
-
-    kubernetes_version: str = Field(
-        description="The Kubernetes release the images' kubelet is: a supported minor (1.35) or its patch in the "
-        "versions table (1.35.8)."
-    )
-    build: int = Field(
-        ge=1,
-        le=2_147_483_647,
-        description="Build number of this release's images: each image version is <minor>.<patch>.<build> "
-        "(1.35.8, build 3: 35.8.3). Raise it to rebuild the same release (new base image, security patches).",
-    )
-    roles: list[ImageRole] = Field(
-        default_factory=lambda: list(IMAGE_ROLES), description="The image roles to build (default: every one)."
-    )
-    build_vm_size: str = Field(default="Standard_D4ds_v5", description="VM size of Image Builder's build VM.")
-    replicas: int = Field(
-        default=1,
-        ge=1,
-        le=100,
-        description="Replicas of each image version in the stack's region (more serve "
-        "more concurrent VM creations from one version).",
-    )
-
-    @field_validator("roles")
-    @classmethod
-    def _roles(cls, roles: list[ImageRole]) -> list[ImageRole]:
-        if not roles:
-            raise ValueError("roles is empty: list the image roles to build, or leave it out to build every one")
-        if len(set(roles)) != len(roles):
-            raise ValueError(f"roles {roles} name a role twice: list each once")
-        return roles
 
 
 AZURE_ZONES = ("1", "2", "3")
@@ -330,7 +250,7 @@ def _surge(value: int | str) -> int | str:
     return value.strip()
 
 
-class PoolConfig(_Model):
+class PoolConfig(StrictModel):
     """A node pool: the number of VMs and the pod IPs each NIC carries."""
 
     vm_size: str = Field(description="Azure VM size, e.g. Standard_ND96isr_H100_v5.")
@@ -386,8 +306,9 @@ class GpuPoolConfig(PoolConfig):
         return None if zone is None else _zones([zone])[0]
 
 
-class ApiServersConfig(_Model):
-    """kube-apiserver VMs behind an internal Standard load balancer."""
+class ApiServersConfig(ControlPlaneTuning):
+    """kube-apiserver VMs behind an internal Standard load balancer, with the scheduler and controller-manager
+    beside each: how many, where, and their limits."""
 
     count: int = Field(default=3, description="1, 3 or 5 API server VMs.")
     vm_size: str | None = Field(default=None, description="Override the size the sizing rules recommend.")
@@ -408,7 +329,7 @@ class ApiServersConfig(_Model):
 BACKUP_INTERVALS = (5, 6, 10, 12, 15, 20, 30, 60, 120, 180, 240, 360, 480, 720, 1440)
 
 
-class EtcdBackupConfig(_Model):
+class EtcdBackupConfig(StrictModel):
     """Scheduled `etcdctl snapshot save` uploads to the cluster's blob storage (container etcd-backups)."""
 
     enabled: bool = Field(default=True, description="Take and upload snapshots.")
@@ -433,8 +354,8 @@ class EtcdBackupConfig(_Model):
         return v
 
 
-class EtcdConfig(_Model):
-    """An etcd cluster on dedicated VMs with low-latency storage."""
+class EtcdConfig(EtcdTuning):
+    """An etcd cluster on dedicated VMs with low-latency storage, and how its members are tuned."""
 
     count: int = Field(default=3, description="Members: 3 or 5 (Kubernetes recommends 5 in production).")
     vm_size: str | None = Field(default=None, description="Override the size the sizing rules recommend.")
@@ -473,8 +394,8 @@ class EtcdConfig(_Model):
         return v
 
 
-class PrometheusConfig(_Model):
-    """Dedicated Prometheus hosts (an HA pair by default)."""
+class PrometheusConfig(PrometheusTuning):
+    """Dedicated Prometheus hosts (an HA pair by default), and the server they run."""
 
     count: int = Field(
         default=2,
@@ -505,7 +426,7 @@ class PrometheusConfig(_Model):
         return self
 
 
-class NatConfig(_Model):
+class NatConfig(StrictModel):
     """The NAT host for inbound DNAT to the service CIDR (the reference design)."""
 
     vm_size: str = Field(default="Standard_D4ds_v5", description="NAT host VM size.")
@@ -519,7 +440,7 @@ BACKUP_CONTAINER = "etcd-backups"
 """The container etcd snapshots go to (written only by the etcd members' identities)."""
 
 
-class ContainerConfig(_Model):
+class ContainerConfig(StrictModel):
     """A blob container and who may use it (Azure RBAC on the container: shared keys are off)."""
 
     gpu_nodes: Literal["none", "read", "read-write"] = Field(
@@ -545,7 +466,7 @@ def _default_containers() -> dict[str, ContainerConfig]:
     return {"datasets": ContainerConfig(gpu_nodes="read"), "checkpoints": ContainerConfig(gpu_nodes="read-write")}
 
 
-class StorageConfig(_Model):
+class StorageConfig(StrictModel):
     """Blob storage for datasets and checkpoints, reachable only through a private endpoint."""
 
     enabled: bool = Field(default=True, description="Create the storage account.")
@@ -567,7 +488,7 @@ class StorageConfig(_Model):
         return containers
 
 
-class RepairsConfig(_Model):
+class RepairsConfig(StrictModel):
     """What the pools' scale sets do on their own: repair a node whose boot failed, warn a node before deleting it."""
 
     action: Literal["Replace", "Reimage", "Restart"] = Field(
@@ -594,7 +515,7 @@ class RepairsConfig(_Model):
     )
 
 
-class NodeImagesConfig(_Model):
+class NodeImagesConfig(StrictModel):
     """The gallery image versions a cluster's hosts and scale sets boot: the images stack's (modules/images).
 
     Required in effect, not optional: a host's boot installs nothing from the internet (it verifies its image
@@ -628,7 +549,7 @@ class NodeImagesConfig(_Model):
         return roles
 
 
-class ClusterConfig(_Model):
+class ClusterConfig(StrictModel):
     """One GPU cluster spoke with its self-managed control plane."""
 
     name: str = Field(description="Cluster name (tag `cluster`, resource names).")
@@ -660,6 +581,13 @@ class ClusterConfig(_Model):
         description="Kubernetes minor every node and object targets: one of the versions table's "
         f"({', '.join(versions.SUPPORTED)}; modules/bootstrap/versions.py).",
     )
+    kubernetes_patch: int | None = Field(
+        default=None,
+        description="Patch release of kubernetes_version (default: the newest the versions table knows).",
+    )
+    nodes: NodeTuning = Field(
+        default_factory=NodeTuning, description="Every pool's kubelet and container runtime settings."
+    )
     label_domain: str = Field(
         default="gpu.example.com",
         description="Domain of the node labels and taints this toolkit sets (<domain>/team=<team>).",
@@ -684,6 +612,13 @@ class ClusterConfig(_Model):
     @classmethod
     def _cluster_name(cls, v: str) -> str:
         return _name("cluster", v)
+
+    @field_validator("kubernetes_patch")
+    @classmethod
+    def _patch(cls, v: int | None) -> int | None:
+        if v is not None and v < 0:
+            raise ValueError(f"kubernetes_patch {v} is negative: use 0 or more, or remove it")
+        return v
 
     @field_validator("label_domain")
     @classmethod
@@ -747,7 +682,7 @@ class ClusterConfig(_Model):
         return pools
 
 
-class ChangeAllowance(_Model):
+class ChangeAllowance(StrictModel):
     """A reviewed, named exception to the change policies of `agk review --base`."""
 
     urn: str | None = Field(default=None, min_length=1, description="The resource's URN, as agk plan --base lists it.")
@@ -771,53 +706,137 @@ class ChangeAllowance(_Model):
         return self
 
 
-class ChangesConfig(_Model):
+class ChangesConfig(StrictModel):
     """Changes to deployed resources this stack means; `agk review --base` allows them."""
 
     allow: list[ChangeAllowance] = Field(default_factory=list, description="Reviewed allowances.")
 
 
-class AddonsStackConfig(_Model):
+class AddonsStackConfig(StrictModel):
     """A `<cluster>-addons` stack: the cluster's Kubernetes objects, deployed once its API answers."""
 
     cluster_stack: str = Field(description="The cluster stack whose outputs (kubeconfig, spec) it reads.")
 
 
-class StackConfig(_Model):
-    """Everything under the ``azure-gpu-k8s:`` namespace of one stack file."""
+def _location(v: str) -> str:
+    if v not in REGIONS:
+        guess = closest(v)
+        hint = f"did you mean {guess!r}?" if guess else "use the name `az account list-locations` prints"
+        raise ValueError(f"{v!r} is not an Azure region: {hint} (e.g. eastus2)")
+    return v
 
-    kind: Literal["hub", "cluster", "addons", "images"] = Field(
-        description="hub: the shared network; cluster: a spoke; addons: a cluster's Kubernetes objects; images: "
-        "the node images (a gallery image per role, built from the versions table)."
+
+StackKind = Literal["hub", "cluster", "addons", "images"]
+
+# Why a section is not part of a stack of another kind, said when a stack file has one: by the stack's kind
+# where the kind takes few sections, else by the section.
+_ONLY_ITS_OWN = {
+    "images": "it builds node images only",
+    "addons": "it reads the cluster stack's outputs",
+}
+_WHOSE = {
+    "image_build": "node images are an images stack's",
+    "alerting": "alerts are a cluster stack's",
+    "cluster": "remove it or set kind: cluster",
+    "hub": "remove it or set kind: hub",
+    "addons": "a cluster's add-ons are set in its cluster stack",
+    "addons_stack": "remove it or set kind: addons",
+}
+# Every top-level section some kind has, in the order a stack file lists them (the first foreign one is named).
+_SECTIONS = (
+    "location", "tags", "admin", "limits", "images", "network", "addons_stack", "image_build", "hub", "cluster",
+    "changes", "alerting", "addons",
+)  # fmt: skip
+
+
+class _Stack(StrictModel):
+    """What every kind of stack has; each kind adds its own sections (a tagged union on ``kind``)."""
+
+    changes: ChangesConfig = Field(
+        default_factory=ChangesConfig, description="Allowances for the change policies (agk review --base)."
     )
-    location: str | None = Field(default=None, description="Azure region, e.g. eastus2 (hub, cluster).")
 
-    @field_validator("location")
+    @model_validator(mode="before")
     @classmethod
-    def _location(cls, v: str | None) -> str | None:
-        if v is not None and v not in REGIONS:
-            guess = closest(v)
-            hint = f"did you mean {guess!r}?" if guess else "use the name `az account list-locations` prints"
-            raise ValueError(f"{v!r} is not an Azure region: {hint} (e.g. eastus2)")
-        return v
+    def _only_own_sections(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        kind = str(data.get("kind", ""))
+        if "bootstrap" in data:
+            raise ValueError(_bootstrap_moved(data["bootstrap"]))
+        for key in _SECTIONS:
+            if key in data and key not in cls.model_fields:
+                article = "an" if kind[:1] in ("a", "e", "i", "o", "u") else "a"
+                why = _WHOSE["image_build"] if key == "image_build" else _ONLY_ITS_OWN.get(kind) or _WHOSE[key]
+                raise ValueError(f"{article} {kind} stack has no {key!r} section: {why}")
+        return data
 
-    tags: TagsConfig | None = Field(default=None, description="Required for hub and cluster stacks.")
-    admin: AdminConfig | None = Field(default=None, description="Required for hub and cluster stacks.")
+
+# Where the settings of the former ``bootstrap`` section went: each component's section has its count, sizes
+# and tuning together.
+BOOTSTRAP_MOVED = {
+    "etcd": "cluster.etcd",
+    "control_plane": "cluster.api_servers",
+    "nodes": "cluster.nodes",
+    "prometheus": "cluster.prometheus",
+    "kubernetes_patch": "cluster.kubernetes_patch",
+    "preflight_timeout": "addons.preflight.stuck_alert_after",
+}
+
+
+def _bootstrap_moved(raw: object) -> str:
+    """The one line for a stack file that still has a ``bootstrap`` section: its first key's new place."""
+    where, why = (
+        f"{PROJECT}:bootstrap",
+        "the bootstrap section is gone: each component's settings are in its own section",
+    )
+    if not isinstance(raw, Mapping) or not raw:
+        return f"{where}: {why} ({', '.join(sorted(set(BOOTSTRAP_MOVED.values())))}): remove it"
+    section, value = next(iter(raw.items()))
+    new = BOOTSTRAP_MOVED.get(str(section))
+    if new is None:
+        return f"{where}.{section}: unknown key ({why}): remove it or fix the spelling"
+    if isinstance(value, Mapping) and value and new.count(".") == 1:
+        key = str(next(iter(value)))
+        removed = RENAMED.get(f"{section}.{key}") or RENAMED.get(key)
+        if removed:
+            return f"{where}.{section}.{key}: {removed}"
+        return f"{where}.{section}.{key}: moved to {PROJECT}:{new}.{key}: move it there ({why})"
+    return f"{where}.{section}: moved to {PROJECT}:{new}: move it there ({why})"
+
+
+class _Located(_Stack):
+    """A stack that deploys into a region of its own (hub, cluster, images)."""
+
+    location: Annotated[str, AfterValidator(_location)] = Field(description="Azure region, e.g. eastus2.")
+    tags: TagsConfig = Field(description="Who owns what the stack deploys, and who pays.")
+    images: ImagesConfig = Field(default_factory=ImagesConfig, description="Pinned VM images.")
+
+
+class _Networked(_Located):
+    """A stack with a VNet and machines of its own (hub, cluster)."""
+
+    admin: AdminConfig = Field(description="The machines' administrator account.")
     limits: dict[str, LimitOverride] = Field(
         default_factory=dict,
         description="Quotas the subscription has been granted (only adjustable limits, e.g. "
         "vcpus-standardNDSH100v5Family), keyed by limit name; hard Azure limits cannot be overridden.",
     )
-    images: ImagesConfig = Field(default_factory=ImagesConfig, description="Pinned VM images.")
-    network: NetworkConfig | None = Field(default=None, description="Required for hub and cluster stacks.")
-    addons_stack: AddonsStackConfig | None = Field(default=None, description="Required when kind is addons.")
-    image_build: ImageBuildConfig | None = Field(default=None, description="Required when kind is images.")
-    hub: HubConfig | None = Field(default=None, description="Required when kind is hub.")
-    cluster: ClusterConfig | None = Field(default=None, description="Required when kind is cluster.")
-    changes: ChangesConfig = Field(
-        default_factory=ChangesConfig, description="Allowances for the change policies (agk review --base)."
-    )
-    bootstrap: BootstrapConfig = Field(default_factory=BootstrapConfig)
+    network: NetworkConfig = Field(description="The VNet's address space, pinned subnets and egress.")
+
+
+class HubStack(_Networked):
+    """The shared network: researcher access, DNS and routes for every cluster spoke."""
+
+    kind: Literal["hub"] = Field(description="hub: the shared network.")
+    hub: HubConfig = Field(default_factory=HubConfig, description="Bastion, jump hosts, the private DNS zone.")
+
+
+class ClusterStack(_Networked):
+    """A cluster spoke: its control plane, pools, monitoring hosts and storage."""
+
+    kind: Literal["cluster"] = Field(description="cluster: a spoke with one Kubernetes cluster.")
+    cluster: ClusterConfig = Field(description="The cluster: pools, control plane, storage, identity.")
     alerting: AlertingConfig | None = Field(
         default=None,
         description="Where a cluster's alerts go (receivers, routes by severity). Omitted: Alertmanager keeps "
@@ -825,43 +844,31 @@ class StackConfig(_Model):
     )
     addons: AddonsConfig = Field(default_factory=AddonsConfig)
 
-    @model_validator(mode="after")
-    def _kind_sections(self) -> StackConfig:
-        needed = {
-            "hub": ("location", "tags", "admin", "network"),
-            "cluster": ("location", "tags", "admin", "network"),
-            "addons": ("addons_stack",),
-            "images": ("location", "tags", "image_build"),
-        }[self.kind]
-        for key in needed:
-            if getattr(self, key) is None:
-                raise ValueError(f"kind is {self.kind} but {PROJECT}:{key} is missing: add it to the stack config")
-        if self.kind != "images" and self.image_build is not None:
-            article = "an" if self.kind[0] in "aeiou" else "a"
-            raise ValueError(
-                f"{article} {self.kind} stack has no 'image_build' section: node images are an images stack's"
-            )
-        if self.kind == "images":
-            extra = [k for k in ("network", "hub", "cluster", "admin", "alerting", "addons_stack") if getattr(self, k)]
-            if extra:
-                raise ValueError(f"an images stack has no {extra[0]!r} section: it builds node images only")
-            return self
-        if self.kind == "addons":
-            extra = [k for k in ("network", "hub", "cluster", "admin", "alerting") if getattr(self, k) is not None]
-            if extra:
-                raise ValueError(f"an addons stack has no {extra[0]!r} section: it reads the cluster stack's outputs")
-            return self
-        if self.kind != "cluster" and self.alerting is not None:
-            raise ValueError(f"a {self.kind} stack has no 'alerting' section: alerts are a cluster stack's")
-        if self.kind == "hub" and self.cluster is not None:
-            raise ValueError("a hub stack has no 'cluster' section: remove it or set kind: cluster")
-        if self.kind == "cluster" and self.cluster is None:
-            raise ValueError("kind is cluster but 'cluster' is missing: add the cluster section")
-        if self.kind == "cluster" and self.hub is not None:
-            raise ValueError("a cluster stack has no 'hub' section: remove it or set kind: hub")
-        if self.kind == "hub" and self.hub is None:
-            return self.model_copy(update={"hub": HubConfig()})
-        return self
+
+class AddonsStack(_Stack):
+    """A ``<cluster>-addons`` stack: the cluster's Kubernetes objects, deployed once its API answers."""
+
+    kind: Literal["addons"] = Field(description="addons: a cluster's Kubernetes objects.")
+    addons_stack: AddonsStackConfig = Field(description="The cluster stack it deploys into.")
+
+
+class ImagesStack(_Located):
+    """The node images: a gallery image per role, built from the versions table."""
+
+    kind: Literal["images"] = Field(description="images: the node images.")
+    image_build: ImageBuildConfig = Field(description="The gallery, the release and the roles to build.")
+
+
+# One model per kind of stack; a stack file's `kind` picks it (and JSON Schema's discriminator says the same).
+STACK_KINDS: dict[str, type[_Stack]] = {
+    "hub": HubStack,
+    "cluster": ClusterStack,
+    "addons": AddonsStack,
+    "images": ImagesStack,
+}
+StackConfig = HubStack | ClusterStack | AddonsStack | ImagesStack
+NetworkedStack = HubStack | ClusterStack
+"""The stacks of one hub-and-spoke network (each with a VNet)."""
 
 
 _IN_IMAGE = (
@@ -885,7 +892,7 @@ RENAMED = {
     "prometheus.version": _IN_IMAGE.format(what="Prometheus", row="prometheus"),
     "alertmanager_version": _IN_IMAGE.format(what="Alertmanager", row="alertmanager"),
     "grafana_version": _IN_IMAGE.format(what="Grafana", row="grafana (APT_PACKAGES)")
-    + "; set bootstrap.prometheus.grafana: false to run none",
+    + "; set cluster.prometheus.grafana: false to run none",
 }
 
 
@@ -975,10 +982,26 @@ def parse_config(raw: Mapping[str, Any]) -> StackConfig:
             with contextlib.suppress(json.JSONDecodeError):
                 value = json.loads(value)
         ours[name] = value
+    kind = ours.get("kind")
+    if kind is None:
+        raise ConfigError(f"{PROJECT}:kind: missing: add it to the stack config ({_kinds()})")
+    model = STACK_KINDS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise ConfigError(f"{PROJECT}:kind: {kind!r} is not allowed: use {_kinds()}")
     try:
-        return StackConfig.model_validate(ours)
+        return model.model_validate(ours)  # type: ignore[return-value]
     except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        if first["type"] == "missing" and len(first["loc"]) == 1:
+            raise ConfigError(
+                f"kind is {kind} but {PROJECT}:{first['loc'][0]} is missing: add it to the stack config"
+            ) from None
         raise ConfigError(_one_line(err)) from None
+
+
+def _kinds() -> str:
+    *most, last = (repr(k) for k in STACK_KINDS)
+    return f"{', '.join(most)} or {last}"
 
 
 def resource_group_name(stack: str) -> str:

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modules.bootstrap.roles import Role
+from modules.config_model import PROJECT
 from modules.errors import ConfigError
 from modules.images import ImageRole, gallery_name
 from modules.images.recipe import gallery_version, image_role, release_of
-from modules.stackplan.config import PROJECT, ClusterConfig, load_stack, resource_group_name, stack_file
+from modules.stackplan.config import ClusterConfig, load_stack, resource_group_name, stack_file
 
 KEY = f"{PROJECT}:cluster.node_images"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,23 @@ from modules.cluster.spec import AddonsSpec, CloudSpec, NetworkSpec, PoolFacts, 
 from modules.errors import AgkError
 from modules.identity.plan import access_spec
 from modules.netplan.host_addresses import ClusterAddresses
-from modules.stackplan.addresses import StackAddresses, cluster_addresses, hub_stack_name, limits_for, plan_stack
+from modules.stackplan.addresses import (
+    StackAddresses,
+    cluster_addresses,
+    hub_stack_name,
+    limits_for,
+    nsg_name,
+    plan_stack,
+    vnet_name,
+)
 from modules.stackplan.boot_context import bootstrap_context
-from modules.stackplan.config import StackConfig, resource_group_name
+from modules.stackplan.config import ClusterStack, StackConfig, resource_group_name
 from modules.stackplan.egress import EgressGroup, spoke_egress
 from modules.stackplan.node_images import NodeImage, check_images_stack, node_images
 from modules.stackplan.pools import ClusterPools, plan_pools
 from modules.stackplan.prerequisites import Prerequisites, cluster_prerequisites
+from modules.stackplan.segmentation import Rule, subnet_rules
+from modules.stackplan.storage_access import StorageAccess, storage_access
 from modules.stackplan.vm_choice import SizeChoice, size_cluster
 from modules.vm_sizing import formulas
 
@@ -36,7 +47,7 @@ from modules.vm_sizing import formulas
 @dataclass(frozen=True)
 class ClusterPrep:
     stack: str
-    config: StackConfig
+    config: ClusterStack
     plan: StackAddresses
     addresses: ClusterAddresses
     pools: ClusterPools
@@ -52,6 +63,10 @@ class ClusterPrep:
     """What the `<cluster>-addons` stack builds, validated with the pools (exported as `addons_spec`)."""
     node_images: dict[Role, NodeImage]
     """Cluster role -> the gallery image version its hosts and scale sets boot (modules/stackplan/node_images.py)."""
+    subnet_rules: dict[str, tuple[Rule, ...]]
+    """Each subnet's own NSG rules (modules/stackplan/segmentation.py), ahead of the baseline every NSG has."""
+    storage: StorageAccess | None
+    """The storage account's containers and who may use each; ``None`` without one."""
 
     def chosen_sizes(self) -> list[dict[str, object]]:
         """Every count-driven size in force, read back from what the hosts and add-ons are built with (a
@@ -73,7 +88,7 @@ class ClusterPrep:
             ("kube-controller-manager, kube-scheduler API burst", cp.client_burst, "client_burst", "2 x QPS"),
             (
                 "kube-scheduler percentageOfNodesToScore",
-                formulas.scheduler_score_percent(self.bootstrap.total_nodes),
+                formulas.scheduler_score_percent(self.bootstrap.sizing_nodes),
                 "scheduler_score_percent",
                 formulas.SCHEDULER_TUNING,
             ),
@@ -113,10 +128,9 @@ class ClusterPrep:
         return [{"name": n, "value": v, "formula": f, "source": src} for n, v, f, src in rows]
 
 
-def addons_for(stack: str, config: StackConfig, addresses: ClusterAddresses, pools: ClusterPools) -> AddonsSpec:
+def addons_for(stack: str, config: ClusterStack, addresses: ClusterAddresses, pools: ClusterPools) -> AddonsSpec:
     """The add-ons spec: the ``addons`` section checked against the pools, plus the cluster DNS address."""
     cluster = config.cluster
-    assert cluster is not None
     facts = {p.name: PoolFacts(p.name, p.vm_size, p.gpus_per_node, p.nodes, p.team) for p in pools.gpu}
     return addons_spec(
         cluster.name,
@@ -133,18 +147,18 @@ def addons_for(stack: str, config: StackConfig, addresses: ClusterAddresses, poo
         pods_per_node=max((p.kubelet_max_pods for p in pools.gpu), default=pools.system.kubelet_max_pods),
         cloud=CloudSpec(
             resource_group=resource_group_name(stack),
-            location=config.location or "",
-            vnet_name=f"{cluster.name}-vnet",
+            location=config.location,
+            vnet_name=vnet_name(cluster.name),
             vnet_resource_group=resource_group_name(stack),
             subnet_name=pools.system.subnet,
-            security_group_name=f"{cluster.name}-{pools.system.subnet}-nsg",
+            security_group_name=nsg_name(cluster.name, pools.system.subnet),
         ),
         network=NetworkSpec(
             apiserver_cidrs=(str(addresses.subnets["control-plane"]),),
             apiserver_port=PORTS.apiserver,
             monitoring_cidrs=(str(addresses.subnets["monitoring"]),),
         ),
-        access=access_spec(cluster.identity, cluster=cluster.name, location=config.location or "", stack=stack),
+        access=access_spec(cluster.identity, cluster=cluster.name, location=config.location, stack=stack),
     )
 
 
@@ -180,9 +194,8 @@ def agents_on(pools: ClusterPools, objs: Iterable[Mapping[str, Any]], preflight_
     return pools.with_agents(host_network, ip_daemons, joining)
 
 
-def cluster_egress(config: StackConfig, plan: StackAddresses, pools: ClusterPools) -> tuple[EgressGroup, ...]:
+def cluster_egress(config: ClusterStack, plan: StackAddresses, pools: ClusterPools) -> tuple[EgressGroup, ...]:
     cluster = config.cluster
-    assert cluster is not None and config.network is not None
     hosts = (
         cluster.api_servers.count
         + cluster.etcd.count
@@ -211,9 +224,9 @@ def prepare_cluster(
     """Everything before the first resource; ``deployed``: the stack's subnets as deployed (kept in place);
     ``scale_sets``: each pool's scale sets and their capacities as deployed (kept, see split_pool);
     ``large_pools``: the pools deployed as large scale sets (kept large)."""
-    cluster = config.cluster
-    if cluster is None:
+    if not isinstance(config, ClusterStack):
         raise ValueError(f"{stack} is a {config.kind} stack, not a cluster")
+    cluster = config.cluster
     plan = plan_stack(stacks_dir, stack, config, deployed)
     plan.refuse_hard_limit_breaks()
     addresses = cluster_addresses(plan)
@@ -221,7 +234,7 @@ def prepare_cluster(
         # The Kubernetes minor against every pinned component: the node images' containerd here, the gang
         # scheduler's skew in addons_spec, the component images in the versions table (bootstrap_context).
         versions.check_image_containerd(cluster.kubernetes_version)
-        release = versions.kubernetes_release(cluster.kubernetes_version, config.bootstrap.kubernetes_patch)
+        release = versions.kubernetes_release(cluster.kubernetes_version, cluster.kubernetes_patch)
         booted = tuple(r for r in ROLES if r != "events-etcd" or cluster.events_etcd is not None)
         images = node_images(cluster, release, booted)
         check_images_stack(stacks_dir, cluster, release, images)
@@ -256,4 +269,16 @@ def prepare_cluster(
         bootstrap=boot,
         addons=addons,
         node_images=images,
+        subnet_rules=subnet_rules(dict(addresses.subnets), addresses.service_cidr, _hub_space(plan)),
+        storage=storage_access(
+            cluster,
+            [p.name for p in pools.gpu],
+            [t.team for t in addons.access.teams] if addons.access and cluster.identity else [],
+            list(addresses.etcd),
+        ),
     )
+
+
+def _hub_space(plan: StackAddresses) -> tuple[IPv4Network, ...]:
+    """The address space of the hub the spoke peers with (none for a hub)."""
+    return plan.network.vnets[plan.vnet.peers[0]].address_space if plan.vnet.peers else ()

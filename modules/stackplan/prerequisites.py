@@ -16,10 +16,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from modules.bootstrap.roles import Role
+from modules.config_model import PROJECT
 from modules.errors import ConfigError
 from modules.netplan.limits import VCPU_QUOTA_PREFIX, Limits, quota_name
 from modules.stackplan.addresses import limits_for
-from modules.stackplan.config import PROJECT, StackConfig, resource_group_name
+from modules.stackplan.config import ClusterStack, HubStack, resource_group_name
 from modules.stackplan.node_images import NodeImage
 from modules.stackplan.pools import ClusterPools
 from modules.stackplan.vm_choice import SizeChoice
@@ -94,7 +95,7 @@ class Prerequisites:
                     "vm_sizes": list(q.vm_sizes),
                     "declared": q.declared,
                     "why": "regional vCPU quota at peak (every pool at its maximum plus surge): request it "
-                    "(quota request) and declare it under azure-gpu-k8s:limits." + q.limit,
+                    f"(quota request) and declare it under {PROJECT}:limits." + q.limit,
                 }
                 for q in self.quotas
             ],
@@ -190,7 +191,7 @@ def deployer_permissions(stack: str, hub_group: str | None) -> tuple[Permission,
 
 
 def cluster_prerequisites(
-    config: StackConfig,
+    config: ClusterStack,
     pools: ClusterPools,
     sizes: Mapping[str, SizeChoice],
     *,
@@ -200,7 +201,6 @@ def cluster_prerequisites(
     images: Mapping[Role, NodeImage] | None = None,
 ) -> Prerequisites:
     cluster = config.cluster
-    assert cluster is not None
     hosts = [
         (sizes["apiserver"].chosen, cluster.api_servers.count),
         (sizes["etcd"].chosen, cluster.etcd.count),
@@ -214,7 +214,7 @@ def cluster_prerequisites(
         vm_vcpus(counts, limits_for(config)),
         steps=(
             *node_image_steps(images or {}),
-            *encryption_at_host_steps((s for s, _ in counts), config.location or ""),
+            *encryption_at_host_steps((s for s, _ in counts), config.location),
         ),
         permissions=deployer_permissions(stack, hub_group),
         public_ips=public_ips,
@@ -262,12 +262,11 @@ def encryption_at_host_steps(vm_sizes: Iterable[str], location: str) -> tuple[St
     )
 
 
-def hub_prerequisites(config: StackConfig, stack: str, egress_ips: int) -> Prerequisites:
-    assert config.hub is not None
+def hub_prerequisites(config: HubStack, stack: str, egress_ips: int) -> Prerequisites:
     try:
         found = vm_vcpus([(config.hub.jump_vm_size, config.hub.jump_hosts)], limits_for(config))
     except ConfigError as err:
         raise ConfigError(str(err).replace("VM size", f"{PROJECT}:hub.jump_vm_size: VM size", 1)) from None
     bastion = 1 if config.hub.bastion else 0
-    steps = encryption_at_host_steps([config.hub.jump_vm_size], config.location or "") if config.hub.jump_hosts else ()
+    steps = encryption_at_host_steps([config.hub.jump_vm_size], config.location) if config.hub.jump_hosts else ()
     return replace(found, steps=steps, permissions=deployer_permissions(stack, None), public_ips=egress_ips + bastion)

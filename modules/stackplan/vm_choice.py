@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from modules.config_model import PROJECT
 from modules.errors import ConfigError
-from modules.stackplan.config import PROJECT, ClusterConfig
+from modules.stackplan.config import ClusterConfig
 from modules.stackplan.pools import ClusterPools
 from modules.vm_sizing import recommend
 from modules.vm_sizing.skus import sku

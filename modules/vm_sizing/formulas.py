@@ -190,7 +190,7 @@ def prometheus_vcpus(nodes: int) -> int:
 
 
 def duration_seconds(text: str) -> int:
-    """A Prometheus-style duration of one unit (``30s``, ``5m``, ``1h``: what bootstrap.prometheus accepts)."""
+    """A Prometheus-style duration of one unit (``30s``, ``5m``, ``1h``: what cluster.prometheus accepts)."""
     units = {"s": 1, "m": 60, "h": 3600}
     if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit() or int(text[:-1]) < 1:
         raise ValueError(f"{text!r} is not a duration: use e.g. '30s', '5m' or '1h'")

@@ -206,7 +206,7 @@ RULES: tuple[Rule, ...] = (
         "diskSizeGB",
         Effect.GROW_ONLY,
         "azure-rest-api-specs compute DiskProperties.diskSizeGB: resizes 'can only increase the disk's size'",
-        "a disk never shrinks: keep its size (set it in the stack, e.g. bootstrap.prometheus.data_disk_gib or"
+        "a disk never shrinks: keep its size (set it in the stack, e.g. cluster.prometheus.data_disk_gib or"
         " cluster.etcd.disk_gib, to the size deployed), or replace the disk and restore its data",
     ),
     Rule(
@@ -215,7 +215,7 @@ RULES: tuple[Rule, ...] = (
         Effect.GROW_ONLY,
         "azure-rest-api-specs compute DiskProperties.diskSizeGB: resizes 'can only increase the disk's size' (a VM's"
         " data disk created Empty is such a managed disk)",
-        "a disk never shrinks: keep the size deployed (set bootstrap.prometheus.data_disk_gib to it), or replace the"
+        "a disk never shrinks: keep the size deployed (set cluster.prometheus.data_disk_gib to it), or replace the"
         " VM and restore its data",
     ),
     Rule(

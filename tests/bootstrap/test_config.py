@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from modules.errors import ConfigError
-from modules.stackplan.config import parse_config
+from modules.stackplan.config import ClusterStack, parse_config
 
 from .conftest import STACKS
 
@@ -33,56 +33,56 @@ CASES = [
         f"{P}:cluster.etcd.count: 4 etcd members is not supported: use 3 or 5 (an odd quorum)",
     ),
     (
-        {"bootstrap.etcd.rtt_ms": 0},
-        f"{P}:bootstrap.etcd.rtt_ms: rtt_ms 0 is out of range: use 1 to 5000 (election timeout = 10 x RTT <= 50 s)",
+        {"cluster.etcd.rtt_ms": 0},
+        f"{P}:cluster.etcd.rtt_ms: rtt_ms 0 is out of range: use 1 to 5000 (election timeout = 10 x RTT <= 50 s)",
     ),
     (
         {"cluster.prometheus.retention_days": -1},
         f"{P}:cluster.prometheus.retention_days: -1 is too small: use 1 or more",
     ),
     (
-        {"bootstrap.etcd.quota_backend_gib": 16},
-        f"{P}:bootstrap.etcd.quota_backend_gib: quota_backend_gib 16 is out of range: "
+        {"cluster.etcd.quota_backend_gib": 16},
+        f"{P}:cluster.etcd.quota_backend_gib: quota_backend_gib 16 is out of range: "
         "use 1 to 8 (etcd's suggested maximum)",
     ),
     (
-        {"bootstrap.etcd.compaction_retention": "1 hour"},
-        f"{P}:bootstrap.etcd.compaction_retention: compaction_retention '1 hour' is not a duration: "
+        {"cluster.etcd.compaction_retention": "1 hour"},
+        f"{P}:cluster.etcd.compaction_retention: compaction_retention '1 hour' is not a duration: "
         "use e.g. '30s', '5m' or '1h'",
     ),
     (
-        {"bootstrap.etcd.snapshot_count": 10},
-        f"{P}:bootstrap.etcd.snapshot_count: snapshot_count 10 is too low: use at least 1000",
+        {"cluster.etcd.snapshot_count": 10},
+        f"{P}:cluster.etcd.snapshot_count: snapshot_count 10 is too low: use at least 1000",
     ),
     (
-        {"bootstrap.prometheus.query_timeout": "forever"},
-        f"{P}:bootstrap.prometheus.query_timeout: query_timeout 'forever' is not a duration: "
+        {"cluster.prometheus.query_timeout": "forever"},
+        f"{P}:cluster.prometheus.query_timeout: query_timeout 'forever' is not a duration: "
         "use e.g. '30s', '5m' or '1h'",
     ),
     (
-        {"bootstrap.prometheus.gomaxprocs": 0},
-        f"{P}:bootstrap.prometheus.gomaxprocs: gomaxprocs 0 must be at least 1: raise it",
+        {"cluster.prometheus.gomaxprocs": 0},
+        f"{P}:cluster.prometheus.gomaxprocs: gomaxprocs 0 must be at least 1: raise it",
     ),
     (
-        {"bootstrap.prometheus.remote_write_url": "http://metrics.example.com/write"},
-        f"{P}:bootstrap.prometheus.remote_write_url: remote_write_url 'http://metrics.example.com/write' "
+        {"cluster.prometheus.remote_write_url": "http://metrics.example.com/write"},
+        f"{P}:cluster.prometheus.remote_write_url: remote_write_url 'http://metrics.example.com/write' "
         "is not https: use an https:// endpoint",
     ),
     (
-        {"bootstrap.nodes.image_gc_low_percent": 90},
-        f"{P}:bootstrap.nodes: image_gc_low_percent 90 / image_gc_high_percent 85: need 0 < low < high <= 100",
+        {"cluster.nodes.image_gc_low_percent": 90},
+        f"{P}:cluster.nodes: image_gc_low_percent 90 / image_gc_high_percent 85: need 0 < low < high <= 100",
     ),
     (
-        {"bootstrap.control_plane.client_qps": 0},
-        f"{P}:bootstrap.control_plane: client_qps 0 must be at least 1: raise it or remove it for the default",
+        {"cluster.api_servers.client_qps": 0},
+        f"{P}:cluster.api_servers: client_qps 0 must be at least 1: raise it or remove it for the default",
     ),
     (
-        {"bootstrap.kubernetes_patch": -1},
-        f"{P}:bootstrap.kubernetes_patch: kubernetes_patch -1 is negative: use 0 or more, or remove it",
+        {"cluster.kubernetes_patch": -1},
+        f"{P}:cluster.kubernetes_patch: kubernetes_patch -1 is negative: use 0 or more, or remove it",
     ),
     (
-        {"bootstrap.etcd.rtt": 5},
-        f"{P}:bootstrap.etcd.rtt: unknown key: remove it or fix the spelling (see stacks/schema.json)",
+        {"cluster.etcd.rtt": 5},
+        f"{P}:cluster.etcd.rtt: unknown key: remove it or fix the spelling (see stacks/schema.json)",
     ),
     (
         # Issue 21: an old stack file that still pins Azure CNI's tarball (the zeros the stacks shipped).
@@ -103,27 +103,28 @@ CASES = [
         f"{P}:cluster.kubernetes_version: kubernetes_version '1.31' is not supported: use 1.35, 1.36 or 1.37",
     ),
     (
-        {"bootstrap.control_plane.encryption_keys": ["secrets-1", "secrets-2", "secrets-3"]},
-        f"{P}:bootstrap.control_plane.encryption_keys: 3 keys: list 1 key, or 2 while rotating "
+        {"cluster.api_servers.encryption_keys": ["secrets-1", "secrets-2", "secrets-3"]},
+        f"{P}:cluster.api_servers.encryption_keys: 3 keys: list 1 key, or 2 while rotating "
         "(the new one and the old one)",
     ),
     (
-        {"bootstrap.control_plane.encryption_keys": []},
-        f"{P}:bootstrap.control_plane.encryption_keys: 0 keys: list 1 key, or 2 while rotating "
+        {"cluster.api_servers.encryption_keys": []},
+        f"{P}:cluster.api_servers.encryption_keys: 0 keys: list 1 key, or 2 while rotating "
         "(the new one and the old one)",
     ),
     (
-        {"bootstrap.control_plane.encryption_keys": ["secrets-1", "secrets-1"]},
-        f"{P}:bootstrap.control_plane.encryption_keys: 'secrets-1' is listed twice: list each key once",
+        {"cluster.api_servers.encryption_keys": ["secrets-1", "secrets-1"]},
+        f"{P}:cluster.api_servers.encryption_keys: 'secrets-1' is listed twice: list each key once",
     ),
     (
-        {"bootstrap.control_plane.encryption_keys": ["Key_1"]},
-        f"{P}:bootstrap.control_plane.encryption_keys: 'Key_1' is not a valid key name: use 2-32 lowercase "
+        {"cluster.api_servers.encryption_keys": ["Key_1"]},
+        f"{P}:cluster.api_servers.encryption_keys: 'Key_1' is not a valid key name: use 2-32 lowercase "
         "letters, digits and '-', starting with a letter",
     ),
     (
-        {"bootstrap.preflight_timeout": "soon"},
-        f"{P}:bootstrap.preflight_timeout: preflight_timeout 'soon' is not a duration: use e.g. '30s', '5m' or '1h'",
+        {"addons.preflight.stuck_alert_after": "soon"},
+        f"{P}:addons.preflight.stuck_alert_after: stuck_alert_after 'soon' is not a duration: use e.g. '30s', '5m' "
+        "or '1h'",
     ),
 ]
 
@@ -136,11 +137,66 @@ def test_bad_config_is_one_clear_line(changes: dict[str, Any], message: str) -> 
     assert "\n" not in str(err.value)
 
 
-def test_shipped_stacks_take_the_bootstrap_defaults() -> None:
+def test_shipped_stacks_take_the_tuning_defaults() -> None:
     config = parse_config(_dev())
-    assert config.bootstrap.etcd.rtt_ms == 100
-    assert config.bootstrap.prometheus.gomaxprocs == 24
-    assert config.cluster is not None and config.cluster.kubernetes_version == "1.35"
+    assert isinstance(config, ClusterStack)
+    assert config.cluster.etcd.rtt_ms == 100
+    assert config.cluster.prometheus.gomaxprocs == 24
+    assert config.cluster.kubernetes_version == "1.35"
+
+
+MOVED = "move it there (the bootstrap section is gone: each component's settings are in its own section)"
+# Stack files written for the former `bootstrap` section: each setting is answered with its new place.
+OLD_KEYS = [
+    ({"bootstrap.etcd.rtt_ms": 50}, f"{P}:bootstrap.etcd.rtt_ms: moved to {P}:cluster.etcd.rtt_ms: {MOVED}"),
+    (
+        {"bootstrap.control_plane.client_qps": 50},
+        f"{P}:bootstrap.control_plane.client_qps: moved to {P}:cluster.api_servers.client_qps: {MOVED}",
+    ),
+    (
+        {"bootstrap.prometheus.scrape_interval": "15s"},
+        f"{P}:bootstrap.prometheus.scrape_interval: moved to {P}:cluster.prometheus.scrape_interval: {MOVED}",
+    ),
+    (
+        {"bootstrap.nodes.image_gc_high_percent": 80},
+        f"{P}:bootstrap.nodes.image_gc_high_percent: moved to {P}:cluster.nodes.image_gc_high_percent: {MOVED}",
+    ),
+    (
+        {"bootstrap.kubernetes_patch": 3},
+        f"{P}:bootstrap.kubernetes_patch: moved to {P}:cluster.kubernetes_patch: {MOVED}",
+    ),
+    (
+        {"bootstrap.preflight_timeout": "2h"},
+        f"{P}:bootstrap.preflight_timeout: moved to {P}:addons.preflight.stuck_alert_after: {MOVED}",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "message"), OLD_KEYS, ids=[next(iter(c)) for c, _ in OLD_KEYS])
+def test_a_key_of_the_former_bootstrap_section_names_its_new_place(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(_dev(**changes))
+    assert str(err.value) == message
+
+
+def test_each_component_section_holds_its_tuning() -> None:
+    config = parse_config(
+        _dev(
+            **{
+                "cluster.etcd.rtt_ms": 50,
+                "cluster.api_servers.client_qps": 300,
+                "cluster.prometheus.scrape_interval": "15s",
+                "cluster.nodes.image_gc_high_percent": 80,
+                "cluster.kubernetes_patch": 3,
+                "addons.preflight.stuck_alert_after": "2h",
+            }
+        )
+    )
+    assert isinstance(config, ClusterStack)
+    cluster = config.cluster
+    assert (cluster.etcd.rtt_ms, cluster.api_servers.client_qps, cluster.prometheus.scrape_interval) == (50, 300, "15s")
+    assert (cluster.nodes.image_gc_high_percent, cluster.kubernetes_patch) == (80, 3)
+    assert config.addons.preflight.stuck_alert_after == "2h"
 
 
 def test_a_patch_is_pinned_per_minor() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from modules.bootstrap import versions
 from modules.errors import ConfigError
-from modules.stackplan.config import UBUNTU_2404, UBUNTU_HPC_2204
+from modules.images.config import UBUNTU_2404, UBUNTU_HPC_2204
 
 PINNED = {"general": UBUNTU_2404["version"], "gpu": UBUNTU_HPC_2204["version"]}
 

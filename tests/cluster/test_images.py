@@ -12,7 +12,7 @@ from modules.cluster import images
 from modules.cluster.manifests import render_manifests
 from modules.cluster.spec import AddonsSpec
 from modules.errors import ConfigError
-from modules.stackplan.config import UBUNTU_HPC_2204
+from modules.images.config import UBUNTU_HPC_2204
 
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 

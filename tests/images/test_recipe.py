@@ -14,8 +14,8 @@ import pytest
 from modules.bootstrap import versions
 from modules.errors import ConfigError
 from modules.images.build import APT_CONF, NEEDRESTART_CONF, script
+from modules.images.config import UBUNTU_2404, UBUNTU_HPC_2204
 from modules.images.recipe import IMAGE_ROLES, MANIFEST, image_role, recipe
-from modules.stackplan.config import UBUNTU_2404, UBUNTU_HPC_2204
 
 GENERAL = ":".join(UBUNTU_2404[k] for k in ("publisher", "offer", "sku", "version"))
 GPU = ":".join(UBUNTU_HPC_2204[k] for k in ("publisher", "offer", "sku", "version"))

@@ -187,7 +187,7 @@ def test_control_plane(mocks: Recorder) -> None:
             "c",
             ControlPlaneArgs(
                 ctx=CTX,
-                cluster_nodes=11,
+                sizing_nodes=11,
                 apiservers=api,
                 apiserver_vip="10.1.0.4",
                 apiserver_vm_size="Standard_D4ds_v5",

@@ -17,8 +17,8 @@ from agk.plan.engine import export_state
 from modules.azure.images import BUILD_SCRIPT, BUILDER_ACTIONS
 from modules.errors import AgkError
 from modules.images.build import script
+from modules.images.config import UBUNTU_2404, UBUNTU_HPC_2204
 from modules.images.recipe import recipe
-from modules.stackplan.config import UBUNTU_2404, UBUNTU_HPC_2204
 
 P = "azure-gpu-k8s:"
 

@@ -129,7 +129,7 @@ def test_resizing_every_member_at_once_is_refused(tmp_path: Path, base: dict[str
 
 def test_a_configuration_change_names_the_processes_it_restarts(tmp_path: Path, base: dict[str, Any]) -> None:
     def scrape(config: dict[str, Any]) -> None:
-        config.setdefault("azure-gpu-k8s:bootstrap", {}).setdefault("prometheus", {})["scrape_interval"] = "15s"
+        config["azure-gpu-k8s:cluster"].setdefault("prometheus", {})["scrape_interval"] = "15s"
 
     _found, radius = diff(base, _head(tmp_path, scrape))
     # Prometheus reloads; Grafana's data source carries the scrape interval (its timeInterval), and Grafana

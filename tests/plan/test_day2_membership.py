@@ -71,7 +71,7 @@ def test_a_disk_that_would_shrink_is_refused_with_the_fix(tmp_path: Path, base: 
     assert vm.refused == ("storageProfile.dataDisks[].diskSizeGB",)
     report = review([parse(base, "dev", "x")], None, [ChangeSet(found, [], "stacks/Pulumi.dev.yaml")])
     (refused,) = [v for v in report.violations if v.policy == "no-change-azure-refuses"]
-    assert "a disk never shrinks: keep the size deployed (set bootstrap.prometheus.data_disk_gib to it)" in (
+    assert "a disk never shrinks: keep the size deployed (set cluster.prometheus.data_disk_gib to it)" in (
         refused.message
     )
 

@@ -347,7 +347,7 @@ def test_change_a_subnets_size(tmp_path: Path, base: dict[str, Any]) -> None:
     case = changed(
         tmp_path, base, both(pinned(base, "system"), lambda c: cluster(c)["system_pool"].__setitem__("nodes", 12))
     )
-    # The subnet's NSG names its range in the segmentation rules (modules/azure/segmentation.py): it follows.
+    # The subnet's NSG names its range in the segmentation rules (modules/stackplan/segmentation.py): it follows.
     assert case.lines == [
         "update VirtualMachineScaleSet system-00 [sku]",
         "update NetworkSecurityGroup dev-system-nsg [securityRules]",

@@ -63,7 +63,7 @@ def _secrets(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _edit(config: dict[str, Any]) -> None:
-    config.setdefault("azure-gpu-k8s:bootstrap", {}).setdefault("prometheus", {})["scrape_interval"] = "15s"
+    config["azure-gpu-k8s:cluster"].setdefault("prometheus", {})["scrape_interval"] = "15s"
     cluster(config)["gpu_pools"]["h100"]["nodes"] = 6
 
 

@@ -133,7 +133,7 @@ def test_the_prometheus_disk_follows_the_scrape_interval(tmp_path: Path) -> None
     """Halving the scrape interval doubles the samples ingested and so the disk (the storage docs' formula);
     before, the disk was worked out at a fixed 30 s whatever the stack scraped at."""
     doc = yaml.safe_load(stack_file(STACKS, "prod-7500").read_text())
-    doc["config"].setdefault("azure-gpu-k8s:bootstrap", {}).setdefault("prometheus", {})["scrape_interval"] = "15s"
+    doc["config"]["azure-gpu-k8s:cluster"].setdefault("prometheus", {})["scrape_interval"] = "15s"
     path = tmp_path / "Pulumi.prod-7500.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     fast = prepare_cluster("prod-7500", parse_config(read_stack_file(path)), STACKS)

@@ -19,8 +19,6 @@ COUNTS = frozenset(
         "nodes",
         "peak_nodes",
         "sizing_nodes",
-        "total_nodes",
-        "cluster_nodes",
         "max_nodes",
         "system_nodes",
         "gpu_nodes",

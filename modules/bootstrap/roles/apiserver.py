@@ -52,7 +52,7 @@ def apiserver_bundle(ctx: BootstrapContext, name: str) -> NodeBundle:
     )
     # The internal load balancer does not hairpin: components talk to their own host's server.
     local = f"https://127.0.0.1:{PORTS.apiserver}"
-    score = scheduler_score_percent(ctx.total_nodes)
+    score = scheduler_score_percent(ctx.sizing_nodes)
     files = (
         *base_files("apiserver"),
         NodeFile(f"{PATHS.manifests}/kube-apiserver.yaml", "manifests/kube-apiserver.yaml", apiserver),

@@ -20,12 +20,29 @@ authentication (webhook authn/authz, anonymous off) covers that path.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from ipaddress import IPv4Network
 
-from modules.azure.nsg import Rule
 from modules.bootstrap.context import ETCD_CLIENT_PORT, ETCD_METRICS_PORT, ETCD_PEER_PORT, KUBELET_PORT, PROMETHEUS_PORT
 
+
+@dataclass(frozen=True)
+class Rule:
+    """One NSG security rule (Microsoft.Network securityRules: the fields the subnets' NSGs set)."""
+
+    name: str
+    priority: int
+    direction: str
+    access: str
+    protocol: str
+    source: str
+    destination: str
+    ports: Sequence[str]
+
+
 BASE_PRIORITY = 300
+NAT_PRIORITY = 200
+"""The NAT host's service ingress: ahead of the segmentation's rules."""
 ETCD_SUBNETS = ("etcd", "events-etcd")
 NO_KUBELET = ("endpoints",)
 """Subnets without a kubelet (private endpoints only)."""
@@ -69,3 +86,27 @@ def spoke_rules(subnets: Mapping[str, IPv4Network], hub_space: Sequence[IPv4Netw
         if rules:
             out[name] = tuple(rules)
     return out
+
+
+def nat_host_rules(service_cidr: IPv4Network, hub_space: Sequence[IPv4Network]) -> dict[str, tuple[Rule, ...]]:
+    """The nat subnet admits the hub's researchers to the service CIDR (the NAT host DNATs it to pods).
+
+    Explicit rather than left to AllowVnetInBound: the service CIDR is neither the spoke's nor the hub's
+    address space, only a route in the hub's route table.
+    """
+    service = str(service_cidr)
+    rules = tuple(
+        Rule(f"allow-hub-to-services-{i}", NAT_PRIORITY + i, "Inbound", "Allow", "*", str(net), service, ("*",))
+        for i, net in enumerate(hub_space)
+    )
+    return {"nat": rules}
+
+
+def subnet_rules(
+    subnets: Mapping[str, IPv4Network], service_cidr: IPv4Network, hub_space: Sequence[IPv4Network]
+) -> dict[str, tuple[Rule, ...]]:
+    """Every spoke subnet's own NSG rules: the NAT host's service ingress, then the segmentation."""
+    rules: dict[str, tuple[Rule, ...]] = dict(nat_host_rules(service_cidr, hub_space))
+    for name, extra in spoke_rules(subnets, hub_space).items():
+        rules[name] = (*rules.get(name, ()), *extra)
+    return rules
