@@ -15,10 +15,10 @@ from typing import Any, NoReturn
 
 from agk import args as checks
 from agk.errors import Exit, guard, status_of
+from modules.address_plan.fit import FIT_PLUGINS, Budget, Fit, most_nodes, most_pod_ips
+from modules.address_plan.limits import Limits
+from modules.address_plan.subnet_sizes import DEFAULT_MAX_PODS, PLUGINS, Sizing, parse_surge, size
 from modules.errors import AgkError
-from modules.netplan.fit import FIT_PLUGINS, Budget, Fit, most_nodes, most_pod_ips
-from modules.netplan.limits import Limits
-from modules.netplan.subnet_sizes import DEFAULT_MAX_PODS, PLUGINS, Sizing, parse_surge, size
 
 STACKS_DIR = "stacks"
 

@@ -14,7 +14,7 @@ from typing import Any
 from agk.plan import wire
 from agk.plan.engine import StackPlan
 from modules import tags as tagnames
-from modules.netplan.subnet_sizes import AZURE_RESERVED_PER_SUBNET
+from modules.address_plan.subnet_sizes import AZURE_RESERVED_PER_SUBNET
 
 VNET = "azure-native:network:VirtualNetwork"
 SUBNET = "azure-native:network:Subnet"

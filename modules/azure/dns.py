@@ -84,7 +84,8 @@ def private_link(
     the VNet linked to the hub's ``zone_name``, and the zone group that writes the endpoint's A record there, so
     the service's public name resolves to the private address from the VNet (learn.microsoft.com
     private-link/private-endpoint-dns). ``logical``: the prefix of the three resources' Pulumi names; ``name``:
-    the endpoint's and the link's Azure name."""
+    the endpoint's and the link's Azure name. The callers' pairs differ on purpose (the vault's and the storage
+    account's names predate this helper): a new name is a new endpoint, so keep each caller's as deployed."""
     endpoint = network.PrivateEndpoint(
         f"{logical}-endpoint",
         private_endpoint_name=name,

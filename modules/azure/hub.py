@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import network
 
+from modules.address_plan.plan import VNetPlan
 from modules.azure.context import DeployContext
 from modules.azure.dns import private_zone
 from modules.azure.keyvault import VAULT_ZONE
@@ -20,7 +21,6 @@ from modules.azure.nsg import BASELINE_INBOUND, BASTION_RULES
 from modules.azure.storage import BLOB_ZONE
 from modules.azure.vm import VmSpec, first_private_ip, linux_vm
 from modules.azure.vnet import last, nat_gateway, static_public_ip, subnets, virtual_network
-from modules.netplan.plan import VNetPlan
 from modules.stackplan.segmentation import Rule
 
 

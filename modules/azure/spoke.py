@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 import pulumi
 from pulumi_azure_native import network
 
+from modules.address_plan.plan import VNetPlan
 from modules.azure.context import DeployContext
 from modules.azure.dns import link_vnet
 from modules.azure.nsg import BASELINE_INBOUND
 from modules.azure.vnet import last, nat_gateway, subnets, virtual_network
-from modules.netplan.plan import VNetPlan
 from modules.stackplan.segmentation import Rule
 
 

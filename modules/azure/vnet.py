@@ -8,11 +8,11 @@ import pulumi
 from pulumi_azure_native import network
 
 from modules import tags as tagging
+from modules.address_plan.addressing import NSG_EXEMPT_SUBNETS
+from modules.address_plan.plan import VNetPlan
+from modules.address_plan.subnet_sizes import block_prefix
 from modules.azure.context import DeployContext
 from modules.azure.nsg import BASELINE_INBOUND, security_group
-from modules.netplan.addressing import NSG_EXEMPT_SUBNETS
-from modules.netplan.plan import VNetPlan
-from modules.netplan.subnet_sizes import block_prefix
 from modules.stackplan.addresses import nsg_name, vnet_name
 from modules.stackplan.segmentation import Rule
 

@@ -26,7 +26,8 @@ def check_duration(value: str, key: str) -> str:
 
 
 class EtcdTuning(StrictModel):
-    """How every etcd member (main and events cluster) is tuned."""
+    """How the members of one etcd cluster are tuned (cluster.etcd; cluster.events_etcd follows it where it sets
+    nothing of its own)."""
 
     rtt_ms: int = Field(
         default=100,

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network
 from typing import Literal
 
+from modules.address_plan.addressing import IMDS
 from modules.bootstrap.alerting import UNCONFIGURED, Alerting
-from modules.netplan.addressing import IMDS
 
 EtcdRole = Literal["etcd", "events-etcd"]
 PoolRole = Literal["gpu-node", "system-node"]

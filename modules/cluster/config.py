@@ -50,8 +50,9 @@ class PreflightConfig(StrictModel):
     )
     stuck_alert_after: str = Field(
         default="1h",
-        description="A node still tainted for preflight after this raises NodeStuckInPreflight (a Prometheus "
-        "alert: docs/oncall.md).",
+        description="A node still tainted for preflight after this raises NodeStuckInPreflight: an alert rule on "
+        "the Prometheus hosts, so the cluster stack renders it (changing it rewrites those hosts' bundles, not the "
+        "add-ons; docs/oncall.md).",
     )
 
     @field_validator("stuck_alert_after")

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network
 from pathlib import Path
 
+from modules.address_plan.addressing import parse_cidr
+from modules.address_plan.findings import Finding
+from modules.address_plan.host_addresses import ClusterAddresses, host
+from modules.address_plan.limits import Limits
+from modules.address_plan.plan import NetworkPlan, SubnetRequest, VNetPlan, VNetSpec, plan_network
+from modules.address_plan.subnet_sizes import usable
 from modules.config_model import PROJECT
 from modules.errors import ConfigError
-from modules.netplan.addressing import parse_cidr
-from modules.netplan.findings import Finding
-from modules.netplan.host_addresses import ClusterAddresses, host
-from modules.netplan.limits import Limits
-from modules.netplan.plan import NetworkPlan, SubnetRequest, VNetPlan, VNetSpec, plan_network
-from modules.netplan.subnet_sizes import usable
 from modules.stackplan.config import (
     ClusterConfig,
     ClusterStack,

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from ipaddress import IPv4Address
 
+from modules.address_plan.host_addresses import ClusterAddresses
 from modules.bootstrap import alerting, versions
+from modules.bootstrap.config import EtcdTuning
 from modules.bootstrap.context import (
     BootstrapContext,
     ClusterImages,
@@ -25,7 +27,6 @@ from modules.config_model import PROJECT
 from modules.errors import ConfigError
 from modules.identity.plan import apiserver_identity
 from modules.images.recipe import recipe
-from modules.netplan.host_addresses import ClusterAddresses
 from modules.stackplan.config import BACKUP_CONTAINER, ApiServersConfig, ClusterStack, EtcdConfig, StackConfig
 from modules.stackplan.node_images import node_images
 from modules.stackplan.pools import ClusterPools, PoolPlan
@@ -55,6 +56,14 @@ def _etcd(role: EtcdRole, cluster: str, etcd: EtcdConfig, hosts: tuple[Host, ...
         backup=EtcdBackup(etcd.backup.every_minutes, BACKUP_CONTAINER)
         if role == "etcd" and etcd.backup.enabled
         else None,
+    )
+
+
+def _follows(events: EtcdConfig, main: EtcdConfig) -> EtcdConfig:
+    """The events etcd's section with the tuning it leaves unset taken from the main etcd's (one section tuned
+    both before each cluster had its own: settings moved from there keep holding for both)."""
+    return events.model_copy(
+        update={k: getattr(main, k) for k in EtcdTuning.model_fields if k not in events.model_fields_set}
     )
 
 
@@ -134,7 +143,9 @@ def bootstrap_context(
         )
     events = None
     if cluster.events_etcd is not None:
-        events = _etcd("events-etcd", cluster.name, cluster.events_etcd, _hosts(addresses.events_etcd))
+        events = _etcd(
+            "events-etcd", cluster.name, _follows(cluster.events_etcd, cluster.etcd), _hosts(addresses.events_etcd)
+        )
     tuning, nodes = cluster.prometheus, cluster.nodes
     release = versions.release(cluster.kubernetes_version)
     patch = cluster.kubernetes_patch

@@ -1,7 +1,7 @@
-"""The one typed model of a stack's configuration, validated before any resource exists.
+"""The typed model of a stack's configuration, one per kind of stack, validated before any resource exists.
 
 Stack files (``stacks/Pulumi.<stack>.yaml``) keep every key of this project under the
-``azure-gpu-k8s:`` namespace. Unknown keys are errors at every level: a typo must never silently
+``azure-gpu-k8s:`` namespace; ``kind`` picks the model. Unknown keys are errors at every level: a typo must never silently
 do nothing. ``python -m modules.stackplan.schema`` exports the JSON Schema that editors use to check stack
 files (``stacks/schema.json``).
 """
@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from modules.address_plan.limits import Limits
 from modules.bootstrap import versions
 from modules.bootstrap.alerting_config import AlertingConfig
 from modules.bootstrap.config import ControlPlaneTuning, EtcdTuning, NodeTuning, PrometheusTuning
@@ -35,7 +36,6 @@ from modules.errors import ConfigError
 from modules.identity.config import IdentityConfig
 from modules.images import ImageRole
 from modules.images.config import ImageBuildConfig, ImagesConfig
-from modules.netplan.limits import Limits
 from modules.regions import REGIONS, closest
 
 # Other namespaces a stack file may carry: provider settings Pulumi itself reads.
@@ -201,7 +201,7 @@ class EgressConfig(StrictModel):
 
 
 class NetworkConfig(StrictModel):
-    """The stack's VNet address space; subnets are laid out by the planner (modules.netplan)."""
+    """The stack's VNet address space; subnets are laid out by the planner (modules.address_plan)."""
 
     address_space: list[str] = Field(min_length=1, description="CIDR prefixes of the VNet.")
     allow_public_ranges: bool = Field(
@@ -565,7 +565,11 @@ class ClusterConfig(StrictModel):
     service_cidr: str = Field(description="Kubernetes service CIDR (must not overlap any VNet).")
     api_servers: ApiServersConfig = Field(default_factory=ApiServersConfig)
     etcd: EtcdConfig = Field(default_factory=EtcdConfig)
-    events_etcd: EtcdConfig | None = Field(default=None, description="Separate etcd for events.")
+    events_etcd: EtcdConfig | None = Field(
+        default=None,
+        description="Separate etcd for events. Tuning it leaves unset (rtt_ms, quota_backend_gib, snapshot_count, "
+        "compaction_retention) follows cluster.etcd.",
+    )
     prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
     nat: NatConfig = Field(default_factory=NatConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
@@ -741,11 +745,12 @@ _WHOSE = {
     "hub": "remove it or set kind: hub",
     "addons": "a cluster's add-ons are set in its cluster stack",
     "addons_stack": "remove it or set kind: addons",
+    "bootstrap": "how hosts boot is set in a cluster stack's component sections (cluster.etcd, cluster.api_servers, ...)",
 }
 # Every top-level section some kind has, in the order a stack file lists them (the first foreign one is named).
 _SECTIONS = (
     "location", "tags", "admin", "limits", "images", "network", "addons_stack", "image_build", "hub", "cluster",
-    "changes", "alerting", "addons",
+    "changes", "bootstrap", "alerting", "addons",
 )  # fmt: skip
 
 
@@ -762,7 +767,7 @@ class _Stack(StrictModel):
         if not isinstance(data, Mapping):
             return data
         kind = str(data.get("kind", ""))
-        if "bootstrap" in data:
+        if "bootstrap" in data and kind == "cluster":
             raise ValueError(_bootstrap_moved(data["bootstrap"]))
         for key in _SECTIONS:
             if key in data and key not in cls.model_fields:
@@ -773,15 +778,18 @@ class _Stack(StrictModel):
 
 
 # Where the settings of the former ``bootstrap`` section went: each component's section has its count, sizes
-# and tuning together.
-BOOTSTRAP_MOVED = {
-    "etcd": "cluster.etcd",
-    "control_plane": "cluster.api_servers",
-    "nodes": "cluster.nodes",
-    "prometheus": "cluster.prometheus",
+# and tuning together. Its sub-sections, by the tuning model whose keys moved; then its single keys.
+_MOVED_SECTIONS: dict[str, tuple[str, type[StrictModel]]] = {
+    "etcd": ("cluster.etcd", EtcdTuning),
+    "control_plane": ("cluster.api_servers", ControlPlaneTuning),
+    "nodes": ("cluster.nodes", NodeTuning),
+    "prometheus": ("cluster.prometheus", PrometheusTuning),
+}
+_MOVED_KEYS = {
     "kubernetes_patch": "cluster.kubernetes_patch",
     "preflight_timeout": "addons.preflight.stuck_alert_after",
 }
+BOOTSTRAP_MOVED = {**{k: new for k, (new, _) in _MOVED_SECTIONS.items()}, **_MOVED_KEYS}
 
 
 def _bootstrap_moved(raw: object) -> str:
@@ -793,16 +801,21 @@ def _bootstrap_moved(raw: object) -> str:
     if not isinstance(raw, Mapping) or not raw:
         return f"{where}: {why} ({', '.join(sorted(set(BOOTSTRAP_MOVED.values())))}): remove it"
     section, value = next(iter(raw.items()))
-    new = BOOTSTRAP_MOVED.get(str(section))
-    if new is None:
+    section = str(section)
+    if section in _MOVED_KEYS:
+        return f"{where}.{section}: moved to {PROJECT}:{_MOVED_KEYS[section]}: move it there ({why})"
+    if section not in _MOVED_SECTIONS:
         return f"{where}.{section}: unknown key ({why}): remove it or fix the spelling"
-    if isinstance(value, Mapping) and value and new.count(".") == 1:
-        key = str(next(iter(value)))
-        removed = RENAMED.get(f"{section}.{key}") or RENAMED.get(key)
-        if removed:
-            return f"{where}.{section}.{key}: {removed}"
-        return f"{where}.{section}.{key}: moved to {PROJECT}:{new}.{key}: move it there ({why})"
-    return f"{where}.{section}: moved to {PROJECT}:{new}: move it there ({why})"
+    new, model = _MOVED_SECTIONS[section]
+    if not isinstance(value, Mapping) or not value:
+        return f"{where}.{section}: moved to {PROJECT}:{new}: move its keys there ({why})"
+    key = str(next(iter(value)))
+    removed = RENAMED.get(f"{section}.{key}") or RENAMED.get(key)
+    if removed:
+        return f"{where}.{section}.{key}: {removed}"
+    if key not in model.model_fields:
+        return f"{where}.{section}.{key}: unknown key ({why}): remove it or fix the spelling (see stacks/schema.json)"
+    return f"{where}.{section}.{key}: moved to {PROJECT}:{new}.{key}: move it there ({why})"
 
 
 class _Located(_Stack):

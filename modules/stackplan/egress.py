@@ -13,10 +13,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from modules.address_plan.limits import Limits
+from modules.address_plan.subnet_sizes import block_prefix
 from modules.config_model import PROJECT
 from modules.errors import ConfigError
-from modules.netplan.limits import Limits
-from modules.netplan.subnet_sizes import block_prefix
 
 MIN_PUBLIC_IPS = 2
 """AKS at-scale guidance: at least 2 outbound IPs (aks/best-practices-performance-scale-large)."""

@@ -23,7 +23,7 @@ from modules.config_model import PROJECT
 from modules.errors import ConfigError
 from modules.images import ImageRole, gallery_name
 from modules.images.recipe import gallery_version, image_role, release_of
-from modules.stackplan.config import ClusterConfig, load_stack, resource_group_name, stack_file
+from modules.stackplan.config import ClusterConfig, ImagesStack, load_stack, resource_group_name, stack_file
 
 KEY = f"{PROJECT}:cluster.node_images"
 
@@ -83,7 +83,7 @@ def check_images_stack(stacks_dir: Path, cluster: ClusterConfig, release: str, i
             f"{KEY}.images_stack: cannot read images stack {name!r} ({err}): add its stack file "
             "(kind: images) or name the images stack this cluster boots from"
         ) from None
-    if other.kind != "images" or other.image_build is None:
+    if not isinstance(other, ImagesStack):
         raise ConfigError(f"{KEY}.images_stack: {name!r} is a {other.kind} stack: name the images stack (kind: images)")
     spec = other.image_build
     built = release_of(spec.kubernetes_version)

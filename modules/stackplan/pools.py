@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from modules import labels
+from modules.address_plan.limits import Limits
+from modules.address_plan.subnet_sizes import parse_surge
 from modules.bootstrap.context import PoolRole, Taint
 from modules.config_model import PROJECT
 from modules.errors import ConfigError
-from modules.netplan.limits import Limits
-from modules.netplan.subnet_sizes import parse_surge
 from modules.stackplan.config import ClusterConfig, GpuPoolConfig, PoolConfig
 from modules.vm_sizing.formulas import sizing_step
 from modules.vm_sizing.scale_sets import ScaleSetPlan, split_pool

@@ -13,6 +13,7 @@ from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
+from modules.address_plan.host_addresses import ClusterAddresses
 from modules.bootstrap import versions
 from modules.bootstrap.context import PORTS, BootstrapContext
 from modules.bootstrap.roles import ROLES, Role
@@ -22,7 +23,6 @@ from modules.cluster.placement import NodeTaint, daemonsets_on, released
 from modules.cluster.spec import AddonsSpec, CloudSpec, NetworkSpec, PoolFacts, addons_spec
 from modules.errors import AgkError
 from modules.identity.plan import access_spec
-from modules.netplan.host_addresses import ClusterAddresses
 from modules.stackplan.addresses import (
     StackAddresses,
     cluster_addresses,

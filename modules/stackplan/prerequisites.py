@@ -15,10 +15,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from modules.address_plan.limits import VCPU_QUOTA_PREFIX, Limits, quota_name
 from modules.bootstrap.roles import Role
 from modules.config_model import PROJECT
 from modules.errors import ConfigError
-from modules.netplan.limits import VCPU_QUOTA_PREFIX, Limits, quota_name
 from modules.stackplan.addresses import limits_for
 from modules.stackplan.config import ClusterStack, HubStack, resource_group_name
 from modules.stackplan.node_images import NodeImage

@@ -1,4 +1,4 @@
-"""The limits a deployment runs under, from the project's one limits table (modules/netplan/limits.py).
+"""The limits a deployment runs under, from the project's one limits table (modules/address_plan/limits.py).
 
 Hard Azure limits are the table's values whatever a deployment declares; only adjustable quotas come
 from the ``agk-limits`` tag a stack's VNet carries. The planner reads the same table the same way
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from modules.netplan.limits import Limits
+from modules.address_plan.limits import Limits
 
 AZURE = Limits.default()
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
+from modules.address_plan.addressing import NSG_EXEMPT_SUBNETS
+from modules.address_plan.subnet_sizes import AZURE_RESERVED_PER_SUBNET as RESERVED_PER_SUBNET
+from modules.address_plan.subnet_sizes import prefix_for
 from modules.bootstrap.context import APISERVER_PORT, ETCD_CLIENT_PORT, ETCD_PEER_PORT, KUBELET_PORT
-from modules.netplan.addressing import NSG_EXEMPT_SUBNETS
-from modules.netplan.subnet_sizes import AZURE_RESERVED_PER_SUBNET as RESERVED_PER_SUBNET
-from modules.netplan.subnet_sizes import prefix_for
 from policies.rules import fields, limits
 from policies.rules.graph import Graph, Vnet
 

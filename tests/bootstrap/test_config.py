@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from modules.errors import ConfigError
-from modules.stackplan.config import ClusterStack, parse_config
+from modules.stackplan.config import ClusterStack, load_stack, parse_config
+from modules.stackplan.prepare import prepare_cluster
+from tests.plan.changed_stacks import stack_folder
 
 from .conftest import STACKS
 
@@ -169,6 +172,16 @@ OLD_KEYS = [
         {"bootstrap.preflight_timeout": "2h"},
         f"{P}:bootstrap.preflight_timeout: moved to {P}:addons.preflight.stuck_alert_after: {MOVED}",
     ),
+    (
+        # A key the section never had is not sent somewhere it would fail again.
+        {"bootstrap.etcd.rtt": 5},
+        f"{P}:bootstrap.etcd.rtt: unknown key (the bootstrap section is gone: each component's settings are in its "
+        "own section): remove it or fix the spelling (see stacks/schema.json)",
+    ),
+    (
+        {"bootstrap.kubernetes_patch": {"a": 1}},
+        f"{P}:bootstrap.kubernetes_patch: moved to {P}:cluster.kubernetes_patch: {MOVED}",
+    ),
 ]
 
 
@@ -221,3 +234,21 @@ def test_empty_fatal_xid_list_is_refused() -> None:
     assert str(err.value) == (
         f"dev: {P}:addons.health.fatal_xids: empty: list the XIDs that fail a node (Azure's list: github.com/Azure/azurehpc-health-checks)"
     )
+
+
+def test_the_events_etcd_follows_the_main_etcds_tuning_unless_it_sets_its_own(tmp_path: Path) -> None:
+    # One bootstrap.etcd section tuned both clusters; moved to cluster.etcd it still does, so following the
+    # "moved to" line changes no events etcd member.
+    def tuned(**events: Any) -> tuple[int, int, int]:
+        def edit(config: dict[str, Any]) -> None:
+            cluster = config[f"{P}:cluster"]
+            cluster["etcd"] = {**cluster.get("etcd", {}), "rtt_ms": 200, "quota_backend_gib": 4}
+            cluster["events_etcd"] = {**cluster["events_etcd"], **events}
+
+        folder = stack_folder(tmp_path / str(len(events)), "prod-7500", edit)
+        ctx = prepare_cluster("prod-7500", load_stack(folder, "prod-7500"), folder).bootstrap
+        assert ctx.events_etcd is not None
+        return ctx.etcd.heartbeat_ms, ctx.events_etcd.heartbeat_ms, ctx.events_etcd.quota_bytes // 2**30
+
+    assert tuned() == (200, 200, 4)
+    assert tuned(rtt_ms=150) == (200, 150, 4)

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from agk.subnet_calc import plan_json
-from modules.netplan.limits import DEFAULTS
-from modules.netplan.subnet_sizes import size
+from modules.address_plan.limits import DEFAULTS
+from modules.address_plan.subnet_sizes import size
 
 # ---- small stack files for `plan`: a hub and one cluster spoke, edited per case ----
 

@@ -358,7 +358,7 @@ def test_agk_plan_refuses_before_any_resource(tmp_path: Path, case: str) -> None
 
 
 def test_etcd_disk_too_small_for_the_guides_iops() -> None:
-    from modules.netplan.limits import Limits
+    from modules.address_plan.limits import Limits
     from modules.stackplan.pools import plan_pools
     from modules.stackplan.vm_choice import size_cluster
 

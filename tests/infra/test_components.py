@@ -9,6 +9,8 @@ from typing import Any
 import pulumi
 import pytest
 
+from modules.address_plan.limits import Limits
+from modules.address_plan.plan import SubnetRequest, VNetSpec, plan_vnet
 from modules.azure.context import DeployContext
 from modules.azure.control_plane import ControlPlane, ControlPlaneArgs, EtcdGroup
 from modules.azure.hosts import NatHost, NatHostArgs, PrometheusHosts, PrometheusHostsArgs
@@ -16,8 +18,6 @@ from modules.azure.hub import HubNetwork, HubNetworkArgs
 from modules.azure.node_pool import NodePool, NodePoolArgs
 from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import BLOB_ROLES, ClusterStorage, ClusterStorageArgs, Grant, account_name
-from modules.netplan.limits import Limits
-from modules.netplan.plan import SubnetRequest, VNetSpec, plan_vnet
 from modules.stackplan.config import RepairsConfig
 from modules.vm_sizing.scale_sets import split_pool
 from tests.mock_runtime import settled

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from modules.address_plan.limits import Limits
 from modules.cluster.manifests import render_manifests
 from modules.cluster.placement import NodeTaint, daemonsets_on, lands_on, released
 from modules.errors import ConfigError
-from modules.netplan.limits import Limits
 from modules.stackplan.config import load_stack
 from modules.stackplan.pools import ClusterPools, plan_pools
 from modules.stackplan.prepare import agents_on, prepare_cluster

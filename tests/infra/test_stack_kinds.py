@@ -61,6 +61,8 @@ CASES = [
     ("images", {"network": {}}, "an images stack has no 'network' section: it builds node images only"),
     ("images", {"limits": {}}, "an images stack has no 'limits' section: it builds node images only"),
     ("images", {"cluster": {}}, "an images stack has no 'cluster' section: it builds node images only"),
+    ("hub", {"bootstrap": {"etcd": {"rtt_ms": 50}}}, "a hub stack has no 'bootstrap' section: how hosts boot is set in "
+     "a cluster stack's component sections (cluster.etcd, cluster.api_servers, ...)"),
     ("dev", {"kind": "spoke"}, f"{P}:kind: 'spoke' is not allowed: use 'hub', 'cluster', 'addons' or 'images'"),
 ]  # fmt: skip
 
@@ -100,6 +102,14 @@ def test_a_bool_for_a_number_is_refused_in_every_section() -> None:
     with pytest.raises(ConfigError) as err:
         parse_config(_raw("dev", addons={"gang": {"replicas": True}}))
     assert str(err.value) == f"{P}:addons.gang.replicas: true is not a number: write a whole number"
+    # In a list or a mapping of numbers too: an XID list [true, 48] would watch XID 1.
+    with pytest.raises(ConfigError) as err:
+        parse_config(_raw("dev", addons={"health": {"fatal_xids": [48, True]}}))
+    assert str(err.value) == f"{P}:addons.health.fatal_xids: true is not a number: write a whole number"
+    node_images = {**_raw("dev")[f"{P}:cluster"].get("node_images", {}), "roles": {"gpu-node": True}}
+    with pytest.raises(ConfigError) as err:
+        parse_config(_raw("dev", cluster={**_raw("dev")[f"{P}:cluster"], "node_images": node_images}))
+    assert str(err.value) == f"{P}:cluster.node_images.roles: true is not a number: write a whole number"
 
 
 def _stack_file_schema() -> dict[str, Any]:

@@ -30,13 +30,13 @@ ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
 # (file, function) -> why its node-count arithmetic is not a component's size.
 ALLOWED = {
-    ("modules/netplan/fit.py", "most_pod_ips"): "address plan: addresses a node count takes",
-    ("modules/netplan/fit.py", "most_nodes"): "address plan: nodes that fit a VNet",
-    ("modules/netplan/subnet_sizes.py", "parse_surge"): "address plan: surge nodes from a percentage",
-    ("modules/netplan/subnet_sizes.py", "_azure_cni"): "address plan: IPs per node",
-    ("modules/netplan/subnet_sizes.py", "_overlay"): "address plan: the CNI's maxPods range",
-    ("modules/netplan/subnet_sizes.py", "_pod_subnet"): "address plan: pod subnet blocks",
-    ("modules/netplan/subnet_sizes.py", "size"): "address plan: input checks and nodes + surge",
+    ("modules/address_plan/fit.py", "most_pod_ips"): "address plan: addresses a node count takes",
+    ("modules/address_plan/fit.py", "most_nodes"): "address plan: nodes that fit a VNet",
+    ("modules/address_plan/subnet_sizes.py", "parse_surge"): "address plan: surge nodes from a percentage",
+    ("modules/address_plan/subnet_sizes.py", "_azure_cni"): "address plan: IPs per node",
+    ("modules/address_plan/subnet_sizes.py", "_overlay"): "address plan: the CNI's maxPods range",
+    ("modules/address_plan/subnet_sizes.py", "_pod_subnet"): "address plan: pod subnet blocks",
+    ("modules/address_plan/subnet_sizes.py", "size"): "address plan: input checks and nodes + surge",
     ("modules/stackplan/pools.py", "peak_nodes"): "the count itself: maximum + surge",
     ("modules/stackplan/pools.py", "subnet_ips"): "address plan: IP configurations a pool takes",
     ("modules/stackplan/pools.py", "gpus"): "counting GPUs, not sizing",

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from modules import labels
+from modules.address_plan import addressing
 from modules.bootstrap import pki
 from modules.bootstrap.context import (
     IMDS_API_VERSION,
@@ -21,7 +22,6 @@ from modules.bootstrap.node_files import NodeFile, SecretFile
 from modules.bootstrap.roles.bundle import POOL_ROLES, Role
 from modules.bootstrap.steps import STEP_SCRIPT, Step, start
 from modules.bootstrap.templating import render
-from modules.netplan import addressing
 
 # Azure CNI (transparent mode) names every pod's host-side veth azv<hash>: kube-proxy tells pod
 # traffic apart by it (see kube-proxy-config.yaml.j2) and the host forwards it (forward-pod-traffic).

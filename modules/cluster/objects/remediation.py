@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from modules.address_plan.addressing import IMDS
 from modules.cluster import images
 from modules.cluster.objects.common import (
     HEALTH_NS,
@@ -37,7 +38,6 @@ from modules.cluster.objects.common import (
 )
 from modules.cluster.objects.health import IMDS_WHY, XID_CONDITION, host_network
 from modules.cluster.spec import AddonsSpec
-from modules.netplan.addressing import IMDS
 from modules.vm_sizing.formulas import PAGED_CONTROLLER
 
 APP = "gpu-remediation"

@@ -60,9 +60,9 @@ def test_standalone_programs_name_the_imds_address_the_plan_does() -> None:
     # Host programs and in-cluster scripts run without this package, so they keep their own constant.
     import inspect
 
+    from modules.address_plan.addressing import IMDS
     from modules.bootstrap.host import imds
     from modules.cluster.scripts import azure
-    from modules.netplan.addressing import IMDS
 
     assert f"http://{IMDS}" == imds.ENDPOINT
     default = inspect.signature(azure.Arm.__init__).parameters["imds_endpoint"].default

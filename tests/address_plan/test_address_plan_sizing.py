@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from modules.netplan.limits import Limits
-from modules.netplan.subnet_sizes import SizingError, parse_surge, prefix_for, size, usable
+from modules.address_plan.limits import Limits
+from modules.address_plan.subnet_sizes import SizingError, parse_surge, prefix_for, size, usable
 
 # The reference table: (plugin, nodes, max pods) -> needed, prefix, usable, warning codes.
 REFERENCE = [

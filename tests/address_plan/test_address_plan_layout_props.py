@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from modules.netplan.addressing import AddressError
-from modules.netplan.layout import Block, allocate, naive_in_order
-from modules.netplan.limits import Limits
-from modules.netplan.plan import SubnetRequest, VNetSpec, plan_network, plan_vnet
-from modules.netplan.subnet_sizes import usable
+from modules.address_plan.addressing import AddressError
+from modules.address_plan.layout import Block, allocate, naive_in_order
+from modules.address_plan.limits import Limits
+from modules.address_plan.plan import SubnetRequest, VNetSpec, plan_network, plan_vnet
+from modules.address_plan.subnet_sizes import usable
 
 PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 
-from modules.netplan.addressing import AddressError
+from modules.address_plan.addressing import AddressError
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 from typing import Any
 
-from modules.netplan.addressing import AKS_REFUSED, AddressError, check_usable, first_overlap, inside, parse_cidr
-from modules.netplan.findings import Finding
-from modules.netplan.layout import Block, allocate
-from modules.netplan.limits import Limits
-from modules.netplan.subnet_sizes import AZURE_RESERVED_PER_SUBNET, usable
+from modules.address_plan.addressing import AKS_REFUSED, AddressError, check_usable, first_overlap, inside, parse_cidr
+from modules.address_plan.findings import Finding
+from modules.address_plan.layout import Block, allocate
+from modules.address_plan.limits import Limits
+from modules.address_plan.subnet_sizes import AZURE_RESERVED_PER_SUBNET, usable
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from modules.address_plan.host_addresses import host
+from modules.address_plan.layout import Block, allocate, naive_in_order
+from modules.address_plan.limits import DEFAULTS, Limits
+from modules.address_plan.plan import SubnetRequest, VNetSpec, plan_network, plan_vnet
 from modules.errors import ConfigError
-from modules.netplan.host_addresses import host
-from modules.netplan.layout import Block, allocate, naive_in_order
-from modules.netplan.limits import DEFAULTS, Limits
-from modules.netplan.plan import SubnetRequest, VNetSpec, plan_network, plan_vnet
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -238,7 +238,7 @@ def test_host_addresses_skip_azure_reserved() -> None:
 
 def test_bench_planning_input_plans(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT))
-    from bench.netplan import hub_and_spokes
+    from bench.address_plan import hub_and_spokes
 
     network = plan_network(hub_and_spokes(50, 10))
     assert len(network.vnets) == 51

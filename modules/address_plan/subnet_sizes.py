@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, NamedTuple, get_args
 
+from modules.address_plan.findings import Finding
+from modules.address_plan.limits import Limits
 from modules.errors import AgkError
-from modules.netplan.findings import Finding
-from modules.netplan.limits import Limits
 
 Plugin = Literal["kubenet", "azure-cni", "azure-cni-pod-subnet", "azure-cni-overlay"]
 PLUGINS: tuple[str, ...] = get_args(Plugin)

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from ipaddress import IPv4Network
 from pathlib import Path
 
-from modules.netplan.layout import naive_in_order
-from modules.netplan.limits import Limits
-from modules.netplan.plan import SubnetRequest, VNetSpec, plan_network
+from modules.address_plan.layout import naive_in_order
+from modules.address_plan.limits import Limits
+from modules.address_plan.plan import SubnetRequest, VNetSpec, plan_network
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = 20
@@ -42,7 +42,7 @@ def startup_ratio() -> tuple[float, float, float]:
 
     for path in ("agk/__init__.py", "agk/subnet_calc.py", "modules/__init__.py", "modules/errors.py"):
         compileall.compile_file(str(ROOT / path), quiet=2)
-    compileall.compile_dir(str(ROOT / "modules" / "netplan"), quiet=2)
+    compileall.compile_dir(str(ROOT / "modules" / "address_plan"), quiet=2)
     exe = Path(sys.executable)
     calc = exe.parent / "subnet-calc"
     base = _process_s([str(exe), "-c", "import ipaddress"])

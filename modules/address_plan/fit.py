@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from modules.address_plan.limits import Limits
+from modules.address_plan.subnet_sizes import POD_BATCH, parse_surge
 from modules.errors import AgkError
-from modules.netplan.limits import Limits
-from modules.netplan.subnet_sizes import POD_BATCH, parse_surge
 
 FIT_PLUGINS = ("azure-cni", "azure-cni-pod-subnet")
 
