@@ -21,7 +21,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from modules.cluster.component import ClusterAddons, ClusterAddonsArgs
+from modules.azure.cluster_addons import ClusterAddons, ClusterAddonsArgs
 from modules.cluster.spec import AddonsSpec
 from modules.errors import ConfigError
 from modules.stackplan.config import AddonsStack, load_stack

@@ -20,6 +20,7 @@ from modules.azure.hosts import NatHost, NatHostArgs, PrometheusHosts, Prometheu
 from modules.azure.identities import ClusterIdentities, ClusterIdentitiesArgs
 from modules.azure.keyvault import ClusterVault, ClusterVaultArgs, vault_name
 from modules.azure.node_pool import NodePool, NodePoolArgs
+from modules.azure.pki import ClusterPki, ClusterPkiArgs
 from modules.azure.spoke import Egress, HubRef, SpokeNetwork, SpokeNetworkArgs
 from modules.azure.storage import ClusterStorage, ClusterStorageArgs, Grant, account_name, blob_url
 from modules.azure.workload_identity import WorkloadIdentity, WorkloadIdentityArgs
@@ -28,7 +29,6 @@ from modules.bootstrap.delivery import check_sizes
 from modules.bootstrap.etcd_backup import ACCOUNT_URL_FACT
 from modules.bootstrap.kubeconfig import admin_kubeconfig
 from modules.bootstrap.pki import ADMIN, KUBERNETES_CA, SERVICE_ACCOUNT_RSA, pki_spec
-from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
 from modules.bootstrap.roles import Role
 from modules.config_model import PROJECT
 from modules.identity import oidc

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import managedidentity
 
+from modules.azure.customdata import bundle_parts, custom_data
 from modules.azure.keyvault import ClusterVault
+from modules.azure.pki import ClusterPki
 from modules.azure.vm import IdentityBound
 from modules.bootstrap import alerting, node_tokens
 from modules.bootstrap.context import BootstrapContext
-from modules.bootstrap.customdata import bundle_parts, custom_data
 from modules.bootstrap.host import alert_secrets
 from modules.bootstrap.host.node_token import PLACEHOLDER
-from modules.bootstrap.pki_component import ClusterPki
 from modules.bootstrap.roles import POOL_ROLES, Role
 from modules.bootstrap.roles.prometheus import prometheus_secrets
 

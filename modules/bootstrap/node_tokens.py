@@ -4,7 +4,7 @@ pool's bootstrap kubeconfig, token settings and the boot step that waits for the
 
 Two files hold deploy-time facts, the names of the pools' token secrets in the cluster's vault (a
 digest of the pool identity's principal id: modules/azure/keyvault.py ``secret_name``): they are
-``FactFile`` s (``FACTS``) that the cluster stack fills in (customdata.bundle_parts ``facts``);
+``FactFile`` s (``FACTS``) that the cluster stack fills in (modules/azure/customdata.py bundle_parts ``facts``);
 offline (``agk render``, the size check) a stand-in name of the same length stands in.
 The vault's URI and the host's identity are in /etc/agk/host.json already and are read from there.
 Design and residual risk: docs/bootstrap-tokens.md.

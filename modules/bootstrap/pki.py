@@ -1,6 +1,6 @@
 """The cluster's PKI as data: which CAs and certificates exist, their subjects, SANs, usages, lifetimes.
 
-One spec drives both the Pulumi component (``modules.bootstrap.pki_component.ClusterPki``,
+One spec drives both the Pulumi component (``modules.azure.pki.ClusterPki``,
 pulumi-tls) and the tests' issuer (``cryptography``), so the tests prove the deployed PKI.
 Keys are ECDSA P-256: small PEMs keep every user-data far under Azure's customData limit.
 

@@ -77,11 +77,11 @@ class Capture(pulumi.runtime.Mocks):
 
 
 def test_cluster_pki_resources_and_the_bundle(dev: BootstrapContext) -> None:
-    from modules.bootstrap.customdata import bundle_parts
+    from modules.azure.customdata import bundle_parts
+    from modules.azure.pki import ClusterPki, ClusterPkiArgs
     from modules.bootstrap.etcd_backup import ACCOUNT_URL_FACT
     from modules.bootstrap.host import bundle as host_bundle
     from modules.bootstrap.host.etcd_snapshot import ACCOUNT_URL_FILE
-    from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
 
     mocks = Capture()
     pulumi.runtime.set_mocks(mocks, preview=False)
@@ -139,10 +139,10 @@ def test_cluster_pki_resources_and_the_bundle(dev: BootstrapContext) -> None:
 def test_cluster_pki_renders_the_encryption_config_into_the_api_servers_bundle(dev: BootstrapContext) -> None:
     """ClusterPki derives each Secret encryption key from its Ed25519 seed and renders the configuration; an API
     server's bundle (what its Key Vault secrets hold) carries it at the flag's path, 0600, and a Pulumi secret."""
+    from modules.azure.customdata import bundle_parts
+    from modules.azure.pki import ClusterPki, ClusterPkiArgs
     from modules.bootstrap import node_tokens
-    from modules.bootstrap.customdata import bundle_parts
     from modules.bootstrap.host import bundle as host_bundle
-    from modules.bootstrap.pki_component import ClusterPki, ClusterPkiArgs
 
     pulumi.runtime.set_mocks(Capture(), preview=False)
     component = ClusterPki("dev-pki", ClusterPkiArgs(spec=pki.pki_spec(dev)))

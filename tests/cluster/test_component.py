@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from agk.plan.engine import export_state
-from modules.cluster.component import KUEUE_GROUP, ClusterAddons, ClusterAddonsArgs, object_key, placeholder_warning
+from modules.azure.cluster_addons import KUEUE_GROUP, ClusterAddons, ClusterAddonsArgs, object_key, placeholder_warning
 from modules.cluster.manifests import render_manifests
 from modules.cluster.spec import AddonsSpec
 from modules.errors import ConfigError

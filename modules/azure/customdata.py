@@ -8,11 +8,11 @@ from typing import Any
 
 import pulumi
 
+from modules.azure.pki import ClusterPki
 from modules.bootstrap import delivery
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.delivery import document, encode
 from modules.bootstrap.host.boot import HostConfig
-from modules.bootstrap.pki_component import ClusterPki
 from modules.bootstrap.roles import Role, bundle
 from modules.bootstrap.userdata import encode_custom_data, render_user_data
 

@@ -39,6 +39,8 @@ class ClusterPki(pulumi.ComponentResource):
     ca_certs: pulumi.Output[dict[str, str]]
 
     def __init__(self, name: str, args: ClusterPkiArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        # The token keeps the area the component was first deployed from: a new token is a new URN for it and
+        # every child, which Pulumi would replace.
         super().__init__("agk:bootstrap:ClusterPki", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.secrets = {}

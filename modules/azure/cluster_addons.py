@@ -115,7 +115,7 @@ def create_object(name: str, obj: Obj, opts: pulumi.ResourceOptions) -> pulumi.C
         return k8s.apiextensions.CustomResource(
             name, api_version=kind[0], kind=kind[1], metadata=m, spec=obj["spec"], opts=opts
         )
-    raise ValueError(f"no Pulumi resource for {kind[0]} {kind[1]}: add it to modules/cluster/component.py")
+    raise ValueError(f"no Pulumi resource for {kind[0]} {kind[1]}: add it to modules/azure/cluster_addons.py")
 
 
 def placeholder_warning(name: str, spec: AddonsSpec) -> str:
@@ -142,6 +142,8 @@ class ClusterAddons(pulumi.ComponentResource):
     """Namespaces research teams run in."""
 
     def __init__(self, name: str, args: ClusterAddonsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        # The token keeps the area the component was first deployed from: a new token is a new URN for it and
+        # every child, which Pulumi would replace.
         super().__init__("agk:cluster:ClusterAddons", name, None, opts)
         self._name, self._provider = name, args.provider
         if args.spec.placeholders:
