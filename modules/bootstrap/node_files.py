@@ -38,7 +38,8 @@ class SecretFile:
 @dataclass(frozen=True)
 class FactFile:
     """A file holding a value only a deploy knows (not secret: e.g. the storage account's URL, whose name
-    comes from the subscription), filled in by the cluster stack (modules/azure/customdata.py bundle_parts ``facts``)."""
+    comes from the subscription), filled in by the cluster stack (modules/azure/customdata.py bundle_parts
+    ``facts``)."""
 
     path: str
     fact: str
