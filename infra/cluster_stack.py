@@ -86,8 +86,7 @@ def _hub_ref(cluster: ClusterConfig, hub_space: Sequence[str] = ()) -> HubRef:
 def _spoke(prep: ClusterPrep, ctx: DeployContext, client: Any) -> _Spoke:
     """The network, the PKI and the vault: what the machines need before they exist."""
     cluster, config, stack = prep.config.cluster, prep.config, prep.stack
-    peers = prep.plan.vnet.peers
-    hub = _hub_ref(cluster, [str(p) for p in prep.plan.network.vnets[peers[0]].address_space] if peers else ())
+    hub = _hub_ref(cluster, [str(p) for p in prep.plan.hub_space])
     network = SpokeNetwork(
         cluster.name,
         SpokeNetworkArgs(

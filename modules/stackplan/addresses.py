@@ -192,6 +192,11 @@ class StackAddresses:
     def limits(self) -> Limits:
         return self.vnet.limits
 
+    @property
+    def hub_space(self) -> tuple[IPv4Network, ...]:
+        """The address space of the hub this spoke peers with (none for the hub itself)."""
+        return self.network.vnets[self.vnet.peers[0]].address_space if self.vnet.peers else ()
+
 
 def network_of(
     stacks_dir: Path, stack: str, config: StackConfig | None = None
@@ -342,8 +347,7 @@ def cluster_addresses(plan: StackAddresses) -> ClusterAddresses:
     check_service_range(service)
     cp, mon = subnets["control-plane"], subnets["monitoring"]
     name = cluster.name
-    hub = plan.network.vnets[plan.vnet.peers[0]] if plan.vnet.peers else None
-    internal: list[IPv4Network] = [*plan.vnet.address_space, *(hub.address_space if hub else ()), service]
+    internal: list[IPv4Network] = [*plan.vnet.address_space, *plan.hub_space, service]
     return ClusterAddresses(
         cluster=name,
         vnet_cidrs=plan.vnet.address_space,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
@@ -269,7 +268,7 @@ def prepare_cluster(
         bootstrap=boot,
         addons=addons,
         node_images=images,
-        subnet_rules=subnet_rules(dict(addresses.subnets), addresses.service_cidr, _hub_space(plan)),
+        subnet_rules=subnet_rules(dict(addresses.subnets), addresses.service_cidr, plan.hub_space),
         storage=storage_access(
             cluster,
             [p.name for p in pools.gpu],
@@ -277,8 +276,3 @@ def prepare_cluster(
             list(addresses.etcd),
         ),
     )
-
-
-def _hub_space(plan: StackAddresses) -> tuple[IPv4Network, ...]:
-    """The address space of the hub the spoke peers with (none for a hub)."""
-    return plan.network.vnets[plan.vnet.peers[0]].address_space if plan.vnet.peers else ()

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from modules.bootstrap import pki
 from modules.bootstrap.context import (
     BootstrapContext,
 )
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.node_files import NodeFile, SecretFile
+from modules.bootstrap.node_files import NodeFile
 from modules.bootstrap.roles.bundle import NodeBundle
 from modules.bootstrap.roles.parts import (
-    KUBE_PROXY_SECRETS,
     NODE_EXPORTER_STEP,
     NODE_NETWORK_UNIT,
+    NODE_SECRETS,
     RELOAD_STEP,
     SERVICE_NAT_JUMPS,
     UNBLOCK_STEP,
@@ -54,10 +53,7 @@ def nat_bundle(ctx: BootstrapContext) -> NodeBundle:
         hostname=name,
         packages=packages,
         files=files,
-        secrets=(
-            SecretFile(f"{PATHS.pki}/ca.crt", f"cert:{pki.KUBERNETES_CA}"),
-            *KUBE_PROXY_SECRETS,
-        ),
+        secrets=NODE_SECRETS,
         disk=None,
         steps=(
             UNBLOCK_STEP,

@@ -168,6 +168,8 @@ KUBE_PROXY_SECRETS = (
     SecretFile(f"{PATHS.pki}/{pki.KUBE_PROXY}.crt", f"cert:{pki.KUBE_PROXY}"),
     SecretFile(f"{PATHS.pki}/{pki.KUBE_PROXY}.key", f"key:{pki.KUBE_PROXY}"),
 )
+NODE_SECRETS = (SecretFile(f"{PATHS.pki}/ca.crt", f"cert:{pki.KUBERNETES_CA}"), *KUBE_PROXY_SECRETS)
+"""What a host with a kubelet and kube-proxy (the pools' nodes, the NAT host) gets from the PKI."""
 
 
 # Jumps from the built-in chains into ours, per rules file. The files hold only our own chains

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from modules import labels
-from modules.bootstrap import node_tokens, pki
+from modules.bootstrap import node_tokens
 from modules.bootstrap.context import (
     BOOT_HEALTH_PATH,
     IMDS_API_VERSION,
@@ -18,16 +18,16 @@ from modules.bootstrap.context import (
 )
 from modules.bootstrap.host import boot as host_boot
 from modules.bootstrap.layout import PATHS
-from modules.bootstrap.node_files import NodeFile, SecretFile, host_program
+from modules.bootstrap.node_files import NodeFile, host_program
 from modules.bootstrap.roles.bundle import NodeBundle, Role
 from modules.bootstrap.roles.parts import (
     IMDS_RETRY_DELAY_S,
     IMDS_TRIES,
-    KUBE_PROXY_SECRETS,
     KUBELET_ENV_VAR,
     MANGLE_JUMPS,
     NODE_IDENTITY_UNIT,
     NODE_NETWORK_UNIT,
+    NODE_SECRETS,
     PLATFORM_CIDRS,
     POOL_STATIC_PODS,
     RELOAD_STEP,
@@ -196,10 +196,7 @@ def pool_bundle(ctx: BootstrapContext, pool: PoolBoot) -> NodeBundle:
         hostname=None,
         packages=packages,
         files=files,
-        secrets=(
-            SecretFile(f"{PATHS.pki}/ca.crt", f"cert:{pki.KUBERNETES_CA}"),
-            *KUBE_PROXY_SECRETS,
-        ),
+        secrets=NODE_SECRETS,
         facts=token_facts,
         disk=None,
         steps=steps,
