@@ -124,6 +124,44 @@ class HealthConfig(StrictModel):
     replace_after_minutes: int = Field(default=30, ge=0, description="Grace period between cordon and VM replacement.")
 
 
+class RollConfig(StrictModel):
+    """The pool roll: GPU nodes brought to their scale set's latest model (a new image, a Kubernetes patch) by
+    a CronJob that drains each first (modules/cluster/scripts/roll_pool.py; docs/day2.md)."""
+
+    enabled: bool = Field(default=True, description="Run the roll CronJob (no roll: update instances by hand).")
+    every_minutes: int = Field(
+        default=5, ge=1, le=60, description="How often a run moves the roll on (each run is short; state is kept)."
+    )
+    max_unavailable_percent: int = Field(
+        default=5,
+        ge=1,
+        le=100,
+        description="Most of a pool's nodes out of service at once (in the roll, cordoned, in preflight, fenced); "
+        "at least one.",
+    )
+    island_max_unavailable_percent: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        description="Most of an InfiniBand island's nodes out at once while training work runs on it; at least one.",
+    )
+    pause_after_failed: int = Field(
+        default=3,
+        ge=1,
+        description="Nodes that fail the roll (failed preflight, a drain or a return that timed out) before it "
+        "suspends itself for a person.",
+    )
+    drain_timeout_minutes: int = Field(
+        default=60, ge=1, description="A node whose pods are not all evicted by then fails the roll."
+    )
+    node_timeout_minutes: int = Field(
+        default=120,
+        ge=10,
+        description="From Update Instances to the node released by preflight (reimage, boot, diagnostics); past it "
+        "the node fails the roll. Must exceed preflight.timeout_minutes.",
+    )
+
+
 class AddonsConfig(StrictModel):
     """Settings for the Kubernetes objects the cluster gets (teams, balloons, preflight, ...)."""
 
@@ -142,3 +180,4 @@ class AddonsConfig(StrictModel):
     gang: GangConfig = Field(default_factory=GangConfig, description="Gang scheduling.")
     health: HealthConfig = Field(default_factory=HealthConfig, description="Passive health checks.")
     queues: QueuesConfig = Field(default_factory=QueuesConfig, description="Job queues (Kueue).")
+    roll: RollConfig = Field(default_factory=RollConfig, description="Rolling GPU pools onto a new model.")

@@ -17,6 +17,7 @@ from modules.cluster.objects import (
     rdma,
     remediation,
     researchers,
+    roll,
     service_exposure,
     serving_certs,
     state_metrics,
@@ -56,6 +57,7 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         + admission.pod_security()
         + tenancy.tenancy(spec)
         + service_exposure.service_exposure()
+        + roll.roll(spec)
     )
     rank = {kind: i for i, kind in enumerate(_FIRST)}
     return annotate(sorted(objs, key=lambda o: rank.get(o["kind"], len(_FIRST))))

@@ -137,6 +137,19 @@ class HealthSpec:
 
 
 @dataclass(frozen=True)
+class RollSpec:
+    """The pool roll (modules/cluster/objects/roll.py); the fields are ``addons.roll``'s."""
+
+    enabled: bool = False
+    every_minutes: int = 5
+    max_unavailable_percent: int = 5
+    island_max_unavailable_percent: int = 10
+    pause_after_failed: int = 3
+    drain_timeout_minutes: int = 60
+    node_timeout_minutes: int = 120
+
+
+@dataclass(frozen=True)
 class DnsSpec:
     """CoreDNS behind ``kube-system/kube-dns``: the address every kubelet hands pods as nameserver."""
 
@@ -250,6 +263,8 @@ class AddonsSpec:
     """Researchers' groups and the teams' workload identities (``cluster.identity``); None: none."""
     # Default for an add-ons spec a cluster stack exported before queues existed: no Kueue.
     queues: QueuesSpec = QueuesSpec(False, "gpus", versions.KUEUE.ref)
+    # Default for an add-ons spec exported before the roll existed: no roll job.
+    roll: RollSpec = RollSpec()
 
     # Node label and taint keys shared with the node bootstrap (modules.labels).
     @property
@@ -326,13 +341,23 @@ class AddonsSpec:
                     }
                 ),
                 access=AccessSpec.from_json(raw["access"]) if raw.get("access") else None,
-                **({"queues": QueuesSpec(**raw["queues"])} if "queues" in raw else {}),
+                **_optional(raw),
             )
         except (KeyError, TypeError) as err:
             raise ConfigError(
                 f"addons_spec output is not an add-ons spec ({err}): run `pulumi up` on the cluster stack "
                 "with this version of the toolkit first"
             ) from None
+
+
+def _optional(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The sections an older exported spec lacks (their defaults switch the add-on off)."""
+    out: dict[str, Any] = {}
+    if "queues" in raw:
+        out["queues"] = QueuesSpec(**raw["queues"])
+    if "roll" in raw:
+        out["roll"] = RollSpec(**raw["roll"])
+    return out
 
 
 def _ints(value: Any) -> Any:
@@ -488,6 +513,31 @@ def _queues(addons: AddonsConfig) -> QueuesSpec:
     )
 
 
+def _roll(addons: AddonsConfig) -> RollSpec:
+    cfg = addons.roll
+    if 60 % cfg.every_minutes:
+        raise _fail(
+            "addons.roll.every_minutes",
+            f"{cfg.every_minutes} does not divide the hour: use 1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60",
+        )
+    if cfg.enabled and cfg.node_timeout_minutes <= addons.preflight.timeout_minutes:
+        raise _fail(
+            "addons.roll.node_timeout_minutes",
+            f"{cfg.node_timeout_minutes} is not more than addons.preflight.timeout_minutes "
+            f"({addons.preflight.timeout_minutes}): a rolled node needs its reimage, boot and diagnostics inside it; "
+            f"raise it to at least {addons.preflight.timeout_minutes + 30}",
+        )
+    return RollSpec(
+        cfg.enabled,
+        cfg.every_minutes,
+        cfg.max_unavailable_percent,
+        cfg.island_max_unavailable_percent,
+        cfg.pause_after_failed,
+        cfg.drain_timeout_minutes,
+        cfg.node_timeout_minutes,
+    )
+
+
 def _health(addons: AddonsConfig) -> HealthSpec:
     cfg = addons.health
     xids = cfg.fatal_xids
@@ -629,6 +679,7 @@ def addons_spec(
         network=_network(network or NetworkSpec()),
         access=access,
         queues=_queues(addons),
+        roll=_roll(addons),
     )
 
 

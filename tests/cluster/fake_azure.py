@@ -1,5 +1,5 @@
 """A stand-in for Azure (which cannot be reached here): IMDS's managed-identity token endpoint and the ARM
-calls the XID remediation makes on scale sets, on loopback, speaking the documented calls."""
+calls the XID remediation and the pool roll make on scale sets, on loopback, speaking the documented calls."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
 
@@ -42,9 +42,14 @@ class FakeAzure:
         self.capacity, self.instances = capacity, instances
         self.subscription, self.group, self.sku = subscription, group, sku
         self.polls = polls  # InProgress answers before an operation succeeds
+        self.outdated: dict[str, set[str]] = {}
+        """Scale set -> instances whose latestModelApplied is false (a new model was put on the set)."""
+        self.page_size = 2  # List VMs answers in pages this small, so a client must follow nextLink
         self.operations: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, str, Any]] = []
         self.token_requests: list[dict[str, list[str]]] = []
+        self.upgraded: list[tuple[str, str]] = []
+        """Update Instances calls, in order: (scale set, instance)."""
         self.base = ""
 
     def finish(self) -> None:
@@ -110,14 +115,48 @@ class FakeAzure:
                     "sku": {"name": self.sku, "tier": "Standard", "capacity": self.capacity[vmss]},
                 },
             )
+        if method == "GET" and rest == "virtualMachines":
+            # Virtual Machine Scale Set VMs - List; $filter on latestModelApplied is one the API allows.
+            wanted = {"properties/latestModelApplied eq false": False, "properties/latestModelApplied eq true": True}
+            flt = query.get("$filter", [""])[0]
+            assert flt in ("", *wanted), flt
+            ids = sorted(self.instances[vmss], key=int)
+            if flt:
+                ids = [i for i in ids if (i not in self.outdated.get(vmss, set())) == wanted[flt]]
+            skip = int(query.get("$skiptoken", ["0"])[0])
+            page = ids[skip : skip + self.page_size]
+            out: dict[str, Any] = {
+                "value": [
+                    {
+                        "instanceId": i,
+                        "properties": {"latestModelApplied": i not in self.outdated.get(vmss, set())},
+                    }
+                    for i in page
+                ]
+            }
+            if skip + self.page_size < len(ids):
+                q = urlencode({"api-version": "2024-07-01", "$filter": flt, "$skiptoken": skip + self.page_size})
+                out["nextLink"] = f"{self.base}{path}?{q}"
+            return 200, {}, out
+        if method == "POST" and rest == "manualupgrade":
+            (instance,) = body["instanceIds"]
+            self.upgraded.append((vmss, instance))
+            status = self._accept(lambda: self.outdated.get(vmss, set()).discard(instance))
+            self.operations[f"op{len(self.operations) - 1}"]["upgrade"] = (vmss, instance)
+            return status
         if method == "GET" and rest.startswith("virtualMachines/"):
             instance = rest.rsplit("/", 1)[1]
             deleting = any(
                 o["apply"] is not None and o.get("instance") == (vmss, instance) for o in self.operations.values()
             )
+            updating = any(
+                o["apply"] is not None and o.get("upgrade") == (vmss, instance) for o in self.operations.values()
+            )
             if instance not in self.instances[vmss]:
                 return 404, {}, {"error": {"code": "NotFound", "message": "not found"}}
-            return 200, {}, {"properties": {"provisioningState": "Deleting" if deleting else "Succeeded"}}
+            state = "Deleting" if deleting else "Updating" if updating else "Succeeded"
+            latest = instance not in self.outdated.get(vmss, set())
+            return 200, {}, {"properties": {"provisioningState": state, "latestModelApplied": latest}}
         if method == "POST" and rest == "delete":
             (instance,) = body["instanceIds"]
 

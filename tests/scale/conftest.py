@@ -18,6 +18,7 @@ import pytest
 from agk.render import render_manifests_dir
 from modules.stackplan.prepare import ClusterPrep
 from tests.bootstrap.conftest import context
+from tests.cluster.fake_azure import azure  # noqa: F401  (the Azure stand-in's fixture)
 from tests.controlplane.cluster import ControlPlane, build, start
 from tests.controlplane.conftest import prepared
 from tests.controlplane.kwok import FakeNode

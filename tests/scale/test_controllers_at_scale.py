@@ -27,6 +27,7 @@ from cryptography.x509.oid import NameOID
 from modules.cluster.manifests import render_manifests
 from modules.cluster.objects import gang, serving_certs
 from modules.cluster.scripts import approve_serving
+from tests.cluster.fake_azure import FakeAzure
 from tests.controlplane.cluster import ControlPlane, wait
 from tests.controlplane.containers import Running, Runtime, quantity_bytes
 from tests.controlplane.test_node_join import csr_object
@@ -425,3 +426,53 @@ def _gang_without_team(fleet: Fleet) -> tuple[dict[str, Any], dict[str, Any]]:
     group, sts = gang.example(fleet.prep.addons, team, name="island", nodes=99)
     sts["spec"]["template"]["spec"].pop("tolerations", None)
     return group, sts
+
+
+def test_the_pool_roll_walks_the_fleet_within_its_limit(fleet_api: Fleet, runtime: Runtime, azure: Any) -> None:
+    """The roll lists every GPU node and asks Azure which of the 76 scale sets' instances are behind their model
+    (the stand-in: two instances of one set are): it rolls exactly those two, under its memory limit. The two
+    Nodes it deleted register again afterwards, released, as the other tests expect the fleet."""
+    cp, prep = fleet_api.cp, fleet_api.prep
+    gpu = [n for n in fleet_api.nodes if n.pool != "system"]
+    sets = {n.scale_set: 0 for n in gpu}
+    for n in gpu:
+        sets[n.scale_set] += 1
+    cloud = FakeAzure(
+        dict(sets),
+        {s: {str(i) for i in range(c)} for s, c in sets.items()},
+        subscription="0" * 8 + "-0000-0000-0000-" + "0" * 12,
+        group="agk-prod-7500",
+    )
+    cloud.page_size = 100  # Azure's own List VMs pages; a client still follows nextLink past the first
+    behind = gpu[-2:]  # the last scale set's (h100-c's first nodes are the XID tests')
+    cloud.outdated = {behind[0].scale_set: {str(n.instance) for n in behind}}
+    assert {n.scale_set for n in behind} == {behind[0].scale_set}
+    azure(cloud)
+    path = f"/api/v1/namespaces/{HEALTH}/configmaps/gpu-roll"
+    original = json.loads(cp.get(path)["data"]["roll.json"])
+    wired = original | {"azure": original["azure"] | {"arm_endpoint": cloud.base, "imds_endpoint": cloud.base}}
+    assert cp.call_patch(path, {"data": {"roll.json": json.dumps(wired)}})[0] == 200
+    try:
+        pod = pod_of(fleet_api, rendered(fleet_api, "CronJob", "gpu-roll"), "roll-at-scale")
+        run = runtime.start(pod, "roll")
+        out = finish(run)
+        for n in behind:
+            assert f"{n.name}: drained; Node deleted" in out, out
+        assert out.count("joins the roll") == 2, out
+        assert sorted(cloud.upgraded) == sorted((n.scale_set, str(n.instance)) for n in behind)
+        listed = {
+            p.split("/virtualMachineScaleSets/")[1].split("/")[0]
+            for m, p, _ in cloud.calls
+            if p.endswith("/virtualMachines")
+        }
+        assert len(listed) == len(sets), "every scale set was asked which instances are behind"
+        within_limit(run, pod, "roll", f"pool roll at {len(fleet_api.nodes)} nodes")
+    finally:
+        assert cp.call_patch(path, {"data": {"roll.json": json.dumps(original)}})[0] == 200
+        cp.call("DELETE", f"/api/v1/namespaces/{HEALTH}/configmaps/gpu-roll-state")
+        key = prep.addons.preflight_key
+        for n in behind:
+            if cp.call("GET", f"/api/v1/nodes/{n.name}")[0] == 404:
+                code, made = cp.call("POST", "/api/v1/nodes", node_body(n, fleet_api.nodes.index(n), key))
+                assert code == 201, made
+            cp.call_patch(f"/api/v1/nodes/{n.name}", {"spec": {"unschedulable": False}})

@@ -50,10 +50,13 @@ class ArmCall:
 ARM_CALLS = (
     ArmCall("GET", "", "Microsoft.Compute/virtualMachineScaleSets/read"),
     ArmCall("GET", "virtualMachines/{instance}", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read"),
+    ArmCall("GET", "virtualMachines", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read"),
     ArmCall("POST", "delete", "Microsoft.Compute/virtualMachineScaleSets/delete/action"),
     ArmCall("PATCH", "", "Microsoft.Compute/virtualMachineScaleSets/write"),
+    ArmCall("POST", "manualupgrade", "Microsoft.Compute/virtualMachineScaleSets/manualUpgrade/action"),
 )
-"""Every ARM call :class:`Arm` makes: Get (the set, an instance), Delete Instances, Update."""
+"""Every ARM call :class:`Arm` makes: Get (the set, an instance), List VMs, Delete Instances, Update, and
+Update Instances (the pool roll: one instance to the set's latest model)."""
 
 
 class AzureError(Exception):
@@ -165,10 +168,38 @@ class Arm:
 
     def instance_state(self, vm: Instance) -> str | None:
         """The instance's provisioningState (``Succeeded``, ``Deleting``, ...); None once it is gone."""
+        props = self.instance(vm)
+        return None if props is None else str(props.get("provisioningState", "Unknown"))
+
+    def instance(self, vm: Instance) -> dict[str, Any] | None:
+        """The instance's properties (``provisioningState``, ``latestModelApplied``); None once it is gone."""
         code, _, body = self._call("GET", f"{vm.scale_set_path}/virtualMachines/{vm.instance}")
         if code == 404:
             return None
-        return str((body or {}).get("properties", {}).get("provisioningState", "Unknown"))
+        props: dict[str, Any] = (body or {}).get("properties") or {}
+        return props
+
+    def outdated(self, vm: Instance) -> set[str]:
+        """Instance ids of ``vm``'s scale set that do not run the set's latest model (Virtual Machine Scale Set
+        VMs - List with ``$filter=properties/latestModelApplied eq false``, one of the filters the API
+        allows), following ``nextLink`` page by page."""
+        query = urllib.parse.urlencode({"$filter": "properties/latestModelApplied eq false"})
+        url: str | None = f"{vm.scale_set_path}/virtualMachines?{query}"
+        found: set[str] = set()
+        while url:
+            code, _, body = self._call("GET", url)
+            if code == 404:
+                raise AzureError(f"scale set {vm.vmss} in {vm.group} does not exist")
+            for item in (body or {}).get("value") or []:
+                if not (item.get("properties") or {}).get("latestModelApplied", True):
+                    found.add(str(item["instanceId"]))
+            url = (body or {}).get("nextLink")  # absolute, with its own api-version and skip token
+        return found
+
+    def update_instance(self, vm: Instance) -> None:
+        """POST .../manualupgrade {"instanceIds": [id]} (Update Instances): the instance takes the set's latest
+        model; a new image reference reimages its OS disk. Not waited for: the roll reads the node's return."""
+        self._call("POST", f"{vm.scale_set_path}/manualupgrade", {"instanceIds": [vm.instance]})
 
     def scale_set(self, vm: Instance) -> dict[str, Any]:
         code, _, body = self._call("GET", vm.scale_set_path)

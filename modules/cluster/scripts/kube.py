@@ -95,15 +95,16 @@ class Api:
         query: dict[str, str] | None = None,
         *,
         content_type: str = "application/merge-patch+json",
+        tries: int = THROTTLED_TRIES,
     ) -> Any:
         target = self._prefix + path + ("?" + urllib.parse.urlencode(query) if query else "")
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = content_type
-        for attempt in range(1, THROTTLED_TRIES + 1):
+        for attempt in range(1, tries + 1):
             status, reason, response_headers, payload = self._exchange(method, target, data, headers)
-            if status == 429 and attempt < THROTTLED_TRIES:
+            if status == 429 and attempt < tries:
                 wait = retry_after_s(response_headers.get("Retry-After"))
                 self._sleep(wait + self._rand(0.0, wait))
                 continue
@@ -206,6 +207,27 @@ class Api:
 
     def delete(self, path: str) -> Any:
         return self.request("DELETE", path)
+
+    def evict(self, namespace: str, name: str) -> bool:
+        """POST the pod's ``eviction`` subresource (policy/v1): True when the API server accepted it (or the pod
+        is gone), False when a PodDisruptionBudget refuses it now. That refusal is a 429 with Retry-After 0 or
+        10 (k8s.io/kubernetes v1.36.0 pkg/registry/core/pod/storage/eviction.go): an answer, not overload, so
+        it is asked once; the caller asks again on its next pass, as ``kubectl drain`` does."""
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+        try:
+            self.request("POST", path, body, content_type="application/json", tries=1)
+        except NotFound:
+            return True
+        except urllib.error.HTTPError as err:
+            if err.code == 429:
+                return False
+            raise
+        return True
 
 
 def retry_after_s(value: str | None) -> float:

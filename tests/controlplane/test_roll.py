@@ -1,0 +1,196 @@
+"""The pool roll (modules/cluster/scripts/roll_pool.py) as its rendered CronJob's pod, against dev's real
+control plane and kwok nodes: the real Eviction API and PodDisruptionBudget controller hold the drain, the
+real DaemonSet controller brings preflight to the returned node, and the real CronJob is what the roll
+suspends. Azure's ARM (List VMs, Update Instances) and IMDS stay stand-ins (tests/cluster/fake_azure.py); the
+reimaged VM's kubelet registering again is kwok's stand-in, as in the remediation test."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from modules.cluster.objects.roll import KUEUE_POD_SET_LABEL
+from tests.cluster.fake_azure import FakeAzure
+
+from .cluster import ControlPlane, wait
+from .conftest import Released, prepared, run_preflight
+from .containers import pods_of
+from .kwok import FakeNode, initialize, register
+from .test_controllers import HEALTH, finish, job_pod
+
+RULE = "gpu-roll"
+
+
+def roll_rule(cp: ControlPlane) -> dict[str, Any]:
+    return dict(json.loads(cp.get(f"/api/v1/namespaces/{HEALTH}/configmaps/{RULE}")["data"]["roll.json"]))
+
+
+def set_roll_rule(cp: ControlPlane, value: dict[str, Any]) -> None:
+    code, out = cp.call_patch(
+        f"/api/v1/namespaces/{HEALTH}/configmaps/{RULE}", {"data": {"roll.json": json.dumps(value)}}
+    )
+    assert code == 200, out
+
+
+def pod(name: str, node: FakeNode, domain: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "research", "labels": labels},
+        "spec": {
+            "priorityClassName": "training",
+            "nodeSelector": {"kubernetes.io/hostname": node.name},
+            "tolerations": [
+                {"key": f"{domain}/team", "operator": "Equal", "value": "research", "effect": "NoSchedule"}
+            ],
+            "containers": [
+                {"name": "c", "image": "registry.example.com/x", "resources": {"limits": {"nvidia.com/gpu": "8"}}}
+            ],
+        },
+    }
+
+
+class Runs:
+    def __init__(self, cp: ControlPlane, released: Released) -> None:
+        self.cp, self.released, self.n = cp, released, 0
+
+    def __call__(self, *, ok: bool = True) -> str:
+        """One run of the rendered CronJob (what its schedule would start)."""
+        self.n += 1
+        job = f"roll-{self.n}"
+        run = self.released.nodes.runtime.start(job_pod(self.cp, RULE, job), "roll")
+        if ok:
+            return finish(self.cp, run, job)
+        try:
+            code = run.wait(120)
+        finally:
+            self.cp.kubectl("delete", "job", job, "-n", HEALTH, "--wait=false")
+        out = run.output()
+        assert code != 0, out[-3000:]
+        return out
+
+
+def test_a_pool_rolls_one_node_at_a_time_drained_first_and_pauses_on_failures(
+    dev_cluster: ControlPlane, released: Released, azure: Any
+) -> None:
+    cp, nodes = dev_cluster, released.nodes
+    prep = prepared("dev")
+    domain, key = prep.bootstrap.label_domain, prep.addons.preflight_key
+    a100 = sorted(nodes.pools["a100"], key=lambda n: n.instance)
+    assert len(a100) == 4  # one island; the pool's 5% is one node at a time
+    sets = {s.name: s.capacity for p in prep.pools.pools.values() if p.infiniband for s in p.scale_sets}
+    cloud = FakeAzure(
+        dict(sets),
+        {s: {str(i) for i in range(c)} for s, c in sets.items()},
+        subscription="00000000-0000-0000-0000-000000000000",
+        group=f"agk-{cp.ctx.cluster}",
+        sku=prep.pools.pools["a100"].vm_size,
+    )
+    island = a100[0].scale_set
+    cloud.outdated = {island: {"0", "1", "2", "3"}}  # a new image on the a100 scale set's model
+    azure(cloud)
+    original = roll_rule(cp)
+    set_roll_rule(
+        cp, original | {"azure": original["azure"] | {"arm_endpoint": cloud.base, "imds_endpoint": cloud.base}}
+    )
+    run = Runs(cp, released)
+    busy, batch = a100[0], a100[1]
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep-batch", "namespace": "research"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "batch"}}},
+    }
+    try:
+        # Training work (a Kueue workload's pod) on node 0; an ordinary pod guarded by a budget on node 1.
+        assert (
+            cp.call(
+                "POST", "/api/v1/namespaces/research/pods", pod("training", busy, domain, {KUEUE_POD_SET_LABEL: "main"})
+            )[0]
+            == 201
+        )
+        assert (
+            cp.call("POST", "/api/v1/namespaces/research/pods", pod("batch", batch, domain, {"app": "batch"}))[0] == 201
+        )
+        assert cp.call("POST", "/apis/policy/v1/namespaces/research/poddisruptionbudgets", budget)[0] == 201
+        wait("both pods bound", lambda: len(pods_of(cp, "research", "")) == 2, [], timeout=60)
+        wait(
+            "the budget sees its pod",
+            lambda: (
+                cp.get("/apis/policy/v1/namespaces/research/poddisruptionbudgets/keep-batch")
+                .get("status", {})
+                .get("expectedPods")
+                == 1
+            ),
+            [],
+            timeout=60,
+        )
+
+        # Run 1: the node without training work goes first; the budget refuses its eviction.
+        out = run()
+        assert f"{batch.name}: cordoned, joins the roll (a100, island {island})" in out, out
+        assert "1 pods left (1 refused by a disruption budget)" in out, out
+        assert cp.get(f"/api/v1/nodes/{batch.name}")["spec"]["unschedulable"] is True
+        assert {p["metadata"]["name"] for p in pods_of(cp, "research", "")} == {"batch", "training"}
+        others = [n for n in a100 if n is not batch]
+        assert not any(cp.get(f"/api/v1/nodes/{n.name}")["spec"].get("unschedulable") for n in others), "one at a time"
+        assert cloud.upgraded == []
+
+        # The team lifts its budget: the real Eviction API takes the pod, and a later run finds the node empty.
+        assert cp.call("DELETE", "/apis/policy/v1/namespaces/research/poddisruptionbudgets/keep-batch")[0] == 200
+        wait("drained", lambda: "drained; Node deleted" in run(), [], timeout=120)
+        assert cp.call("GET", f"/api/v1/nodes/{batch.name}")[0] == 404
+        assert cloud.upgraded == [(island, str(batch.instance))]
+        cloud.finish()
+
+        # The reimaged VM's kubelet registers a new Node, into preflight; nothing else starts meanwhile.
+        register(cp, [batch])
+        initialize(cp, [batch])
+        out = run()
+        assert f"{batch.name}: registered again, in preflight" in out, out
+        assert "joins the roll" not in out, out
+        run_preflight(cp, nodes, [batch.name], expect=2)
+
+        # Released: the roll moves on to the next idle node, which has nothing to evict.
+        out = run()
+        nxt = a100[2]
+        assert f"{batch.name}: rolled (passed preflight)" in out, out
+        assert f"{nxt.name}: cordoned, joins the roll" in out and f"{nxt.name}: drained; Node deleted" in out, out
+        cloud.finish()
+        register(cp, [nxt])
+        initialize(cp, [nxt])
+        run_preflight(cp, nodes, [nxt.name], result="fail", expect=2)
+
+        # One failure is the threshold here: the roll records it, suspends its CronJob and fails the run.
+        set_roll_rule(cp, roll_rule(cp) | {"pause_after_failed": 1})
+        out = run(ok=False)
+        assert f"FAILED {nxt.name}: failed preflight on the new model" in out, out
+        assert "roll paused: 1 nodes failed the roll" in out and "suspend" in out, out
+        assert cp.get(f"/apis/batch/v1/namespaces/{HEALTH}/cronjobs/{RULE}")["spec"]["suspend"] is True
+        assert len(cloud.upgraded) == 2
+
+        # A person resumes it: the failure is acknowledged and that node left alone; it is still out of service,
+        # so it holds the pool's share and nothing new starts.
+        code, body = cp.call_patch(f"/apis/batch/v1/namespaces/{HEALTH}/cronjobs/{RULE}", {"spec": {"suspend": False}})
+        assert code == 200, body
+        out = run()
+        assert "resumed: 1 failed nodes are left out of the roll" in out, out
+        assert "joins the roll" not in out, out
+    finally:
+        set_roll_rule(cp, original)
+        cp.call_patch(f"/apis/batch/v1/namespaces/{HEALTH}/cronjobs/{RULE}", {"spec": {"suspend": False}})
+        cp.call("DELETE", f"/api/v1/namespaces/{HEALTH}/configmaps/gpu-roll-state")
+        cp.call("DELETE", "/apis/policy/v1/namespaces/research/poddisruptionbudgets/keep-batch")
+        for name in ("training", "batch"):
+            cp.call("DELETE", f"/api/v1/namespaces/research/pods/{name}?gracePeriodSeconds=0")
+    # Leave the pool as the tier found it: every node registered, schedulable and released.
+    missing = [n for n in a100 if cp.call("GET", f"/api/v1/nodes/{n.name}")[0] == 404]
+    register(cp, missing)
+    initialize(cp, missing)
+    for n in a100:
+        cp.call_patch(f"/api/v1/nodes/{n.name}", {"spec": {"unschedulable": False}})
+    failed = [n.name for n in a100 if cp.get(f"/api/v1/nodes/{n.name}")["metadata"]["labels"].get(key) is not None]
+    for name in failed:
+        cp.call_patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {key: "pending"}}})
+    if failed:
+        run_preflight(cp, nodes, failed, expect=len(failed) + 1)
