@@ -1,4 +1,5 @@
-"""Node label and taint keys this toolkit sets (``<label_domain>/<name>``).
+"""Node label and taint keys this toolkit sets (``<label_domain>/<name>``), and the add-ons' names the hosts'
+alert rules watch.
 
 The node bootstrap registers nodes with them and the add-ons select and tolerate by them: both read
 the names here, so they cannot drift apart.
@@ -22,6 +23,11 @@ the instance metadata service (``compute.vmScaleSetName``): a multi-node job tha
 InfiniBand keeps all its pods on one value of this label."""
 FATAL_XID = "gpu-fatal-xid"
 """NoExecute taint the remediation controller puts on a node with a fatal XID."""
+
+HEALTH_NAMESPACE = "gpu-health"
+"""The add-ons' namespace of the GPU health agents and the fleet's jobs (remediation, re-test, roll)."""
+ROLL = "gpu-roll"
+"""The pool roll's CronJob (add-ons); Prometheus' GpuRollPaused fires while it is suspended."""
 
 
 def key(domain: str, name: str) -> str:

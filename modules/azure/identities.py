@@ -6,7 +6,8 @@ gets what its job needs and nothing more:
 - cloud-controller-manager and cloud-node-manager read the VMs and scale sets to give nodes their
   providerIDs and addresses, and delete Node objects whose VM is gone: Reader on the resource group.
   (LoadBalancer Services would also need Network Contributor; this cluster exposes none.)
-- the remediation job deletes a fenced node's scale-set instance and restores the set's capacity:
+- the remediation job deletes a fenced node's scale-set instance and restores the set's capacity, and the
+  pool roll lists the instances behind the set's model and brings one at a time to it (Update Instances):
   a custom role with exactly those actions, assigned on each GPU scale set only (``grant_replacer``).
 """
 
@@ -25,8 +26,9 @@ from modules.cluster.scripts.azure import ARM_CALLS
 READER = ("Reader", "acdd72a7-3385-48ef-bd42-f606fba81ae7")
 """Built-in role: view everything, change nothing (role-based-access-control/built-in-roles)."""
 REPLACER_ACTIONS = tuple(dict.fromkeys(call.action for call in ARM_CALLS))
-"""What the remediation job's calls need (modules/cluster/scripts/azure.py ARM_CALLS: read the set and its
-instances, delete instances, set the capacity back), nothing more: derived from the calls, not typed twice."""
+"""What the remediation job's and the pool roll's calls need (modules/cluster/scripts/azure.py ARM_CALLS: read
+the set and its instances, delete instances, set the capacity back, update an instance to the model), nothing
+more: derived from the calls, not typed twice."""
 
 
 def replacer_role_guid(resource_group_id: str) -> str:
@@ -88,7 +90,8 @@ class ClusterIdentities(pulumi.ComponentResource):
                     f"agk {args.cluster} scale-set instance replacer ({rg.split('/')[2]}/{rg.rsplit('/', 1)[-1]})"
                 )
             ),
-            description="Delete a failed VM of a GPU scale set and restore the set's capacity (XID remediation).",
+            description="Replace a failed VM of a GPU scale set and restore the set's capacity (XID remediation); "
+            "bring an instance to the set's model (pool roll).",
             scope=ctx.resource_group_id,
             assignable_scopes=[ctx.resource_group_id],
             permissions=[authorization.PermissionArgs(actions=list(REPLACER_ACTIONS))],

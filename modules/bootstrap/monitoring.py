@@ -84,6 +84,7 @@ ALERTS: dict[str, Alert] = {
     "NodeStuckInPreflight": Alert("warning", "a node is still in preflight after the timeout"),
     "NodePreflightFailed": Alert("warning", "a node failed its preflight diagnostics"),
     "NodeNotReady": Alert("warning", "a node has not been Ready for 10 minutes"),
+    "GpuRollPaused": Alert("warning", "the pool roll suspended itself after failed nodes"),
     ISLAND_ALERT: Alert("critical", "many nodes of one InfiniBand island are unhealthy at once"),
     "CertificateExpiresSoon": Alert("warning", f"a host certificate expires within {CERT_WARN_DAYS} days"),
     "CertificateExpiresVerySoon": Alert("critical", f"a host certificate expires within {CERT_CRITICAL_DAYS} days"),

@@ -122,6 +122,22 @@ def _cases(domain: str, fatal_xids: tuple[int, ...]) -> dict[str, dict[str, Any]
             "at": "15m",
             "labels": {"condition": "Ready", "status": "true", **node},
         },
+        # The roll's CronJob suspended (by itself, after failures) fires; running, or another CronJob, does not.
+        "GpuRollPaused": {
+            "fire": [
+                {"series": 'kube_cronjob_spec_suspend{namespace="gpu-health",cronjob="gpu-roll"}', "values": "1x5"},
+                {
+                    "series": 'kube_cronjob_spec_suspend{namespace="gpu-health",cronjob="gpu-remediation"}',
+                    "values": "0x5",
+                },
+            ],
+            "calm": [
+                {"series": 'kube_cronjob_spec_suspend{namespace="gpu-health",cronjob="gpu-roll"}', "values": "0x5"},
+                {"series": 'kube_cronjob_spec_suspend{namespace="gpu-health",cronjob="other"}', "values": "1x5"},
+            ],
+            "at": "2m",
+            "labels": {},
+        },
         "NodePreflightFailed": {
             "fire": [{"series": f'kube_node_labels{{node="gpu-node-1",{preflight}="failed"}}', "values": "1x5"}],
             "calm": [{"series": f'kube_node_labels{{node="gpu-node-1",{preflight}="pending"}}', "values": "1x5"}],

@@ -162,6 +162,7 @@ def test_containers_are_restricted_or_the_exception_is_justified(prod_spec: Addo
         "rdma-shared-device-plugin",
         "remediate",  # restricted, host network (the remediation identity's token from IMDS, cut off for pods)
         "report",  # the preflight reporter: restricted, but its pod is host-network (pod IPs go to workloads)
+        "roll",  # the pool roll: restricted, host network (the remediation identity's token from IMDS)
     ]
 
 

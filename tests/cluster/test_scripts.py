@@ -413,11 +413,21 @@ def test_every_arm_call_is_one_the_remediation_role_grants_on_the_scale_set(
     import re
 
     from modules.azure.identities import REPLACER_ACTIONS
-    from modules.cluster.scripts.azure import ARM_CALLS
+    from modules.cluster.scripts.azure import ARM_CALLS, instance_of
 
     _, api, rule = wired_rule(serve, dev_spec, [fenced_node("bad", 60)] + [node(f"n{i}") for i in range(8)])
-    cloud = FakeAzure({"h100-0": 4}, {"h100-0": {"0", "3"}}, polls=2)
-    assert remediate_xid.replace(api, azure(cloud), rule, NOW).replaced == ["bad"]
+    cloud = FakeAzure({"h100-0": 4}, {"h100-0": {"0", "3", "4", "5"}}, polls=2)
+    arm = azure(cloud)
+    assert remediate_xid.replace(api, arm, rule, NOW).replaced == ["bad"]
+    # The pool roll's calls, through the same identity (scripts/roll_pool.py): which instances are behind
+    # (three, over two pages of List VMs), Update Instances on one, and its state.
+    cloud.outdated = {"h100-0": {"0", "4", "5"}}
+    vm = instance_of(provider_id("h100-0", "4"))
+    assert vm is not None and arm.outdated(vm) == {"0", "4", "5"}
+    arm.update_instance(vm)
+    assert (arm.instance(vm) or {}).get("provisioningState") == "Updating"
+    cloud.finish()
+    assert (arm.instance(vm) or {}).get("latestModelApplied") is True and arm.outdated(vm) == {"0", "5"}
     scale_set = (
         f"/subscriptions/{SUB}/resourceGroups/{GROUP}/providers/Microsoft.Compute/virtualMachineScaleSets/h100-0"
     )

@@ -143,6 +143,20 @@ BAD: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
         "azure-gpu-k8s:addons.gang.scheduler_name: 'Gang_Scheduler' is not a valid scheduler name: use "
         "lowercase letters, digits and '-'",
     ),
+    (
+        "roll interval that does not divide the hour",
+        {"roll": {"every_minutes": 7}},
+        {},
+        "azure-gpu-k8s:addons.roll.every_minutes: 7 does not divide the hour: use 1, 2, 3, 4, 5, 6, 10, 12, 15, 20, "
+        "30 or 60",
+    ),
+    (
+        "roll node timeout inside the preflight timeout",
+        {"roll": {"node_timeout_minutes": 60}},
+        {},
+        "azure-gpu-k8s:addons.roll.node_timeout_minutes: 60 is not more than addons.preflight.timeout_minutes (60): "
+        "a rolled node needs its reimage, boot and diagnostics inside it; raise it to at least 90",
+    ),
 ]
 
 

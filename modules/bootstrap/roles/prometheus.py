@@ -132,6 +132,8 @@ def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
             preflight_key=ctx.preflight_taint_key,
             preflight_label=preflight_label,
             preflight_timeout=ctx.preflight_timeout,
+            health_namespace=labels.HEALTH_NAMESPACE,
+            roll_cronjob=labels.ROLL,
             **common,
         ),
         **etcd_backup.alert_rules(ctx, **common),

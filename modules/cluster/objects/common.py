@@ -12,7 +12,7 @@ from modules.vm_sizing.formulas import Resources
 
 Obj = dict[str, Any]
 
-HEALTH_NS = "gpu-health"
+HEALTH_NS = labels_.HEALTH_NAMESPACE
 BALLOON_NS = "balloons"
 GANG_NS = "scheduler-plugins"
 SCRIPT_DIR = Path(__file__).resolve().parent.parent / "scripts"

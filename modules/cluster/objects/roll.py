@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from modules import labels
 from modules.cluster import images
 from modules.cluster.objects.common import (
     HEALTH_NS,
@@ -39,8 +40,8 @@ from modules.cluster.objects.remediation import ARM_ENDPOINT, IMDS_ENDPOINT
 from modules.cluster.spec import AddonsSpec
 from modules.vm_sizing.formulas import PAGED_CONTROLLER
 
-APP = "gpu-roll"
-RULE = "gpu-roll"
+APP = labels.ROLL
+RULE = labels.ROLL
 STATE = "gpu-roll-state"
 SCRIPTS = ("kube.py", "azure.py", "roll_pool.py")
 KUEUE_POD_SET_LABEL = "kueue.x-k8s.io/podset"
