@@ -11,7 +11,7 @@ import pytest
 
 from modules.cluster.objects.roll import roll_rule, schedule
 from modules.cluster.scripts.azure import Instance
-from modules.cluster.scripts.roll_pool import Node, cap, evictable, pick, slim
+from modules.cluster.scripts.roll_pool import Node, cap, evictable, pick, slim, unmanaged
 from modules.cluster.spec import AddonsSpec
 
 RULE = {"max_unavailable_percent": 5, "island_max_unavailable_percent": 10}
@@ -118,6 +118,8 @@ def test_drain_leaves_daemonset_mirror_and_finished_pods() -> None:
     done = {"metadata": {}, "status": {"phase": "Succeeded"}}
     work = {"metadata": {"ownerReferences": [{"kind": "ReplicaSet"}]}, "status": {"phase": "Running"}}
     assert [evictable(p) for p in (ds, mirror, done, work)] == [False, False, False, True]
+    owned = {"metadata": {"ownerReferences": [{"kind": "ReplicaSet", "controller": True}]}}
+    assert [unmanaged(p) for p in (work, owned, done)] == [True, False, True]
 
 
 def test_the_rule_reads_the_nodes_the_bootstrap_labels(dev_spec: AddonsSpec) -> None:

@@ -109,11 +109,26 @@ def test_a_pool_rolls_one_node_at_a_time_drained_first_and_pauses_on_failures(
             )[0]
             == 201
         )
-        assert (
-            cp.call("POST", "/api/v1/namespaces/research/pods", pod("batch", batch, domain, {"app": "batch"}))[0] == 201
-        )
+        # A ReplicaSet's pod: the roll evicts only what a controller brings back (kubectl drain's rule).
+        template = pod("batch", batch, domain, {"app": "batch"})
+        replicas = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "batch", "namespace": "research"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "batch"}},
+                "template": {"metadata": {"labels": {"app": "batch"}}, "spec": template["spec"]},
+            },
+        }
+        assert cp.call("POST", "/apis/apps/v1/namespaces/research/replicasets", replicas)[0] == 201
         assert cp.call("POST", "/apis/policy/v1/namespaces/research/poddisruptionbudgets", budget)[0] == 201
-        wait("both pods bound", lambda: len(pods_of(cp, "research", "")) == 2, [], timeout=60)
+        wait(
+            "both pods bound",
+            lambda: sum(bool(p["spec"].get("nodeName")) for p in pods_of(cp, "research", "")) == 2,
+            [],
+            timeout=60,
+        )
         wait(
             "the budget sees its pod",
             lambda: (
@@ -129,9 +144,10 @@ def test_a_pool_rolls_one_node_at_a_time_drained_first_and_pauses_on_failures(
         # Run 1: the node without training work goes first; the budget refuses its eviction.
         out = run()
         assert f"{batch.name}: cordoned, joins the roll (a100, island {island})" in out, out
-        assert "1 pods left (1 refused by a disruption budget)" in out, out
+        assert "1 pods left (1 refused by a disruption budget, 0 without a controller)" in out, out
         assert cp.get(f"/api/v1/nodes/{batch.name}")["spec"]["unschedulable"] is True
-        assert {p["metadata"]["name"] for p in pods_of(cp, "research", "")} == {"batch", "training"}
+        on_node = [p for p in pods_of(cp, "research", "app=batch") if p["spec"].get("nodeName") == batch.name]
+        assert len(on_node) == 1 and not on_node[0]["metadata"].get("deletionTimestamp")
         others = [n for n in a100 if n is not batch]
         assert not any(cp.get(f"/api/v1/nodes/{n.name}")["spec"].get("unschedulable") for n in others), "one at a time"
         assert cloud.upgraded == []
@@ -181,8 +197,9 @@ def test_a_pool_rolls_one_node_at_a_time_drained_first_and_pauses_on_failures(
         cp.call_patch(f"/apis/batch/v1/namespaces/{HEALTH}/cronjobs/{RULE}", {"spec": {"suspend": False}})
         cp.call("DELETE", f"/api/v1/namespaces/{HEALTH}/configmaps/gpu-roll-state")
         cp.call("DELETE", "/apis/policy/v1/namespaces/research/poddisruptionbudgets/keep-batch")
-        for name in ("training", "batch"):
-            cp.call("DELETE", f"/api/v1/namespaces/research/pods/{name}?gracePeriodSeconds=0")
+        cp.call("DELETE", "/apis/apps/v1/namespaces/research/replicasets/batch")
+        for p in pods_of(cp, "research", ""):
+            cp.call("DELETE", f"/api/v1/namespaces/research/pods/{p['metadata']['name']}?gracePeriodSeconds=0")
     # Leave the pool as the tier found it: every node registered, schedulable and released.
     missing = [n for n in a100 if cp.call("GET", f"/api/v1/nodes/{n.name}")[0] == 404]
     register(cp, missing)

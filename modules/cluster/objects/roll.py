@@ -42,13 +42,16 @@ from modules.vm_sizing.formulas import PAGED_CONTROLLER
 
 APP = labels.ROLL
 RULE = labels.ROLL
-STATE = "gpu-roll-state"
+STATE = f"{labels.ROLL}-state"
 SCRIPTS = ("kube.py", "azure.py", "roll_pool.py")
 KUEUE_POD_SET_LABEL = "kueue.x-k8s.io/podset"
 """Kueue labels every pod of an admitted workload with its pod set (sigs.k8s.io/kueue v0.19.2
 pkg/controller/jobframework/reconciler.go, constants.PodSetLabel)."""
 WORK_LABELS = (POD_GROUP_LABEL, KUEUE_POD_SET_LABEL)
 """A running pod with one of these is admitted training work: its island keeps most of its nodes."""
+MAX_STARTS_PER_RUN = 25
+"""Nodes one run takes into the roll: a pool's share of prod-7500 is ~90 nodes, started over a few runs so a
+run stays well inside its deadline (each start is a save, a cordon, a pod LIST and evictions)."""
 RUN_DEADLINE_S = 240
 """A run evicts without waiting (scripts/roll_pool.py DRAIN_WAIT_S): a few LISTs and writes per node it moves."""
 
@@ -78,6 +81,7 @@ def roll_rule(spec: AddonsSpec) -> dict[str, Any]:
         "max_unavailable_percent": r.max_unavailable_percent,
         "island_max_unavailable_percent": r.island_max_unavailable_percent,
         "pause_after_failed": r.pause_after_failed,
+        "max_starts_per_run": MAX_STARTS_PER_RUN,
         "drain_timeout_minutes": r.drain_timeout_minutes,
         "node_timeout_minutes": r.node_timeout_minutes,
         "azure": {

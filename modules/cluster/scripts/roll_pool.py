@@ -34,17 +34,18 @@ import datetime
 import json
 import os
 import time
+import urllib.error
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 if __package__:  # imported as part of the toolkit (tests, type checking)
     from modules.cluster.scripts.azure import Arm, AzureError, Instance, instance_of
-    from modules.cluster.scripts.kube import Api, NotFound
+    from modules.cluster.scripts.kube import Api, Conflict, NotFound
 else:  # run from the ConfigMap mount, next to kube.py and azure.py
     from azure import Arm, AzureError, Instance, instance_of  # type: ignore[import-not-found,no-redef]
-    from kube import Api, NotFound  # type: ignore[import-not-found,no-redef]
+    from kube import Api, Conflict, NotFound  # type: ignore[import-not-found,no-redef]
 
 RULE_KEY = "roll.json"
 STATE_KEY = "state.json"
@@ -116,8 +117,8 @@ def running_work(api: Api, rule: dict[str, Any]) -> set[str]:
 
 
 def evictable(pod: dict[str, Any]) -> bool:
-    """What ``kubectl drain --ignore-daemonsets`` evicts: not a DaemonSet's pod (its controller would put it
-    back at once), not a static pod's mirror, not finished."""
+    """What ``kubectl drain --ignore-daemonsets --delete-emptydir-data`` evicts: not a DaemonSet's pod (its
+    controller would put it back at once), not a static pod's mirror, not finished."""
     meta = pod.get("metadata") or {}
     if any(o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences") or []):
         return False
@@ -126,12 +127,24 @@ def evictable(pod: dict[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
+def unmanaged(pod: dict[str, Any]) -> bool:
+    """No controller would bring it back: ``kubectl drain`` refuses such a pod without ``--force``
+    (k8s.io/kubectl pkg/drain/filters.go, unreplicatedFilter), and so does the roll: the drain waits, then
+    fails the node for a person."""
+    return not any(o.get("controller") for o in (pod.get("metadata") or {}).get("ownerReferences") or [])
+
+
 @dataclass
 class Drain:
     left: list[str] = field(default_factory=list)
     """``namespace/name`` of the pods still on the node."""
     refused: int = 0
     """Of those, how many a PodDisruptionBudget kept this time."""
+    unmanaged: int = 0
+    """Of those, how many no controller owns (not evicted: they would be lost)."""
+
+    def why(self) -> str:
+        return f"{self.refused} refused by a disruption budget, {self.unmanaged} without a controller"
 
 
 def drain(api: Api, node: str, *, wait_s: float = DRAIN_WAIT_S, sleep: Any = time.sleep) -> Drain:
@@ -145,9 +158,11 @@ def drain(api: Api, node: str, *, wait_s: float = DRAIN_WAIT_S, sleep: Any = tim
             out.left.append(f"{meta['namespace']}/{meta['name']}")
             if meta.get("deletionTimestamp"):
                 continue  # evicted already, terminating
-            if not api.evict(meta["namespace"], meta["name"]):
+            if unmanaged(pod):
+                out.unmanaged += 1
+            elif not api.evict(meta["namespace"], meta["name"]):
                 out.refused += 1
-        if not out.left or out.refused == len(out.left) or time.monotonic() >= deadline:
+        if not out.left or out.refused + out.unmanaged == len(out.left) or time.monotonic() >= deadline:
             return out
         sleep(2)
 
@@ -158,6 +173,8 @@ class Report:
     started: list[str] = field(default_factory=list)
     rolled: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    """Nodes an error stopped in this run (tried again next run)."""
     paused: str | None = None
 
     def say(self, line: str) -> None:
@@ -177,9 +194,9 @@ def load_state(api: Api, rule: dict[str, Any]) -> tuple[dict[str, Any], str | No
     return state, cm["metadata"]["resourceVersion"]
 
 
-def save_state(api: Api, rule: dict[str, Any], state: dict[str, Any], version: str | None) -> None:
+def save_state(api: Api, rule: dict[str, Any], state: dict[str, Any], version: str | None) -> str:
     """Written with the resourceVersion it was read at: a concurrent writer makes this run fail (409), not lose
-    the other's changes."""
+    the other's changes. Returns the new resourceVersion."""
     ns, name = rule["namespace"], rule["state_configmap"]
     body: dict[str, Any] = {
         "apiVersion": "v1",
@@ -188,10 +205,23 @@ def save_state(api: Api, rule: dict[str, Any], state: dict[str, Any], version: s
         "data": {STATE_KEY: json.dumps(state, indent=1, sort_keys=True)},
     }
     if version is None:
-        api.request("POST", f"/api/v1/namespaces/{ns}/configmaps", body, content_type="application/json")
+        made = api.request("POST", f"/api/v1/namespaces/{ns}/configmaps", body, content_type="application/json")
     else:
         body["metadata"]["resourceVersion"] = version
-        api.request("PUT", f"/api/v1/namespaces/{ns}/configmaps/{name}", body, content_type="application/json")
+        made = api.request("PUT", f"/api/v1/namespaces/{ns}/configmaps/{name}", body, content_type="application/json")
+    return str(made["metadata"]["resourceVersion"])
+
+
+class Store:
+    """The roll's state, saved before each step that cannot be undone (a cordon, a Node's deletion, an update):
+    a run killed half way (its deadline, an error) leaves a record the next run finishes from."""
+
+    def __init__(self, api: Api, rule: dict[str, Any]) -> None:
+        self.api, self.rule = api, rule
+        self.state, self.version = load_state(api, rule)
+
+    def save(self) -> None:
+        self.version = save_state(self.api, self.rule, self.state, self.version)
 
 
 def _vm(provider_id: str) -> Instance:
@@ -212,7 +242,7 @@ def advance(
     api: Api,
     arm: Arm,
     rule: dict[str, Any],
-    state: dict[str, Any],
+    store: Store,
     fleet: dict[str, Node],
     now: datetime.datetime,
     report: Report,
@@ -221,6 +251,7 @@ def advance(
     wait_s: float = DRAIN_WAIT_S,
 ) -> None:
     """Move one node of the roll on as far as it goes in this run."""
+    state = store.state
     entry = state["nodes"][name]
     node = fleet.get(name)
     minutes = (now - parse(entry["since"])).total_seconds() / 60
@@ -229,6 +260,17 @@ def advance(
             state["nodes"].pop(name)
             report.say(f"{name}: left the roll (its Node went away while draining: replaced elsewhere)")
             return
+        if node.fenced:
+            # A fatal XID meanwhile: the VM is remediation's to replace (it reads the fence on the Node).
+            state["nodes"].pop(name)
+            report.say(f"{name}: left the roll (fenced for a fatal XID: remediation replaces it)")
+            return
+        if not node.unschedulable:  # recorded, then cordoned: a run that died between, or an uncordon since
+            cordon = {
+                "metadata": {"annotations": {rule["annotation"]: entry["since"]}},
+                "spec": {"unschedulable": True},
+            }
+            api.patch(f"/api/v1/nodes/{name}", cordon)
         drained = drain(api, name, wait_s=wait_s)
         if drained.left:
             if minutes > rule["drain_timeout_minutes"]:
@@ -239,17 +281,15 @@ def advance(
                     name,
                     entry["uid"],
                     f"drain timed out after {rule['drain_timeout_minutes']} minutes ({pods}"
-                    f"{' ...' if len(drained.left) > 5 else ''}; {drained.refused} refused by a disruption budget)",
+                    f"{' ...' if len(drained.left) > 5 else ''}; {drained.why()})",
                 )
             else:
-                report.say(
-                    f"{name}: draining, {len(drained.left)} pods left ({drained.refused} refused by a disruption budget)"
-                )
+                report.say(f"{name}: draining, {len(drained.left)} pods left ({drained.why()})")
             return
-        with contextlib.suppress(NotFound):
-            api.delete(f"/api/v1/nodes/{name}")
-        arm.update_instance(_vm(entry["provider_id"]))
-        entry.update(step="upgrading", since=stamp(now))
+        # Recorded before the Node goes: a run that dies between the two is finished by the next one.
+        entry.update(step="upgrading", since=stamp(now), requested=False)
+        store.save()
+        _upgrade(api, arm, store, name)
         report.say(f"{name}: drained; Node deleted, instance brought to the scale set's model (Update Instances)")
         return
     if entry["step"] == "upgrading":
@@ -257,6 +297,8 @@ def advance(
             entry.update(step="booting")
             report.say(f"{name}: registered again, in preflight")
         else:
+            if not entry.get("requested"):  # the last run died before Azure took the update: again
+                _upgrade(api, arm, store, name)
             props = arm.instance(_vm(entry["provider_id"]))
             if props is None:
                 state["nodes"].pop(name)
@@ -299,6 +341,18 @@ def advance(
                 node.uid,
                 f"still in preflight {rule['node_timeout_minutes']} minutes after the update",
             )
+
+
+def _upgrade(api: Api, arm: Arm, store: Store, name: str) -> None:
+    """Delete the (drained, old) Node, then Update Instances; each is safe to repeat."""
+    entry = store.state["nodes"][name]
+    # Only the Node the roll drained: a new Node of that name (the VM back already) has another uid (409).
+    options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": entry["uid"]}}
+    with contextlib.suppress(NotFound, Conflict):
+        api.request("DELETE", f"/api/v1/nodes/{name}", options, content_type="application/json")
+    arm.update_instance(_vm(entry["provider_id"]))
+    entry["requested"] = True
+    store.save()
 
 
 def cap(size: int, percent: int) -> int:
@@ -373,7 +427,7 @@ def start(
     api: Api,
     arm: Arm,
     rule: dict[str, Any],
-    state: dict[str, Any],
+    store: Store,
     fleet: dict[str, Node],
     busy: set[str],
     now: datetime.datetime,
@@ -381,7 +435,7 @@ def start(
     *,
     wait_s: float = DRAIN_WAIT_S,
 ) -> None:
-    """Cordon the nodes :func:`pick` chose and start their drain."""
+    """Record, cordon and start draining the nodes :func:`pick` chose (at most ``max_starts_per_run``)."""
     outdated: dict[str, set[str]] = {}  # scale set -> instance ids behind its model, asked once per set
 
     def behind(vm: Instance) -> bool:
@@ -389,11 +443,9 @@ def start(
             outdated[vm.vmss] = arm.outdated(vm)
         return vm.instance in outdated[vm.vmss]
 
-    chosen = pick(fleet, state, busy, rule, behind)
-    for node in chosen.nodes:
-        patch = {"metadata": {"annotations": {rule["annotation"]: stamp(now)}}, "spec": {"unschedulable": True}}
-        api.patch(f"/api/v1/nodes/{node.name}", patch)
-        state["nodes"][node.name] = {
+    chosen = pick(fleet, store.state, busy, rule, behind)
+    for node in chosen.nodes[: rule["max_starts_per_run"]]:
+        store.state["nodes"][node.name] = {
             "step": "draining",
             "since": stamp(now),
             "uid": node.uid,
@@ -401,12 +453,47 @@ def start(
             "island": node.island,
             "provider_id": node.provider_id,
         }
+        store.save()
+        patch = {"metadata": {"annotations": {rule["annotation"]: stamp(now)}}, "spec": {"unschedulable": True}}
+        api.patch(f"/api/v1/nodes/{node.name}", patch)
         report.started.append(node.name)
         where = f"{node.pool}, island {node.island}" if node.island else node.pool
         report.say(f"{node.name}: cordoned, joins the roll ({where})")
-        advance(api, arm, rule, state, fleet, now, report, node.name, wait_s=wait_s)
+        step(
+            api,
+            arm,
+            rule,
+            store,
+            {**fleet, node.name: replace(node, unschedulable=True)},
+            now,
+            report,
+            node.name,
+            wait_s=wait_s,
+        )
+    if len(chosen.nodes) > rule["max_starts_per_run"]:
+        report.say(f"{len(chosen.nodes) - rule['max_starts_per_run']} more nodes fit: the next runs start them")
     for island, count in sorted(chosen.held.items()):
         report.say(f"island {island}: {count} nodes behind the model wait (training work runs there, its share is out)")
+
+
+def step(
+    api: Api,
+    arm: Arm,
+    rule: dict[str, Any],
+    store: Store,
+    fleet: dict[str, Node],
+    now: datetime.datetime,
+    report: Report,
+    name: str,
+    *,
+    wait_s: float = DRAIN_WAIT_S,
+) -> None:
+    """:func:`advance`, where an error (ARM, the API server) is this node's alone: said, and tried again next run."""
+    try:
+        advance(api, arm, rule, store, fleet, now, report, name, wait_s=wait_s)
+    except (AzureError, Conflict, NotFound, urllib.error.HTTPError, OSError) as err:
+        report.errors.append(name)
+        report.say(f"{name}: {type(err).__name__}: {str(err)[:300]} (the next run tries again)")
 
 
 def run(
@@ -414,28 +501,37 @@ def run(
 ) -> Report:
     now = now or datetime.datetime.now(datetime.UTC)
     report = Report()
-    state, version = load_state(api, rule)
+    store = Store(api, rule)
+    state = store.state
+    fleet = scan(api, rule)
     if state["paused_at"]:
-        # Running again after a pause means a person resumed the CronJob: the failures are seen.
+        # Running again after a pause means a person resumed the CronJob: the failures are seen, and the
+        # drains in flight start their timeout again (the pause was not theirs).
         state["acknowledged"].update(state["failed"])
         state["failed"], state["paused_at"] = {}, None
+        for entry in state["nodes"].values():
+            if entry["step"] == "draining":
+                entry["since"] = stamp(now)
         report.say(f"resumed: {len(state['acknowledged'])} failed nodes are left out of the roll")
-    fleet = scan(api, rule)
+    # A failure acknowledged once is a new Node now (replaced, re-imaged by hand): it may roll again.
+    for name, failure in list(state["acknowledged"].items()):
+        if name in fleet and fleet[name].uid != failure.get("uid"):
+            del state["acknowledged"][name]
     for name in sorted(state["nodes"]):
-        advance(api, arm, rule, state, fleet, now, report, name, wait_s=wait_s)
+        step(api, arm, rule, store, fleet, now, report, name, wait_s=wait_s)
     if len(state["failed"]) >= rule["pause_after_failed"]:
         report.paused = (
             f"{len(state['failed'])} nodes failed the roll ({', '.join(sorted(state['failed']))}), "
             f"pause_after_failed is {rule['pause_after_failed']}"
         )
-        state["paused_at"] = stamp(now)
-    else:
-        start(api, arm, rule, state, fleet, running_work(api, rule), now, report, wait_s=wait_s)
-    save_state(api, rule, state, version)
-    if report.paused:
+        # Suspended first: a pause recorded but not in force would read as a person's resume next run.
         api.patch(
             f"/apis/batch/v1/namespaces/{rule['namespace']}/cronjobs/{rule['cronjob']}", {"spec": {"suspend": True}}
         )
+        state["paused_at"] = stamp(now)
+    else:
+        start(api, arm, rule, store, fleet, running_work(api, rule), now, report, wait_s=wait_s)
+    store.save()
     return report
 
 
@@ -449,6 +545,8 @@ def main() -> None:
     when = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     for line in report.lines or ["nothing to roll"]:
         print(f"{when} {line}", flush=True)
+    if report.errors and not report.paused:
+        raise SystemExit(f"roll run incomplete: errors on {', '.join(report.errors)} (the next run tries again)")
     if report.paused:
         raise SystemExit(
             f"roll paused: {report.paused}: look at those nodes, then resume with "
