@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from modules.cluster.objects import cloud_provider, coredns, health, preflight, rdma
 from modules.cluster.objects.common import BALLOON_NS, HEALTH_NS, Obj
+from modules.labels import ROLL
 
 ANNOTATION = "checkov.io/skip"
 
@@ -53,6 +54,7 @@ SKIPS: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {
     ),
     ("CronJob", HEALTH_NS, "gpu-preflight-retest"): (("CKV_K8S_38", TOKEN),),
     ("CronJob", HEALTH_NS, "gpu-remediation"): (("CKV_K8S_19", health.IMDS_WHY), ("CKV_K8S_38", TOKEN)),
+    ("CronJob", HEALTH_NS, ROLL): (("CKV_K8S_19", health.IMDS_WHY), ("CKV_K8S_38", TOKEN)),
     ("DaemonSet", HEALTH_NS, "dcgm-exporter"): (
         ("CKV_K8S_19", health.HOST_NETWORK_WHY),
         ("CKV_K8S_23", health.DCGM_WHY),
