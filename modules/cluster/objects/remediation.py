@@ -97,43 +97,53 @@ def scripts_configmap() -> Obj:
     return _scripts_configmap(f"{APP}-scripts", HEALTH_NS, SCRIPTS, app=APP)
 
 
-def cronjob(spec: AddonsSpec) -> Obj:
+def imds_cronjob(
+    spec: AddonsSpec,
+    app: str,
+    *,
+    container: str,
+    script: str,
+    schedule: str,
+    starting_deadline_s: int,
+    active_deadline_s: int,
+) -> Obj:
+    """A fleet job that acts in Azure with the remediation identity (remediation, the pool roll): on a system
+    node's host network for IMDS, restricted otherwise, its rule read from the ConfigMap named ``app``."""
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": meta(APP, HEALTH_NS, app=APP, annotations={exception_key(spec): IMDS_WHY}),
+        "metadata": meta(app, HEALTH_NS, app=app, annotations={exception_key(spec): IMDS_WHY}),
         "spec": {
-            "schedule": "* * * * *",
+            "schedule": schedule,
             "concurrencyPolicy": "Forbid",
-            # A run that could not start within the minute is superseded by the next one.
-            "startingDeadlineSeconds": 50,
+            "startingDeadlineSeconds": starting_deadline_s,
             "successfulJobsHistoryLimit": 1,
             "failedJobsHistoryLimit": 3,
             "jobTemplate": {
                 "spec": {
                     "backoffLimit": 0,
-                    "activeDeadlineSeconds": 120,
+                    "activeDeadlineSeconds": active_deadline_s,
                     "ttlSecondsAfterFinished": 3600,
                     "template": {
                         "metadata": {
-                            "labels": {"app.kubernetes.io/name": APP},
+                            "labels": {"app.kubernetes.io/name": app},
                             "annotations": {exception_key(spec): IMDS_WHY},
                         },
                         "spec": host_network(
                             {
-                                "serviceAccountName": APP,
+                                "serviceAccountName": app,
                                 "restartPolicy": "Never",
                                 "priorityClassName": "system-cluster-critical",
                                 "affinity": system_nodes(spec),
                                 "securityContext": pod_security(),
                                 "containers": [
                                     {
-                                        "name": "remediate",
+                                        "name": container,
                                         "image": images.PYTHON,
-                                        "command": ["python3", "/scripts/remediate_xid.py"],
+                                        "command": ["python3", f"/scripts/{script}"],
                                         "env": [
                                             {"name": "RULE_NAMESPACE", "value": HEALTH_NS},
-                                            {"name": "RULE_NAME", "value": RULE},
+                                            {"name": "RULE_NAME", "value": app},
                                             {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
                                         ],
                                         # Paged LISTs: memory does not follow the node count (formulas).
@@ -144,7 +154,7 @@ def cronjob(spec: AddonsSpec) -> Obj:
                                         ],
                                     }
                                 ],
-                                "volumes": [{"name": "scripts", "configMap": {"name": f"{APP}-scripts"}}],
+                                "volumes": [{"name": "scripts", "configMap": {"name": f"{app}-scripts"}}],
                             }
                         ),
                     },
@@ -152,6 +162,19 @@ def cronjob(spec: AddonsSpec) -> Obj:
             },
         },
     }
+
+
+def cronjob(spec: AddonsSpec) -> Obj:
+    # A run that could not start within the minute is superseded by the next one.
+    return imds_cronjob(
+        spec,
+        APP,
+        container="remediate",
+        script="remediate_xid.py",
+        schedule="* * * * *",
+        starting_deadline_s=50,
+        active_deadline_s=120,
+    )
 
 
 def remediation(spec: AddonsSpec) -> list[Obj]:

@@ -14,31 +14,23 @@ import json
 from typing import Any
 
 from modules import labels
-from modules.cluster import images
 from modules.cluster.objects.common import (
     HEALTH_NS,
     Obj,
     cluster_role,
     cluster_role_binding,
-    exception_key,
     gpu_node_selector,
     meta,
-    pod_security,
-    restricted,
     role,
     role_binding,
     service_account,
-    sized,
-    system_nodes,
 )
 from modules.cluster.objects.common import (
     scripts_configmap as _scripts_configmap,
 )
 from modules.cluster.objects.gang import POD_GROUP_LABEL
-from modules.cluster.objects.health import IMDS_WHY, host_network
-from modules.cluster.objects.remediation import ARM_ENDPOINT, IMDS_ENDPOINT
+from modules.cluster.objects.remediation import ARM_ENDPOINT, IMDS_ENDPOINT, imds_cronjob
 from modules.cluster.spec import AddonsSpec
-from modules.vm_sizing.formulas import PAGED_CONTROLLER
 
 APP = labels.ROLL
 RULE = labels.ROLL
@@ -102,59 +94,15 @@ def rule_configmap(spec: AddonsSpec) -> Obj:
 
 
 def cronjob(spec: AddonsSpec) -> Obj:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "CronJob",
-        "metadata": meta(APP, HEALTH_NS, app=APP, annotations={exception_key(spec): IMDS_WHY}),
-        "spec": {
-            "schedule": schedule(spec.roll.every_minutes),
-            "concurrencyPolicy": "Forbid",
-            "startingDeadlineSeconds": 60,
-            "successfulJobsHistoryLimit": 1,
-            "failedJobsHistoryLimit": 3,
-            "jobTemplate": {
-                "spec": {
-                    "backoffLimit": 0,
-                    "activeDeadlineSeconds": RUN_DEADLINE_S,
-                    "ttlSecondsAfterFinished": 3600,
-                    "template": {
-                        "metadata": {
-                            "labels": {"app.kubernetes.io/name": APP},
-                            "annotations": {exception_key(spec): IMDS_WHY},
-                        },
-                        "spec": host_network(
-                            {
-                                "serviceAccountName": APP,
-                                "restartPolicy": "Never",
-                                "priorityClassName": "system-cluster-critical",
-                                "affinity": system_nodes(spec),
-                                "securityContext": pod_security(),
-                                "containers": [
-                                    {
-                                        "name": "roll",
-                                        "image": images.PYTHON,
-                                        "command": ["python3", "/scripts/roll_pool.py"],
-                                        "env": [
-                                            {"name": "RULE_NAMESPACE", "value": HEALTH_NS},
-                                            {"name": "RULE_NAME", "value": RULE},
-                                            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
-                                        ],
-                                        # Paged LISTs, a slim record per node: memory does not follow the fleet.
-                                        "resources": sized(PAGED_CONTROLLER),
-                                        "securityContext": restricted(),
-                                        "volumeMounts": [
-                                            {"name": "scripts", "mountPath": "/scripts", "readOnly": True}
-                                        ],
-                                    }
-                                ],
-                                "volumes": [{"name": "scripts", "configMap": {"name": f"{APP}-scripts"}}],
-                            }
-                        ),
-                    },
-                }
-            },
-        },
-    }
+    return imds_cronjob(
+        spec,
+        APP,
+        container="roll",
+        script="roll_pool.py",
+        schedule=schedule(spec.roll.every_minutes),
+        starting_deadline_s=60,
+        active_deadline_s=RUN_DEADLINE_S,
+    )
 
 
 def roll(spec: AddonsSpec) -> list[Obj]:
