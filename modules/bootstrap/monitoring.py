@@ -85,6 +85,7 @@ ALERTS: dict[str, Alert] = {
     "NodePreflightFailed": Alert("warning", "a node failed its preflight diagnostics"),
     "NodeNotReady": Alert("warning", "a node has not been Ready for 10 minutes"),
     "GpuRollPaused": Alert("warning", "the pool roll suspended itself after failed nodes"),
+    "GpuRollRunFailed": Alert("warning", "a run of the pool roll failed: a node failed it, or an error stopped one"),
     ISLAND_ALERT: Alert("critical", "many nodes of one InfiniBand island are unhealthy at once"),
     "CertificateExpiresSoon": Alert("warning", f"a host certificate expires within {CERT_WARN_DAYS} days"),
     "CertificateExpiresVerySoon": Alert("critical", f"a host certificate expires within {CERT_CRITICAL_DAYS} days"),

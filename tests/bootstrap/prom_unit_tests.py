@@ -138,6 +138,29 @@ def _cases(domain: str, fatal_xids: tuple[int, ...]) -> dict[str, dict[str, Any]
             "at": "2m",
             "labels": {},
         },
+        # A failed run of the roll's CronJob fires; a failed Job of another CronJob, or any while paused, does not.
+        "GpuRollRunFailed": {
+            "fire": [
+                {
+                    "series": 'kube_job_status_failed{namespace="gpu-health",job_name="gpu-roll-29411520"}',
+                    "values": "1x5",
+                },
+                {"series": 'kube_cronjob_spec_suspend{namespace="gpu-health",cronjob="gpu-roll"}', "values": "0x5"},
+            ],
+            "calm": [
+                {
+                    "series": 'kube_job_status_failed{namespace="gpu-health",job_name="gpu-roll-29411520"}',
+                    "values": "1x5",
+                },
+                {"series": 'kube_cronjob_spec_suspend{namespace="gpu-health",cronjob="gpu-roll"}', "values": "1x5"},
+                {
+                    "series": 'kube_job_status_failed{namespace="gpu-health",job_name="gpu-remediation-29411520"}',
+                    "values": "1x5",
+                },
+            ],
+            "at": "2m",
+            "labels": {},
+        },
         "NodePreflightFailed": {
             "fire": [{"series": f'kube_node_labels{{node="gpu-node-1",{preflight}="failed"}}', "values": "1x5"}],
             "calm": [{"series": f'kube_node_labels{{node="gpu-node-1",{preflight}="pending"}}', "values": "1x5"}],

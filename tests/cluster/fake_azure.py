@@ -45,6 +45,8 @@ class FakeAzure:
         self.outdated: dict[str, set[str]] = {}
         """Scale set -> instances whose latestModelApplied is false (a new model was put on the set)."""
         self.page_size = 2  # List VMs answers in pages this small, so a client must follow nextLink
+        self.refuse_upgrades = 0
+        """Update Instances calls answered 409 OperationNotAllowed (another operation on the set) before one is taken."""
         self.operations: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, str, Any]] = []
         self.token_requests: list[dict[str, list[str]]] = []
@@ -140,6 +142,10 @@ class FakeAzure:
             return 200, {}, out
         if method == "POST" and rest == "manualupgrade":
             (instance,) = body["instanceIds"]
+            if self.refuse_upgrades > 0:
+                self.refuse_upgrades -= 1
+                message = "Operation 'manualUpgrade' is not allowed since another operation is in progress."
+                return 409, {}, {"error": {"code": "OperationNotAllowed", "message": message}}
             self.upgraded.append((vmss, instance))
             status = self._accept(lambda: self.outdated.get(vmss, set()).discard(instance))
             self.operations[f"op{len(self.operations) - 1}"]["upgrade"] = (vmss, instance)

@@ -214,3 +214,15 @@ def test_the_client_sends_without_nagle(server: Server) -> None:
     conn = client._conn
     assert conn is not None and conn.sock is not None
     assert conn.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+def test_an_overloaded_api_server_is_not_a_disruption_budget(server: Server) -> None:
+    """The eviction subresource is asked once: a budget's 429 carries a DisruptionBudget cause (the real
+    one is tests/controlplane/test_roll.py's); a 429 without it is overload, raised, so the roll retries
+    next run instead of reading it as a budget."""
+    server.throttle = 1
+    with pytest.raises(urllib.error.HTTPError) as err:
+        api(server).evict("research", "p")
+    assert err.value.code == 429 and len(server.requests) == 1
+    assert api(server).evict("research", "p") is True
+    assert server.requests[-1] == ("POST", "/api/v1/namespaces/research/pods/p/eviction")

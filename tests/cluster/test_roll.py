@@ -131,7 +131,17 @@ def test_the_rule_reads_the_nodes_the_bootstrap_labels(dev_spec: AddonsSpec) -> 
             "labels": {rule["pool_key"]: "h100", rule["island_key"]: "h100-00", rule["preflight_key"]: "pending"},
         },
         "spec": {"providerID": "p", "taints": [{"key": rule["fence_key"], "effect": "NoExecute"}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
     }
     assert slim(body, rule) == Node("n", "u", "h100", "h100-00", "p", "pending", True, False)
     assert rule["node_selector"] == "gpu.example.com/accelerator=nvidia"
     assert [schedule(m) for m in (1, 5, 60)] == ["* * * * *", "*/5 * * * *", "0 * * * *"]
+
+
+def test_a_node_that_is_not_ready_is_out_and_a_failed_vm_without_a_node_still_counts() -> None:
+    nodes = fleet("a100", 1, 40, **{"a100-00000": {"ready": False}})
+    chosen = pick(nodes, state(), set(), RULE, everything_behind)
+    assert [n.name for n in chosen.nodes] == ["a100-00001"]  # 2 of 40: the NotReady node is one of them
+    failed = {"a100-00039": {"uid": "u", "why": "no new Node", "pool": "a100", "island": "a100-00"}}
+    del nodes["a100-00039"]
+    assert pick(nodes, state(failed=failed), set(), RULE, everything_behind).nodes == []

@@ -211,3 +211,106 @@ def test_a_pool_rolls_one_node_at_a_time_drained_first_and_pauses_on_failures(
         cp.call_patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {key: "pending"}}})
     if failed:
         run_preflight(cp, nodes, failed, expect=len(failed) + 1)
+
+
+def test_a_roll_survives_an_azure_refusal_and_lets_remediation_have_a_fenced_node(
+    dev_cluster: ControlPlane, released: Released, azure: Any
+) -> None:
+    """Azure refuses the first Update Instances (another operation on the set): the step was saved before the
+    Node went, so the run fails, says so, and the next run asks again. A node fenced for a fatal XID while its
+    drain waits on a budget leaves the roll: remediation owns it."""
+    cp, nodes = dev_cluster, released.nodes
+    prep = prepared("dev")
+    domain, fence = prep.bootstrap.label_domain, prep.addons.fatal_xid_key
+    a100 = sorted(nodes.pools["a100"], key=lambda n: n.instance)
+    sets = {s.name: s.capacity for p in prep.pools.pools.values() if p.infiniband for s in p.scale_sets}
+    cloud = FakeAzure(
+        dict(sets),
+        {s: {str(i) for i in range(c)} for s, c in sets.items()},
+        subscription="00000000-0000-0000-0000-000000000000",
+        group=f"agk-{cp.ctx.cluster}",
+        sku=prep.pools.pools["a100"].vm_size,
+    )
+    island, last, guarded = a100[0].scale_set, a100[3], a100[1]
+    cloud.outdated = {island: {str(last.instance)}}
+    cloud.refuse_upgrades = 1
+    azure(cloud)
+    original = roll_rule(cp)
+    wired = original | {"azure": original["azure"] | {"arm_endpoint": cloud.base, "imds_endpoint": cloud.base}}
+    set_roll_rule(cp, wired)
+    run = Runs(cp, released)
+    state_path = f"/api/v1/namespaces/{HEALTH}/configmaps/gpu-roll-state"
+    try:
+        out = run(ok=False)
+        assert f"{last.name}: cordoned, joins the roll" in out, out
+        assert f"{last.name}: AzureError" in out and "HTTP 409" in out, out
+        assert f"errors on {last.name}" in out, out
+        saved = json.loads(cp.get(state_path)["data"]["state.json"])["nodes"][last.name]
+        assert (saved["step"], saved["requested"]) == ("upgrading", False), saved
+        assert cp.call("GET", f"/api/v1/nodes/{last.name}")[0] == 404 and cloud.upgraded == []
+
+        out = run()
+        assert f"{last.name}: updating" in out, out
+        assert cloud.upgraded == [(island, str(last.instance))]
+        cloud.finish()
+        register(cp, [last])
+        initialize(cp, [last])
+        run_preflight(cp, nodes, [last.name], expect=2)
+        assert f"{last.name}: rolled (passed preflight)" in run()
+
+        # Next: a node whose drain a budget holds, fenced meanwhile.
+        cloud.outdated = {island: {str(guarded.instance)}}
+        template = pod("guarded", guarded, domain, {"app": "guarded"})
+        replicas = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "guarded", "namespace": "research"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "guarded"}},
+                "template": {"metadata": {"labels": {"app": "guarded"}}, "spec": template["spec"]},
+            },
+        }
+        budget = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guarded", "namespace": "research"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+        }
+        assert cp.call("POST", "/apis/apps/v1/namespaces/research/replicasets", replicas)[0] == 201
+        assert cp.call("POST", "/apis/policy/v1/namespaces/research/poddisruptionbudgets", budget)[0] == 201
+        wait(
+            "the budget guards its pod",
+            lambda: (
+                cp.get("/apis/policy/v1/namespaces/research/poddisruptionbudgets/guarded")
+                .get("status", {})
+                .get("currentHealthy")
+                == 1
+            ),
+            [],
+            timeout=60,
+        )
+        out = run()
+        assert f"{guarded.name}: draining, 1 pods left (1 refused by a disruption budget" in out, out
+        taint = {"key": fence, "value": "true", "effect": "NoExecute"}
+        taints = cp.get(f"/api/v1/nodes/{guarded.name}")["spec"].get("taints") or []
+        code, body = cp.call_patch(f"/api/v1/nodes/{guarded.name}", {"spec": {"taints": [*taints, taint]}})
+        assert code == 200, body
+        out = run()
+        assert f"{guarded.name}: left the roll (fenced for a fatal XID: remediation replaces it)" in out, out
+        assert cp.call("GET", f"/api/v1/nodes/{guarded.name}")[0] == 200, "the fenced Node is remediation's"
+        assert len(cloud.upgraded) == 1
+    finally:
+        set_roll_rule(cp, original)
+        cp.call("DELETE", state_path)
+        cp.call("DELETE", "/apis/policy/v1/namespaces/research/poddisruptionbudgets/guarded")
+        cp.call("DELETE", "/apis/apps/v1/namespaces/research/replicasets/guarded")
+        for p in pods_of(cp, "research", ""):
+            cp.call("DELETE", f"/api/v1/namespaces/research/pods/{p['metadata']['name']}?gracePeriodSeconds=0")
+    missing = [n for n in a100 if cp.call("GET", f"/api/v1/nodes/{n.name}")[0] == 404]
+    register(cp, missing)
+    initialize(cp, missing)
+    for n in a100:
+        node = cp.get(f"/api/v1/nodes/{n.name}")
+        kept = [t for t in node["spec"].get("taints") or [] if t["key"] != fence]
+        cp.call_patch(f"/api/v1/nodes/{n.name}", {"spec": {"unschedulable": False, "taints": kept}})

@@ -211,8 +211,10 @@ class Api:
     def evict(self, namespace: str, name: str) -> bool:
         """POST the pod's ``eviction`` subresource (policy/v1): True when the API server accepted it (or the pod
         is gone), False when a PodDisruptionBudget refuses it now. That refusal is a 429 with Retry-After 0 or
-        10 (k8s.io/kubernetes v1.36.0 pkg/registry/core/pod/storage/eviction.go): an answer, not overload, so
-        it is asked once; the caller asks again on its next pass, as ``kubectl drain`` does."""
+        10 and a ``DisruptionBudget`` cause (k8s.io/kubernetes v1.36.0 pkg/registry/core/pod/storage/eviction.go;
+        k8s.io/api policy/v1 DisruptionBudgetCause): an answer, not overload, so it is asked once; the caller
+        asks again on its next pass, as ``kubectl drain`` does. A 429 without that cause is the API server's
+        overload protection, raised as any other error."""
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
@@ -224,10 +226,20 @@ class Api:
         except NotFound:
             return True
         except urllib.error.HTTPError as err:
-            if err.code == 429:
+            if err.code == 429 and _disruption_budget(err):
                 return False
             raise
         return True
+
+
+def _disruption_budget(err: urllib.error.HTTPError) -> bool:
+    try:
+        status = json.loads(err.read() or b"{}")
+    except ValueError:
+        return False
+    causes = (status.get("details") or {}).get("causes") or []
+    # StatusCause.Type is serialised as "reason" (k8s.io/apimachinery pkg/apis/meta/v1/types.go).
+    return any(c.get("reason") == "DisruptionBudget" for c in causes)
 
 
 def retry_after_s(value: str | None) -> float:

@@ -75,11 +75,13 @@ class Node:
     preflight: str | None
     fenced: bool
     unschedulable: bool
+    ready: bool = True
 
     @property
     def out(self) -> bool:
-        """Out of service for any reason: cordoned, in or failed preflight, fenced by remediation."""
-        return self.unschedulable or self.preflight is not None or self.fenced
+        """Out of service for any reason: cordoned, in or failed preflight, fenced by remediation, not Ready (its
+        kubelet is gone: a drain there would wait on pods that never finish terminating)."""
+        return self.unschedulable or self.preflight is not None or self.fenced or not self.ready
 
 
 def slim(node: dict[str, Any], rule: dict[str, Any]) -> Node:
@@ -94,6 +96,10 @@ def slim(node: dict[str, Any], rule: dict[str, Any]) -> Node:
         preflight=labels.get(rule["preflight_key"]),
         fenced=any(t.get("key") == rule["fence_key"] for t in spec.get("taints") or []),
         unschedulable=bool(spec.get("unschedulable")),
+        ready=any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (node.get("status") or {}).get("conditions") or []
+        ),
     )
 
 
@@ -232,8 +238,9 @@ def _vm(provider_id: str) -> Instance:
 
 
 def _fail(state: dict[str, Any], report: Report, name: str, uid: str, why: str) -> None:
-    state["nodes"].pop(name, None)
-    state["failed"][name] = {"uid": uid, "why": why}
+    entry = state["nodes"].pop(name, None) or {}
+    # Its pool and island: a failed VM with no Node (it never came back) is still out of that pool.
+    state["failed"][name] = {"uid": uid, "why": why, "pool": entry.get("pool"), "island": entry.get("island")}
     report.failed.append(name)
     report.say(f"FAILED {name}: {why}")
 
@@ -390,8 +397,10 @@ def pick(
         if node.island:
             island_size[node.island] += 1
             island_out[node.island] += gone
-    for name, entry in rolling.items():
-        if name not in fleet:  # between its deletion and its new Node: still a node of the pool, out
+    absent = {**{n: e for n, e in state["failed"].items() if e.get("pool")}, **rolling}
+    for name, entry in absent.items():
+        # In the roll between its deletion and its new Node, or failed without one: a VM of the pool, out.
+        if name not in fleet:
             pool_size[entry["pool"]] += 1
             pool_out[entry["pool"]] += 1
             if entry.get("island"):
@@ -545,8 +554,12 @@ def main() -> None:
     when = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     for line in report.lines or ["nothing to roll"]:
         print(f"{when} {line}", flush=True)
-    if report.errors and not report.paused:
-        raise SystemExit(f"roll run incomplete: errors on {', '.join(report.errors)} (the next run tries again)")
+    if (report.errors or report.failed) and not report.paused:
+        # A failed Job is what GpuRollRunFailed sees: a node failing the roll below the pause is told too.
+        raise SystemExit(
+            f"roll run: failed {', '.join(report.failed) or 'none'}; errors on {', '.join(report.errors) or 'none'} "
+            "(errors are tried again next run; failed nodes wait for a person)"
+        )
     if report.paused:
         raise SystemExit(
             f"roll paused: {report.paused}: look at those nodes, then resume with "
