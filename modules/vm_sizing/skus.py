@@ -25,19 +25,27 @@ class Sku(NamedTuple):
     memory_gib: int
     gpus: int = 0
     gpu_model: str = ""
-    infiniband: bool = False
+    ib_links: int = 0
+    """InfiniBand ports (one per GPU on the ND sizes); 0: none."""
     local_nvme_gib: int = 0
     max_nics: int = 8
+    ib_gbps: int = 0
+    """Each InfiniBand port's rate: 400 (NDR) on ND H100/H200 v5, 200 (HDR) on ND A100 v4 (the size pages:
+    "8 x 400 Gb/s NVIDIA Quantum-2 CX7 InfiniBand", "8 x 200 Gb/s Mellanox HDR InfiniBand")."""
+
+    @property
+    def infiniband(self) -> bool:
+        return self.ib_links > 0
 
 
 SKUS: dict[str, Sku] = {
     s.name: s
     for s in (
-        Sku("Standard_ND96isr_H100_v5", "standardNDSH100v5Family", 96, 1900, 8, "H100", True, 28000, 8),
-        Sku("Standard_ND96isr_H200_v5", "standardNDISRH200V5Family", 96, 1850, 8, "H200", True, 28000, 8),
-        Sku("Standard_ND96amsr_A100_v4", "standardNDAMSv4_A100Family", 96, 1900, 8, "A100-80GB", True, 6400, 8),
-        Sku("Standard_ND96asr_v4", "Standard NDASv4_A100 Family", 96, 900, 8, "A100-40GB", True, 6000, 8),
-        Sku("Standard_NC24ads_A100_v4", "StandardNCADSA100v4Family", 24, 220, 1, "A100-80GB", False, 958, 2),
+        Sku("Standard_ND96isr_H100_v5", "standardNDSH100v5Family", 96, 1900, 8, "H100", 8, 28000, 8, 400),
+        Sku("Standard_ND96isr_H200_v5", "standardNDISRH200V5Family", 96, 1850, 8, "H200", 8, 28000, 8, 400),
+        Sku("Standard_ND96amsr_A100_v4", "standardNDAMSv4_A100Family", 96, 1900, 8, "A100-80GB", 8, 6400, 8, 200),
+        Sku("Standard_ND96asr_v4", "Standard NDASv4_A100 Family", 96, 900, 8, "A100-40GB", 8, 6000, 8, 200),
+        Sku("Standard_NC24ads_A100_v4", "StandardNCADSA100v4Family", 24, 220, 1, "A100-80GB", 0, 958, 2),
         Sku("Standard_D2ds_v5", "standardDDSv5Family", 2, 8, max_nics=2),
         Sku("Standard_D4ds_v5", "standardDDSv5Family", 4, 16, max_nics=2),
         Sku("Standard_D8ds_v5", "standardDDSv5Family", 8, 32, max_nics=4),

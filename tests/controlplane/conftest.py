@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agk.render import render_manifests_dir
 from modules.stackplan.config import load_stack
 from modules.stackplan.prepare import ClusterPrep, prepare_cluster
+from modules.vm_sizing.skus import sku
 from tests.bootstrap.conftest import STACKS, context
+from tests.cluster import ib_sysfs
 from tests.cluster.fake_azure import azure  # noqa: F401  (the Azure stand-in's fixture)
 
 from .cluster import ControlPlane, build, start, wait
@@ -114,6 +117,10 @@ class Nodes:
     def all(self) -> list[FakeNode]:
         return [n for nodes in self.pools.values() for n in nodes]
 
+    def pool_of(self, name: str) -> str:
+        (pool,) = [n.pool for n in self.all if n.name == name]
+        return pool
+
 
 @pytest.fixture(scope="session")
 def dev_nodes(dev_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
@@ -158,11 +165,20 @@ def released(dev_cluster: ControlPlane, dev_nodes: Nodes) -> Released:
 
 
 def run_preflight(
-    cp: ControlPlane, nodes: Nodes, names: list[str], *, result: str = "pass", expect: int | None = None
+    cp: ControlPlane,
+    nodes: Nodes,
+    names: list[str],
+    *,
+    result: str = "pass",
+    expect: int | None = None,
+    ib_faults: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """Preflight on ``names``: the gpu-preflight DaemonSet's pod on each (``expect``: how many GPU nodes
-    carry one), the diagnostics' ``result`` written for its init container (no GPU here), its real
-    ``report`` container run until the node's preflight label changes. Node -> what the reporter printed."""
+    carry one); its real ``ib-check`` init container (modules/cluster/scripts/ib_check.py, reading its Node
+    with the pod's service account) over a stand-in sysfs of the node's size (tests/cluster/ib_sysfs.py, with
+    ``ib_faults``); the diagnostics' ``result`` written for the DCGM init container (no GPU here); its real
+    ``report`` container run until the node's preflight label changes. Node -> what ib-check and the reporter
+    printed."""
     key = prepared("dev").addons.preflight_key
     pods = wait_pods(cp, "gpu-health", "app.kubernetes.io/name=gpu-preflight", expect or len(names))
     by_node = {p["spec"]["nodeName"]: p for p in pods}
@@ -170,7 +186,12 @@ def run_preflight(
     reports = {}
     for name in names:
         pod = by_node[name]
-        (nodes.runtime.volume(pod, "results") / "status").write_text(f"{result}\n")
+        results = nodes.runtime.volume(pod, "results")
+        size = sku(prepared("dev").pools.pools[nodes.pool_of(name)].vm_size)
+        ib_sysfs.write(results / "sysfs", size.ib_links, size.ib_gbps, **(ib_faults or {}))
+        check = nodes.runtime.start(pod, "ib-check", extra_env={"SYSFS_ROOT": "/results/sysfs"})
+        assert check.wait(60) == 0, check.output()
+        (results / "status").write_text(f"{result}\n")
         run = nodes.runtime.start(pod, "report")
         wait(
             f"preflight to report on {name}",
@@ -179,5 +200,5 @@ def run_preflight(
             timeout=60,
         )
         run.stop()
-        reports[name] = run.output()
+        reports[name] = check.output() + run.output()
     return reports

@@ -182,3 +182,29 @@ def test_the_idle_retest_sends_idle_gpu_nodes_back_to_preflight(dev_cluster: Con
     run_preflight(dev_cluster, nodes, sent, expect=len(sent) + 1)
     for name in sent:
         assert key not in dev_cluster.get(f"/api/v1/nodes/{name}")["metadata"]["labels"]
+
+
+def test_a_node_whose_infiniband_port_is_down_fails_preflight(dev_cluster: ControlPlane, released: Released) -> None:
+    """The preflight pod's ib-check (its real script, its Node read with the pod's token) over a stand-in sysfs
+    with one HCA port down: the node fails preflight though DCGM passed, keeps its taint, and the log names the
+    port. Sent back to preflight healthy afterwards, as the tier expects its nodes."""
+    nodes = released.nodes
+    key = prepared("dev").addons.preflight_key
+    node = nodes.pools["h100"][0]
+    code, out = dev_cluster.call_patch(f"/api/v1/nodes/{node.name}", {"metadata": {"labels": {key: "pending"}}})
+    assert code == 200, out
+    taints = dev_cluster.get(f"/api/v1/nodes/{node.name}")["spec"].get("taints") or []
+    pending = {"key": key, "value": "pending", "effect": "NoSchedule"}
+    assert dev_cluster.call_patch(f"/api/v1/nodes/{node.name}", {"spec": {"taints": [*taints, pending]}})[0] == 200
+    reports = run_preflight(dev_cluster, nodes, [node.name], expect=2, ib_faults={"down": (6,)})
+    report = reports[node.name]
+    assert "FAIL mlx5_ib6/1: state 1: DOWN, expected 4: ACTIVE" in report, report
+    assert "InfiniBand FAILED: 8 ports, pool h100" in report and f"preflight FAILED on {node.name}" in report, report
+    after = dev_cluster.get(f"/api/v1/nodes/{node.name}")
+    assert after["metadata"]["labels"][key] == "failed"
+    assert any(t["key"] == key for t in after["spec"]["taints"])
+    # Repaired (the cable reseated): back to preflight, which now passes.
+    assert dev_cluster.call_patch(f"/api/v1/nodes/{node.name}", {"metadata": {"labels": {key: "pending"}}})[0] == 200
+    report = run_preflight(dev_cluster, nodes, [node.name], expect=2)[node.name]
+    assert "InfiniBand passed: 8 ports, pool h100" in report, report
+    assert key not in dev_cluster.get(f"/api/v1/nodes/{node.name}")["metadata"]["labels"]

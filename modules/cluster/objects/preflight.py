@@ -1,9 +1,10 @@
-"""Preflight: a new node runs NVIDIA DCGM diagnostics before it takes any work.
+"""Preflight: a new node checks its InfiniBand ports and runs NVIDIA DCGM diagnostics before it takes any work.
 
 GPU nodes register (node bootstrap) with the labels ``<domain>/accelerator=nvidia`` and
 ``<domain>/preflight=pending`` and the taint ``<domain>/preflight=pending:NoSchedule``. The
 DaemonSet selects both labels and tolerates that taint, so it lands on exactly the untested GPU
-nodes (never a CPU system node, where DCGM has nothing to test) and nothing else does. Its init container runs
+nodes (never a CPU system node, where DCGM has nothing to test) and nothing else does. Its first init
+container checks the node's InfiniBand ports against its size (scripts/ib_check.py); the second runs
 ``dcgmi diag --host localhost:5555 -r <level>``: the host's DCGM engine (nvidia-dcgm.service) runs the
 tests, so the pod needs no GPU, no privilege and no engine of its own (dcgmi diag's ``--host``:
 "Connect to the specified host engine", DCGM docs, dcgmi diag). The reporter then removes taint and
@@ -13,6 +14,8 @@ The CronJob re-labels a few idle nodes so that nodes are re-tested between jobs.
 """
 
 from __future__ import annotations
+
+import json
 
 from modules.cluster import images
 from modules.cluster.objects.common import (
@@ -37,10 +40,12 @@ from modules.cluster.objects.common import (
 from modules.cluster.objects.health import HOST_ENGINE, HOST_NETWORK_WHY, host_network
 from modules.cluster.spec import AddonsSpec
 from modules.vm_sizing.formulas import PAGED_CONTROLLER
+from modules.vm_sizing.skus import sku
 
 APP = "gpu-preflight"
 RETEST = "gpu-preflight-retest"
-SCRIPTS = ("kube.py", "preflight_report.py", "retest_idle.py")
+SCRIPTS = ("kube.py", "preflight_report.py", "retest_idle.py", "ib_check.py")
+DIAG_RESULT, IB_RESULT = "/results/status", "/results/infiniband"
 DIAG_WHY = (
     "both containers are restricted (non-root, no capabilities); the pod is on the host network because the "
     "diagnostics run in the host's DCGM engine, which listens on localhost:5555 only"
@@ -52,9 +57,19 @@ def diag_script(spec: AddonsSpec) -> str:
     timeout = spec.preflight.timeout_minutes * 60
     return (
         f"if timeout {timeout} dcgmi diag --host {HOST_ENGINE} -r {spec.preflight.level} > /results/diag.log 2>&1; "
-        "then echo pass > /results/status; else echo fail > /results/status; fi\n"
+        f"then echo pass > {DIAG_RESULT}; else echo fail > {DIAG_RESULT}; fi\n"
         "cat /results/diag.log\n"
     )
+
+
+def ib_expectations(spec: AddonsSpec) -> dict[str, list[int]]:
+    """Pool -> [InfiniBand ports, Gb/s each], for the pools whose VM size has InfiniBand (the SKU table)."""
+    out = {}
+    for pool in spec.pools:
+        size = sku(pool.vm_size)
+        if size.infiniband:
+            out[pool.name] = [size.ib_links, size.ib_gbps]
+    return out
 
 
 def scripts_configmap() -> Obj:
@@ -89,6 +104,26 @@ def daemonset(spec: AddonsSpec) -> Obj:
                         "tolerations": tolerations(spec),
                         "initContainers": [
                             {
+                                # First: seconds, where the diagnostics take minutes; its verdict waits for the
+                                # reporter, so a bad port does not hide a bad GPU from the log.
+                                "name": "ib-check",
+                                "image": images.PYTHON,
+                                "command": ["python3", "/scripts/ib_check.py"],
+                                "env": [
+                                    {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                                    {"name": "POOL_KEY", "value": spec.pool_key},
+                                    {"name": "EXPECT", "value": json.dumps(ib_expectations(spec), sort_keys=True)},
+                                    {"name": "RESULT_FILE", "value": IB_RESULT},
+                                    {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+                                ],
+                                "resources": resources("10m", "64Mi", cpu_limit="100m"),
+                                "securityContext": {**restricted(), "runAsUser": 65532, "runAsGroup": 65532},
+                                "volumeMounts": [
+                                    {"name": "results", "mountPath": "/results"},
+                                    {"name": "scripts", "mountPath": "/scripts", "readOnly": True},
+                                ],
+                            },
+                            {
                                 "name": "dcgm-diag",
                                 "image": images.DCGM_CLIENT,
                                 "command": ["/bin/bash", "-c", diag_script(spec)],
@@ -100,7 +135,7 @@ def daemonset(spec: AddonsSpec) -> Obj:
                                     {"name": "results", "mountPath": "/results"},
                                     {"name": "tmp", "mountPath": "/tmp"},
                                 ],
-                            }
+                            },
                         ],
                         "containers": [
                             {
@@ -110,7 +145,7 @@ def daemonset(spec: AddonsSpec) -> Obj:
                                 "env": [
                                     {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                                     {"name": "PREFLIGHT_KEY", "value": spec.preflight_key},
-                                    {"name": "RESULT_FILE", "value": "/results/status"},
+                                    {"name": "RESULT_FILES", "value": f"{IB_RESULT},{DIAG_RESULT}"},
                                     {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
                                 ],
                                 "resources": resources("10m", "64Mi", cpu_limit="100m"),

@@ -1,6 +1,7 @@
-"""Second step of the preflight pod: release the node if `dcgmi diag` passed, else mark it failed.
+"""Last step of the preflight pod: release the node if the InfiniBand check and `dcgmi diag` passed, else mark it
+failed.
 
-The diagnostic (init container) writes ``pass`` or ``fail`` to RESULT_FILE. On success the
+Each check (an init container) writes ``pass`` or ``fail`` to its file in RESULT_FILES. On success the
 preflight taint and label go, so the scheduler may use the node and the DaemonSet (which selects
 the label) removes this pod. On failure the taint stays and the label becomes ``failed``: the
 node takes no work, the DaemonSet lets go of it, and remediation replaces the VM.
@@ -54,9 +55,20 @@ def report(api: Api, node_name: str, passed: bool, key: str, attempts: int = 5) 
     raise SystemExit(f"node {node_name} kept changing: gave up after {attempts} attempts")
 
 
+def verdict(*files: str) -> bool:
+    """Every step's file says ``pass``; a missing or unreadable one is a failure (its step did not finish)."""
+    for name in files:
+        try:
+            with open(name) as f:
+                if f.read().strip() != "pass":
+                    return False
+        except OSError:
+            return False
+    return True
+
+
 def main() -> None:
-    with open(os.environ["RESULT_FILE"]) as f:
-        passed = f.read().strip() == "pass"
+    passed = verdict(*os.environ["RESULT_FILES"].split(","))
     report(Api.in_cluster(), os.environ["NODE_NAME"], passed, os.environ["PREFLIGHT_KEY"])
     print(f"preflight {'passed' if passed else 'FAILED'} on {os.environ['NODE_NAME']}", flush=True)
     # The DaemonSet deletes this pod once the label changes; exiting would only restart it.
