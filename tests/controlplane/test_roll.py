@@ -70,14 +70,10 @@ class Runs:
         return out
 
 
-def test_a_pool_rolls_one_node_at_a_time_drained_first_and_pauses_on_failures(
-    dev_cluster: ControlPlane, released: Released, azure: Any
-) -> None:
-    cp, nodes = dev_cluster, released.nodes
+def wired_cloud(cp: ControlPlane, azure: Any, outdated: dict[str, set[str]]) -> tuple[FakeAzure, dict[str, Any]]:
+    """Azure's stand-in for dev's InfiniBand scale sets, ``outdated`` behind their model, and the rendered roll
+    rule pointed at it; returns it and the rule as rendered (put back afterwards)."""
     prep = prepared("dev")
-    domain, key = prep.bootstrap.label_domain, prep.addons.preflight_key
-    a100 = sorted(nodes.pools["a100"], key=lambda n: n.instance)
-    assert len(a100) == 4  # one island; the pool's 5% is one node at a time
     sets = {s.name: s.capacity for p in prep.pools.pools.values() if p.infiniband for s in p.scale_sets}
     cloud = FakeAzure(
         dict(sets),
@@ -86,21 +82,80 @@ def test_a_pool_rolls_one_node_at_a_time_drained_first_and_pauses_on_failures(
         group=f"agk-{cp.ctx.cluster}",
         sku=prep.pools.pools["a100"].vm_size,
     )
-    island = a100[0].scale_set
-    cloud.outdated = {island: {"0", "1", "2", "3"}}  # a new image on the a100 scale set's model
+    cloud.outdated = outdated
     azure(cloud)
     original = roll_rule(cp)
     set_roll_rule(
         cp, original | {"azure": original["azure"] | {"arm_endpoint": cloud.base, "imds_endpoint": cloud.base}}
     )
-    run = Runs(cp, released)
-    busy, batch = a100[0], a100[1]
+    return cloud, original
+
+
+def guarded(cp: ControlPlane, name: str, node: FakeNode, domain: str) -> None:
+    """A ReplicaSet's pod on ``node`` (the roll evicts only what a controller brings back, kubectl drain's rule)
+    and a PodDisruptionBudget that keeps it, once the budget counts it."""
+    spec = pod(name, node, domain, {"app": name})["spec"]
+    replicas = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": "research"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+        },
+    }
     budget = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {"name": "keep-batch", "namespace": "research"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "batch"}}},
+        "metadata": {"name": name, "namespace": "research"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}},
     }
+    assert cp.call("POST", "/apis/apps/v1/namespaces/research/replicasets", replicas)[0] == 201
+    assert cp.call("POST", "/apis/policy/v1/namespaces/research/poddisruptionbudgets", budget)[0] == 201
+    path = f"/apis/policy/v1/namespaces/research/poddisruptionbudgets/{name}"
+    wait("the budget guards its pod", lambda: cp.get(path).get("status", {}).get("currentHealthy") == 1, [], timeout=60)
+
+
+def restore(cp: ControlPlane, nodes: Any, pool: list[FakeNode], original: dict[str, Any], guards: list[str]) -> None:
+    """Leave the pool as the tier found it: the rule, no roll state, the CronJob running, no test workload, every
+    node registered, schedulable, unfenced and released."""
+    prep = prepared("dev")
+    key, fence = prep.addons.preflight_key, prep.addons.fatal_xid_key
+    set_roll_rule(cp, original)
+    cp.call_patch(f"/apis/batch/v1/namespaces/{HEALTH}/cronjobs/{RULE}", {"spec": {"suspend": False}})
+    cp.call("DELETE", f"/api/v1/namespaces/{HEALTH}/configmaps/gpu-roll-state")
+    for name in guards:
+        cp.call("DELETE", f"/apis/policy/v1/namespaces/research/poddisruptionbudgets/{name}")
+        cp.call("DELETE", f"/apis/apps/v1/namespaces/research/replicasets/{name}")
+    for p in pods_of(cp, "research", ""):
+        cp.call("DELETE", f"/api/v1/namespaces/research/pods/{p['metadata']['name']}?gracePeriodSeconds=0")
+    missing = [n for n in pool if cp.call("GET", f"/api/v1/nodes/{n.name}")[0] == 404]
+    register(cp, missing)
+    initialize(cp, missing)
+    for n in pool:
+        taints = [t for t in cp.get(f"/api/v1/nodes/{n.name}")["spec"].get("taints") or [] if t["key"] != fence]
+        cp.call_patch(f"/api/v1/nodes/{n.name}", {"spec": {"unschedulable": False, "taints": taints}})
+    failed = [n.name for n in pool if cp.get(f"/api/v1/nodes/{n.name}")["metadata"]["labels"].get(key) is not None]
+    for name in failed:
+        cp.call_patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {key: "pending"}}})
+    if failed:
+        run_preflight(cp, nodes, failed, expect=len(failed) + 1)
+
+
+def test_a_pool_rolls_one_node_at_a_time_drained_first_and_pauses_on_failures(
+    dev_cluster: ControlPlane, released: Released, azure: Any
+) -> None:
+    cp, nodes = dev_cluster, released.nodes
+    prep = prepared("dev")
+    domain = prep.bootstrap.label_domain
+    a100 = sorted(nodes.pools["a100"], key=lambda n: n.instance)
+    assert len(a100) == 4  # one island; the pool's 5% is one node at a time
+    island = a100[0].scale_set
+    # A new image on the a100 scale set's model.
+    cloud, original = wired_cloud(cp, azure, {island: {"0", "1", "2", "3"}})
+    run = Runs(cp, released)
+    busy, batch = a100[0], a100[1]
     try:
         # Training work (a Kueue workload's pod) on node 0; an ordinary pod guarded by a budget on node 1.
         assert (
@@ -109,34 +164,10 @@ def test_a_pool_rolls_one_node_at_a_time_drained_first_and_pauses_on_failures(
             )[0]
             == 201
         )
-        # A ReplicaSet's pod: the roll evicts only what a controller brings back (kubectl drain's rule).
-        template = pod("batch", batch, domain, {"app": "batch"})
-        replicas = {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {"name": "batch", "namespace": "research"},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "batch"}},
-                "template": {"metadata": {"labels": {"app": "batch"}}, "spec": template["spec"]},
-            },
-        }
-        assert cp.call("POST", "/apis/apps/v1/namespaces/research/replicasets", replicas)[0] == 201
-        assert cp.call("POST", "/apis/policy/v1/namespaces/research/poddisruptionbudgets", budget)[0] == 201
+        guarded(cp, "batch", batch, domain)
         wait(
             "both pods bound",
             lambda: sum(bool(p["spec"].get("nodeName")) for p in pods_of(cp, "research", "")) == 2,
-            [],
-            timeout=60,
-        )
-        wait(
-            "the budget sees its pod",
-            lambda: (
-                cp.get("/apis/policy/v1/namespaces/research/poddisruptionbudgets/keep-batch")
-                .get("status", {})
-                .get("expectedPods")
-                == 1
-            ),
             [],
             timeout=60,
         )
@@ -153,7 +184,7 @@ def test_a_pool_rolls_one_node_at_a_time_drained_first_and_pauses_on_failures(
         assert cloud.upgraded == []
 
         # The team lifts its budget: the real Eviction API takes the pod, and a later run finds the node empty.
-        assert cp.call("DELETE", "/apis/policy/v1/namespaces/research/poddisruptionbudgets/keep-batch")[0] == 200
+        assert cp.call("DELETE", "/apis/policy/v1/namespaces/research/poddisruptionbudgets/batch")[0] == 200
         wait("drained", lambda: "drained; Node deleted" in run(), [], timeout=120)
         assert cp.call("GET", f"/api/v1/nodes/{batch.name}")[0] == 404
         assert cloud.upgraded == [(island, str(batch.instance))]
@@ -193,24 +224,7 @@ def test_a_pool_rolls_one_node_at_a_time_drained_first_and_pauses_on_failures(
         assert "resumed: 1 failed nodes are left out of the roll" in out, out
         assert "joins the roll" not in out, out
     finally:
-        set_roll_rule(cp, original)
-        cp.call_patch(f"/apis/batch/v1/namespaces/{HEALTH}/cronjobs/{RULE}", {"spec": {"suspend": False}})
-        cp.call("DELETE", f"/api/v1/namespaces/{HEALTH}/configmaps/gpu-roll-state")
-        cp.call("DELETE", "/apis/policy/v1/namespaces/research/poddisruptionbudgets/keep-batch")
-        cp.call("DELETE", "/apis/apps/v1/namespaces/research/replicasets/batch")
-        for p in pods_of(cp, "research", ""):
-            cp.call("DELETE", f"/api/v1/namespaces/research/pods/{p['metadata']['name']}?gracePeriodSeconds=0")
-    # Leave the pool as the tier found it: every node registered, schedulable and released.
-    missing = [n for n in a100 if cp.call("GET", f"/api/v1/nodes/{n.name}")[0] == 404]
-    register(cp, missing)
-    initialize(cp, missing)
-    for n in a100:
-        cp.call_patch(f"/api/v1/nodes/{n.name}", {"spec": {"unschedulable": False}})
-    failed = [n.name for n in a100 if cp.get(f"/api/v1/nodes/{n.name}")["metadata"]["labels"].get(key) is not None]
-    for name in failed:
-        cp.call_patch(f"/api/v1/nodes/{name}", {"metadata": {"labels": {key: "pending"}}})
-    if failed:
-        run_preflight(cp, nodes, failed, expect=len(failed) + 1)
+        restore(cp, nodes, a100, original, ["batch"])
 
 
 def test_a_roll_survives_an_azure_refusal_and_lets_remediation_have_a_fenced_node(
@@ -223,21 +237,9 @@ def test_a_roll_survives_an_azure_refusal_and_lets_remediation_have_a_fenced_nod
     prep = prepared("dev")
     domain, fence = prep.bootstrap.label_domain, prep.addons.fatal_xid_key
     a100 = sorted(nodes.pools["a100"], key=lambda n: n.instance)
-    sets = {s.name: s.capacity for p in prep.pools.pools.values() if p.infiniband for s in p.scale_sets}
-    cloud = FakeAzure(
-        dict(sets),
-        {s: {str(i) for i in range(c)} for s, c in sets.items()},
-        subscription="00000000-0000-0000-0000-000000000000",
-        group=f"agk-{cp.ctx.cluster}",
-        sku=prep.pools.pools["a100"].vm_size,
-    )
-    island, last, guarded = a100[0].scale_set, a100[3], a100[1]
-    cloud.outdated = {island: {str(last.instance)}}
+    island, last, guarded_node = a100[0].scale_set, a100[3], a100[1]
+    cloud, original = wired_cloud(cp, azure, {island: {str(last.instance)}})
     cloud.refuse_upgrades = 1
-    azure(cloud)
-    original = roll_rule(cp)
-    wired = original | {"azure": original["azure"] | {"arm_endpoint": cloud.base, "imds_endpoint": cloud.base}}
-    set_roll_rule(cp, wired)
     run = Runs(cp, released)
     state_path = f"/api/v1/namespaces/{HEALTH}/configmaps/gpu-roll-state"
     try:
@@ -259,58 +261,17 @@ def test_a_roll_survives_an_azure_refusal_and_lets_remediation_have_a_fenced_nod
         assert f"{last.name}: rolled (passed preflight)" in run()
 
         # Next: a node whose drain a budget holds, fenced meanwhile.
-        cloud.outdated = {island: {str(guarded.instance)}}
-        template = pod("guarded", guarded, domain, {"app": "guarded"})
-        replicas = {
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {"name": "guarded", "namespace": "research"},
-            "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app": "guarded"}},
-                "template": {"metadata": {"labels": {"app": "guarded"}}, "spec": template["spec"]},
-            },
-        }
-        budget = {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "guarded", "namespace": "research"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
-        }
-        assert cp.call("POST", "/apis/apps/v1/namespaces/research/replicasets", replicas)[0] == 201
-        assert cp.call("POST", "/apis/policy/v1/namespaces/research/poddisruptionbudgets", budget)[0] == 201
-        wait(
-            "the budget guards its pod",
-            lambda: (
-                cp.get("/apis/policy/v1/namespaces/research/poddisruptionbudgets/guarded")
-                .get("status", {})
-                .get("currentHealthy")
-                == 1
-            ),
-            [],
-            timeout=60,
-        )
+        cloud.outdated = {island: {str(guarded_node.instance)}}
+        guarded(cp, "guarded", guarded_node, domain)
         out = run()
-        assert f"{guarded.name}: draining, 1 pods left (1 refused by a disruption budget" in out, out
+        assert f"{guarded_node.name}: draining, 1 pods left (1 refused by a disruption budget" in out, out
         taint = {"key": fence, "value": "true", "effect": "NoExecute"}
-        taints = cp.get(f"/api/v1/nodes/{guarded.name}")["spec"].get("taints") or []
-        code, body = cp.call_patch(f"/api/v1/nodes/{guarded.name}", {"spec": {"taints": [*taints, taint]}})
+        taints = cp.get(f"/api/v1/nodes/{guarded_node.name}")["spec"].get("taints") or []
+        code, body = cp.call_patch(f"/api/v1/nodes/{guarded_node.name}", {"spec": {"taints": [*taints, taint]}})
         assert code == 200, body
         out = run()
-        assert f"{guarded.name}: left the roll (fenced for a fatal XID: remediation replaces it)" in out, out
-        assert cp.call("GET", f"/api/v1/nodes/{guarded.name}")[0] == 200, "the fenced Node is remediation's"
+        assert f"{guarded_node.name}: left the roll (fenced for a fatal XID: remediation replaces it)" in out, out
+        assert cp.call("GET", f"/api/v1/nodes/{guarded_node.name}")[0] == 200, "the fenced Node is remediation's"
         assert len(cloud.upgraded) == 1
     finally:
-        set_roll_rule(cp, original)
-        cp.call("DELETE", state_path)
-        cp.call("DELETE", "/apis/policy/v1/namespaces/research/poddisruptionbudgets/guarded")
-        cp.call("DELETE", "/apis/apps/v1/namespaces/research/replicasets/guarded")
-        for p in pods_of(cp, "research", ""):
-            cp.call("DELETE", f"/api/v1/namespaces/research/pods/{p['metadata']['name']}?gracePeriodSeconds=0")
-    missing = [n for n in a100 if cp.call("GET", f"/api/v1/nodes/{n.name}")[0] == 404]
-    register(cp, missing)
-    initialize(cp, missing)
-    for n in a100:
-        node = cp.get(f"/api/v1/nodes/{n.name}")
-        kept = [t for t in node["spec"].get("taints") or [] if t["key"] != fence]
-        cp.call_patch(f"/api/v1/nodes/{n.name}", {"spec": {"unschedulable": False, "taints": kept}})
+        restore(cp, nodes, a100, original, ["guarded"])
