@@ -147,15 +147,17 @@ def _cases(domain: str, fatal_xids: tuple[int, ...]) -> dict[str, dict[str, Any]
                 },
                 {"series": 'kube_cronjob_spec_suspend{namespace="gpu-health",cronjob="gpu-roll"}', "values": "0x5"},
             ],
+            # Only another CronJob's Job failed (the name filter), the roll running. (While the roll is paused
+            # nothing fires: GpuRollPaused's case.)
             "calm": [
-                {
-                    "series": 'kube_job_status_failed{namespace="gpu-health",job_name="gpu-roll-29411520"}',
-                    "values": "1x5",
-                },
-                {"series": 'kube_cronjob_spec_suspend{namespace="gpu-health",cronjob="gpu-roll"}', "values": "1x5"},
+                {"series": 'kube_cronjob_spec_suspend{namespace="gpu-health",cronjob="gpu-roll"}', "values": "0x5"},
                 {
                     "series": 'kube_job_status_failed{namespace="gpu-health",job_name="gpu-remediation-29411520"}',
                     "values": "1x5",
+                },
+                {
+                    "series": 'kube_job_status_failed{namespace="gpu-health",job_name="gpu-roll-29411519"}',
+                    "values": "0x5",
                 },
             ],
             "at": "2m",

@@ -18,15 +18,16 @@ def write(
     down: tuple[int, ...] = (),
     rate: dict[int, int] | None = None,
     flaps: dict[int, int] | None = None,
+    coming_up: tuple[int, ...] = (),
 ) -> Path:
     """``links`` InfiniBand ports at ``gbps``; ``down``: ports not Active; ``rate``: port -> a lower rate;
-    ``flaps``: port -> link_downed count."""
+    ``flaps``: port -> link_downed count; ``coming_up``: ports the subnet manager has not activated yet."""
     for i in range(links):
         port = root / f"mlx5_ib{i}" / "ports" / "1"
         (port / "counters").mkdir(parents=True, exist_ok=True)
         speed = (rate or {}).get(i, gbps)
         (port / "link_layer").write_text("InfiniBand\n")
-        (port / "state").write_text("1: DOWN\n" if i in down else "4: ACTIVE\n")
+        (port / "state").write_text("1: DOWN\n" if i in down else "2: INIT\n" if i in coming_up else "4: ACTIVE\n")
         (port / "phys_state").write_text("3: Disabled\n" if i in down else "5: LinkUp\n")
         (port / "rate").write_text(f"{speed} Gb/sec (4X {SPEED.get(speed, '')})\n".replace(" )", ")"))
         (port / "counters" / "link_downed").write_text(f"{(flaps or {}).get(i, 0)}\n")

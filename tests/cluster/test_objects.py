@@ -43,7 +43,9 @@ def test_preflight_daemonset_selects_and_tolerates_preflight(dev_spec: AddonsSpe
         {"key": "gpu.example.com/preflight", "operator": "Exists", "effect": "NoSchedule"},
         {"key": "gpu.example.com/team", "operator": "Exists", "effect": "NoSchedule"},
     ]
-    diag = pod["initContainers"][0]["command"][-1]
+    # The InfiniBand check first (seconds), then DCGM's diagnostics (minutes).
+    assert [c["name"] for c in pod["initContainers"]] == ["ib-check", "dcgm-diag"]
+    diag = pod["initContainers"][1]["command"][-1]
     # The host's engine runs the tests (one DCGM engine per node): the pod starts none of its own.
     assert f"dcgmi diag --host localhost:5555 -r {dev_spec.preflight.level} " in diag
     assert "nv-hostengine" not in diag
@@ -156,6 +158,7 @@ def test_containers_are_restricted_or_the_exception_is_justified(prod_spec: Addo
         "coredns",
         "dcgm-diag",  # restricted, host network (the host's DCGM engine listens on 127.0.0.1)
         "dcgm-exporter",
+        "ib-check",  # restricted, but its pod is host-network (the preflight pod's)
         "iptables-exporter",
         "node-problem-detector",
         "nvidia-device-plugin",

@@ -145,3 +145,12 @@ def test_a_node_that_is_not_ready_is_out_and_a_failed_vm_without_a_node_still_co
     failed = {"a100-00039": {"uid": "u", "why": "no new Node", "pool": "a100", "island": "a100-00"}}
     del nodes["a100-00039"]
     assert pick(nodes, state(failed=failed), set(), RULE, everything_behind).nodes == []
+
+
+def test_a_failure_acknowledged_on_resume_still_counts_while_its_vm_has_no_node() -> None:
+    nodes = fleet("a100", 1, 40)
+    del nodes["a100-00039"], nodes["a100-00038"]
+    gone = {"uid": "u", "why": "no new Node", "pool": "a100", "island": "a100-00"}
+    st = state()
+    st["acknowledged"] = {"a100-00039": gone, "a100-00038": gone}
+    assert pick(nodes, st, set(), RULE, everything_behind).nodes == []  # 2 of 40 out: the share is used

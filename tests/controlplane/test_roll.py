@@ -210,7 +210,7 @@ def test_a_pool_rolls_one_node_at_a_time_drained_first_and_pauses_on_failures(
 
         # One failure is the threshold here: the roll records it, suspends its CronJob and fails the run.
         set_roll_rule(cp, roll_rule(cp) | {"pause_after_failed": 1})
-        out = run(ok=False)
+        out = run()  # not a failed Job: GpuRollPaused says it
         assert f"FAILED {nxt.name}: failed preflight on the new model" in out, out
         assert "roll paused: 1 nodes failed the roll" in out and "suspend" in out, out
         assert cp.get(f"/apis/batch/v1/namespaces/{HEALTH}/cronjobs/{RULE}")["spec"]["suspend"] is True

@@ -73,6 +73,7 @@ def roll_rule(spec: AddonsSpec) -> dict[str, Any]:
         "max_unavailable_percent": r.max_unavailable_percent,
         "island_max_unavailable_percent": r.island_max_unavailable_percent,
         "pause_after_failed": r.pause_after_failed,
+        "every_minutes": r.every_minutes,
         "max_starts_per_run": MAX_STARTS_PER_RUN,
         "drain_timeout_minutes": r.drain_timeout_minutes,
         "node_timeout_minutes": r.node_timeout_minutes,

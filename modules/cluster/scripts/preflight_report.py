@@ -4,7 +4,7 @@ failed.
 Each check (an init container) writes ``pass`` or ``fail`` to its file in RESULT_FILES. On success the
 preflight taint and label go, so the scheduler may use the node and the DaemonSet (which selects
 the label) removes this pod. On failure the taint stays and the label becomes ``failed``: the
-node takes no work, the DaemonSet lets go of it, and remediation replaces the VM.
+node takes no work, the DaemonSet lets go of it, and NodePreflightFailed asks a person to replace the VM.
 """
 
 from __future__ import annotations

@@ -50,6 +50,8 @@ else:  # run from the ConfigMap mount, next to kube.py and azure.py
 RULE_KEY = "roll.json"
 STATE_KEY = "state.json"
 STAMP = "%Y-%m-%dT%H:%M:%SZ"
+GAP_RUNS = 3
+"""A run that finds no run for this many intervals moves the in-flight timers on by the gap."""
 DRAIN_WAIT_S = 0.0
 """How long one run waits for evicted pods to go. None: a run evicts and moves on (it may start dozens of
 nodes), and the next run finds the node empty."""
@@ -148,9 +150,12 @@ class Drain:
     """Of those, how many a PodDisruptionBudget kept this time."""
     unmanaged: int = 0
     """Of those, how many no controller owns (not evicted: they would be lost)."""
+    errors: list[str] = field(default_factory=list)
+    """Evictions the API server refused for another reason (counted in ``refused`` too)."""
 
     def why(self) -> str:
-        return f"{self.refused} refused by a disruption budget, {self.unmanaged} without a controller"
+        more = f"; {self.errors[0]}" if self.errors else ""
+        return f"{self.refused} refused by a disruption budget, {self.unmanaged} without a controller{more}"
 
 
 def drain(api: Api, node: str, *, wait_s: float = DRAIN_WAIT_S, sleep: Any = time.sleep) -> Drain:
@@ -166,8 +171,15 @@ def drain(api: Api, node: str, *, wait_s: float = DRAIN_WAIT_S, sleep: Any = tim
                 continue  # evicted already, terminating
             if unmanaged(pod):
                 out.unmanaged += 1
-            elif not api.evict(meta["namespace"], meta["name"]):
+                continue
+            try:
+                if not api.evict(meta["namespace"], meta["name"]):
+                    out.refused += 1
+            except (urllib.error.HTTPError, OSError) as err:
+                # A pod two budgets select (500), a webhook's refusal, a timeout: held like a budget's refusal,
+                # so the drain's timeout still ends it.
                 out.refused += 1
+                out.errors.append(f"{meta['namespace']}/{meta['name']}: {err}")
         if not out.left or out.refused + out.unmanaged == len(out.left) or time.monotonic() >= deadline:
             return out
         sleep(2)
@@ -296,7 +308,7 @@ def advance(
         # Recorded before the Node goes: a run that dies between the two is finished by the next one.
         entry.update(step="upgrading", since=stamp(now), requested=False)
         store.save()
-        _upgrade(api, arm, store, name)
+        _upgrade(api, arm, store, name, now)
         report.say(f"{name}: drained; Node deleted, instance brought to the scale set's model (Update Instances)")
         return
     if entry["step"] == "upgrading":
@@ -304,8 +316,18 @@ def advance(
             entry.update(step="booting")
             report.say(f"{name}: registered again, in preflight")
         else:
-            if not entry.get("requested"):  # the last run died before Azure took the update: again
-                _upgrade(api, arm, store, name)
+            if not entry.get("requested"):  # Azure refused it, or the last run died before it took it: again
+                if minutes > rule["node_timeout_minutes"]:
+                    _fail(
+                        state,
+                        report,
+                        name,
+                        entry["uid"],
+                        f"Azure did not take Update Instances within {rule['node_timeout_minutes']} minutes",
+                    )
+                    return
+                _upgrade(api, arm, store, name, now)
+                minutes = 0.0
             props = arm.instance(_vm(entry["provider_id"]))
             if props is None:
                 state["nodes"].pop(name)
@@ -350,15 +372,19 @@ def advance(
             )
 
 
-def _upgrade(api: Api, arm: Arm, store: Store, name: str) -> None:
-    """Delete the (drained, old) Node, then Update Instances; each is safe to repeat."""
+def _upgrade(api: Api, arm: Arm, store: Store, name: str, now: datetime.datetime) -> None:
+    """Delete the (drained, old) Node, then Update Instances unless Azure has it already (a run that died after
+    asking); each is safe to repeat. The node's timeout starts when Azure takes the update."""
     entry = store.state["nodes"][name]
     # Only the Node the roll drained: a new Node of that name (the VM back already) has another uid (409).
     options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": entry["uid"]}}
     with contextlib.suppress(NotFound, Conflict):
         api.request("DELETE", f"/api/v1/nodes/{name}", options, content_type="application/json")
-    arm.update_instance(_vm(entry["provider_id"]))
-    entry["requested"] = True
+    vm = _vm(entry["provider_id"])
+    props = arm.instance(vm) or {}
+    if props.get("provisioningState") != "Updating" and not props.get("latestModelApplied"):
+        arm.update_instance(vm)
+    entry.update(requested=True, since=stamp(now))
     store.save()
 
 
@@ -397,7 +423,8 @@ def pick(
         if node.island:
             island_size[node.island] += 1
             island_out[node.island] += gone
-    absent = {**{n: e for n, e in state["failed"].items() if e.get("pool")}, **rolling}
+    failures = {**state["acknowledged"], **state["failed"]}
+    absent = {**{n: e for n, e in failures.items() if e.get("pool")}, **rolling}
     for name, entry in absent.items():
         # In the roll between its deletion and its new Node, or failed without one: a VM of the pool, out.
         if name not in fleet:
@@ -513,14 +540,19 @@ def run(
     store = Store(api, rule)
     state = store.state
     fleet = scan(api, rule)
+    last = state.get("last_run")
+    gap = (now - parse(last)).total_seconds() / 60 if last else 0.0
+    if gap > GAP_RUNS * rule["every_minutes"]:
+        # Nobody ran the roll for a while (paused by hand, the control plane away): that time was not the
+        # nodes', so each in-flight timer moves on by it.
+        for entry in state["nodes"].values():
+            entry["since"] = stamp(parse(entry["since"]) + datetime.timedelta(minutes=gap))
+        report.say(f"{gap:.0f} minutes since the last run: the in-flight timers move on by that much")
+    state["last_run"] = stamp(now)
     if state["paused_at"]:
-        # Running again after a pause means a person resumed the CronJob: the failures are seen, and the
-        # drains in flight start their timeout again (the pause was not theirs).
+        # Running again after a pause means a person resumed the CronJob: the failures are seen.
         state["acknowledged"].update(state["failed"])
         state["failed"], state["paused_at"] = {}, None
-        for entry in state["nodes"].values():
-            if entry["step"] == "draining":
-                entry["since"] = stamp(now)
         report.say(f"resumed: {len(state['acknowledged'])} failed nodes are left out of the roll")
     # A failure acknowledged once is a new Node now (replaced, re-imaged by hand): it may roll again.
     for name, failure in list(state["acknowledged"].items()):
@@ -561,9 +593,12 @@ def main() -> None:
             "(errors are tried again next run; failed nodes wait for a person)"
         )
     if report.paused:
-        raise SystemExit(
+        # Not a failed Job: GpuRollPaused says it, and a failed Job would page again (GpuRollRunFailed) for an
+        # hour after a person resumes.
+        print(
             f"roll paused: {report.paused}: look at those nodes, then resume with "
-            f'kubectl -n {rule["namespace"]} patch cronjob {rule["cronjob"]} -p \'{{"spec":{{"suspend":false}}}}\''
+            f'kubectl -n {rule["namespace"]} patch cronjob {rule["cronjob"]} -p \'{{"spec":{{"suspend":false}}}}\'',
+            flush=True,
         )
 
 
