@@ -7,7 +7,8 @@ gets what its job needs and nothing more:
   providerIDs and addresses, and delete Node objects whose VM is gone: Reader on the resource group.
   (LoadBalancer Services would also need Network Contributor; this cluster exposes none.)
 - the remediation job deletes a fenced node's scale-set instance and restores the set's capacity, and the
-  pool roll lists the instances behind the set's model and brings one at a time to it (Update Instances):
+  pool roll lists the instances behind the set's model and brings one at a time to it (Update Instances, and
+  Reimage when an applied update did not restart it):
   a custom role with exactly those actions, assigned on each GPU scale set only (``grant_replacer``).
 """
 
@@ -27,7 +28,7 @@ READER = ("Reader", "acdd72a7-3385-48ef-bd42-f606fba81ae7")
 """Built-in role: view everything, change nothing (role-based-access-control/built-in-roles)."""
 REPLACER_ACTIONS = tuple(dict.fromkeys(call.action for call in ARM_CALLS))
 """What the remediation job's and the pool roll's calls need (modules/cluster/scripts/azure.py ARM_CALLS: read
-the set and its instances, delete instances, set the capacity back, update an instance to the model), nothing
+the set and its instances, delete instances, set the capacity back, update or reimage an instance), nothing
 more: derived from the calls, not typed twice."""
 
 

@@ -51,6 +51,7 @@ class FakeAzure:
         self.calls: list[tuple[str, str, Any]] = []
         self.token_requests: list[dict[str, list[str]]] = []
         self.upgraded: list[tuple[str, str]] = []
+        self.reimaged: list[tuple[str, str]] = []
         """Update Instances calls, in order: (scale set, instance)."""
         self.base = ""
 
@@ -140,6 +141,10 @@ class FakeAzure:
                 q = urlencode({"api-version": "2024-07-01", "$filter": flt, "$skiptoken": skip + self.page_size})
                 out["nextLink"] = f"{self.base}{path}?{q}"
             return 200, {}, out
+        if method == "POST" and rest == "reimage":
+            (instance,) = body["instanceIds"]
+            self.reimaged.append((vmss, instance))
+            return self._accept(lambda: None)
         if method == "POST" and rest == "manualupgrade":
             (instance,) = body["instanceIds"]
             if self.refuse_upgrades > 0:

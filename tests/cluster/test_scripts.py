@@ -428,6 +428,8 @@ def test_every_arm_call_is_one_the_remediation_role_grants_on_the_scale_set(
     assert (arm.instance(vm) or {}).get("provisioningState") == "Updating"
     cloud.finish()
     assert (arm.instance(vm) or {}).get("latestModelApplied") is True and arm.outdated(vm) == {"0", "5"}
+    arm.reimage_instance(vm)
+    assert cloud.reimaged == [("h100-0", "4")]
     scale_set = (
         f"/subscriptions/{SUB}/resourceGroups/{GROUP}/providers/Microsoft.Compute/virtualMachineScaleSets/h100-0"
     )

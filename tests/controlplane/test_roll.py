@@ -6,6 +6,7 @@ reimaged VM's kubelet registering again is kwok's stand-in, as in the remediatio
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -254,6 +255,18 @@ def test_a_roll_survives_an_azure_refusal_and_lets_remediation_have_a_fenced_nod
         out = run()
         assert f"{last.name}: updating" in out, out
         assert cloud.upgraded == [(island, str(last.instance))]
+        cloud.finish()
+        # Azure reports the update applied, yet no Node comes (the change did not restart the VM): 25 minutes
+        # on, the roll reimages it, once.
+        state = json.loads(cp.get(state_path)["data"]["state.json"])
+        earlier = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=25)
+        state["nodes"][last.name]["since"] = earlier.strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {"data": {"state.json": json.dumps(state)}}
+        assert cp.call_patch(state_path, body)[0] == 200
+        out = run()
+        assert f"{last.name}: no new Node 25 minutes after an update Azure reports applied: reimaged" in out, out
+        assert cloud.reimaged == [(island, str(last.instance))]
+        assert "reimaged" not in run(), "once"
         cloud.finish()
         register(cp, [last])
         initialize(cp, [last])

@@ -44,6 +44,9 @@ WORK_LABELS = (POD_GROUP_LABEL, KUEUE_POD_SET_LABEL)
 MAX_STARTS_PER_RUN = 25
 """Nodes one run takes into the roll: a pool's share of prod-7500 is ~90 nodes, started over a few runs so a
 run stays well inside its deadline (each start is a save, a cordon, a pod LIST and evictions)."""
+REIMAGE_AFTER_MINUTES = 20
+"""An update Azure reports applied with no new Node this long after: the VM was not restarted (its kubelet,
+whose Node the roll deleted, never registers again), so it is reimaged. A reimaged ND VM is back in ~10."""
 RUN_DEADLINE_S = 240
 """A run evicts without waiting (scripts/roll_pool.py DRAIN_WAIT_S): a few LISTs and writes per node it moves."""
 
@@ -74,6 +77,7 @@ def roll_rule(spec: AddonsSpec) -> dict[str, Any]:
         "island_max_unavailable_percent": r.island_max_unavailable_percent,
         "pause_after_failed": r.pause_after_failed,
         "every_minutes": r.every_minutes,
+        "reimage_after_minutes": REIMAGE_AFTER_MINUTES,
         "max_starts_per_run": MAX_STARTS_PER_RUN,
         "drain_timeout_minutes": r.drain_timeout_minutes,
         "node_timeout_minutes": r.node_timeout_minutes,

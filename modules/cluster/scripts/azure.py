@@ -54,9 +54,11 @@ ARM_CALLS = (
     ArmCall("POST", "delete", "Microsoft.Compute/virtualMachineScaleSets/delete/action"),
     ArmCall("PATCH", "", "Microsoft.Compute/virtualMachineScaleSets/write"),
     ArmCall("POST", "manualupgrade", "Microsoft.Compute/virtualMachineScaleSets/manualUpgrade/action"),
+    ArmCall("POST", "reimage", "Microsoft.Compute/virtualMachineScaleSets/reimage/action"),
 )
 """Every ARM call :class:`Arm` makes: Get (the set, an instance), List VMs, Delete Instances, Update, and
-Update Instances (the pool roll: one instance to the set's latest model)."""
+for the pool roll Update Instances (one instance to the set's latest model) and Reimage (one whose update
+did not restart it)."""
 
 
 class AzureError(Exception):
@@ -200,6 +202,11 @@ class Arm:
         """POST .../manualupgrade {"instanceIds": [id]} (Update Instances): the instance takes the set's latest
         model; a new image reference reimages its OS disk. Not waited for: the roll reads the node's return."""
         self._call("POST", f"{vm.scale_set_path}/manualupgrade", {"instanceIds": [vm.instance]})
+
+    def reimage_instance(self, vm: Instance) -> None:
+        """POST .../reimage {"instanceIds": [id]} (Virtual Machine Scale Sets - Reimage): the OS disk from the
+        model's image again, so the instance boots afresh. Not waited for, as Update Instances."""
+        self._call("POST", f"{vm.scale_set_path}/reimage", {"instanceIds": [vm.instance]})
 
     def scale_set(self, vm: Instance) -> dict[str, Any]:
         code, _, body = self._call("GET", vm.scale_set_path)

@@ -342,6 +342,18 @@ def advance(
                     entry["uid"],
                     f"no new Node within {rule['node_timeout_minutes']} minutes of the update",
                 )
+            elif (
+                props.get("latestModelApplied")
+                and props.get("provisioningState") == "Succeeded"
+                and minutes > rule["reimage_after_minutes"]
+                and not entry.get("reimaged")
+            ):
+                # Applied, yet no new Node: a model change Azure applied without restarting the VM, whose
+                # kubelet (its Node deleted) never registers again. A reimage boots it afresh, once.
+                entry["reimaged"] = True
+                store.save()
+                arm.reimage_instance(_vm(entry["provider_id"]))
+                report.say(f"{name}: no new Node {minutes:.0f} minutes after an update Azure reports applied: reimaged")
             else:
                 report.say(f"{name}: updating (provisioningState {props.get('provisioningState')})")
             return
