@@ -188,8 +188,6 @@ def drain(api: Api, node: str, *, wait_s: float = DRAIN_WAIT_S, sleep: Any = tim
 @dataclass
 class Report:
     lines: list[str] = field(default_factory=list)
-    started: list[str] = field(default_factory=list)
-    rolled: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     """Nodes an error stopped in this run (tried again next run)."""
@@ -370,7 +368,6 @@ def advance(
             return
         if node.preflight is None:
             state["nodes"].pop(name)
-            report.rolled.append(name)
             report.say(f"{name}: rolled (passed preflight)")
         elif node.preflight == rule["preflight_failed"]:
             _fail(state, report, name, node.uid, "failed preflight on the new model")
@@ -504,7 +501,6 @@ def start(
         store.save()
         patch = {"metadata": {"annotations": {rule["annotation"]: stamp(now)}}, "spec": {"unschedulable": True}}
         api.patch(f"/api/v1/nodes/{node.name}", patch)
-        report.started.append(node.name)
         where = f"{node.pool}, island {node.island}" if node.island else node.pool
         report.say(f"{node.name}: cordoned, joins the roll ({where})")
         step(
