@@ -240,7 +240,8 @@ def test_node_pool_scale_sets_and_pod_ip_configs(mocks: Recorder) -> None:
         scale_sets, capacity, _principal = values
         assert list(scale_sets) == ["gpu-00", "gpu-01", "gpu-02"]
         assert capacity == 250
-        vmss = mocks.of_type("azure-native:compute:VirtualMachineScaleSet")
+        # Registration order is the event loop's, not the pool's: read the sets by name.
+        vmss = sorted(mocks.of_type("azure-native:compute:VirtualMachineScaleSet"), key=lambda v: v.name)
         # Filled in order, each to its room (100 less 1 of headroom): the newest set holds the rest.
         assert [v.inputs["sku"]["capacity"] for v in vmss] == [99, 99, 52]
         # A lowered capacity removes the newest instances of a set, so a plan can say which VMs go.
