@@ -367,18 +367,6 @@ NVIDIA_CONTAINER_TOOLKIT_MIN = "1.17.8"
 through the toolkit's createContainer hook; NVIDIA security bulletin of July 2025). The GPU image's base (the Azure
 HPC image) brings the toolkit; its build refuses an older one (modules/images/templates/build-image.sh.j2)."""
 
-IMAGE_CONTAINERD: dict[str, str] = {
-    # Canonical ubuntu-24_04-lts server (modules/stackplan/config.py UBUNTU_2404): the archive's containerd
-    # package is the 1.7 line (noble). *unverified* on this exact version: check `containerd --version`.
-    "24.04.202609040": "1.7",
-    # microsoft-dsvm ubuntu-hpc 2204 (UBUNTU_HPC_2204): moby-containerd from packages.microsoft.com,
-    # installed unpinned with moby-engine (Azure/azhpc-images ubuntu/common/install_docker.sh), the
-    # 1.7 line in 2024-10. *unverified*: check `containerd --version` on the image.
-    "22.04.2024102301": "1.7",
-}
-"""containerd line (major.minor) each pinned marketplace image ships, by image version: what the base images
-bring before the node image build installs the table's containerd over it (check_containerd; the cluster plan
-checks the table's row instead, check_image_containerd)."""
 DEFAULT_MINOR = "1.35"
 """The newest supported minor that has a gang scheduler within the skew rule (addons.gang is on by default)."""
 
@@ -467,23 +455,6 @@ def _line(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
-def check_containerd(minor: str, images: dict[str, str]) -> None:
-    """ConfigError when an image (kind -> image version) ships a containerd older than ``minor`` needs.
-
-    Images this table does not know pass here; their nodes' boot checks the installed containerd.
-    """
-    need = release(minor).containerd_min
-    for kind, version in images.items():
-        have = IMAGE_CONTAINERD.get(version)
-        if have is not None and _line(have) < _line(need):
-            raise ConfigError(
-                f"{PROJECT}:cluster.kubernetes_version: Kubernetes {minor} needs containerd {need} or newer, "
-                f"but images.{kind} {version} ships containerd {have}: use kubernetes_version "
-                f"{_newest_for(have)}, or pin images.{kind} to an image with containerd {need} or newer "
-                "(and add it to modules/bootstrap/versions.py IMAGE_CONTAINERD)"
-            )
-
-
 def check_image_containerd(minor: str) -> None:
     """ConfigError when the node images' containerd (the ``containerd`` row every image installs) is older than
     ``minor``'s kubelet supports: the hosts boot gallery images built from this table, not marketplace images."""
@@ -496,12 +467,6 @@ def check_image_containerd(minor: str) -> None:
             f"node images install containerd {row.version}: bump the containerd row of modules/bootstrap/versions.py "
             "and rebuild the images, or use an older kubernetes_version"
         )
-
-
-def _newest_for(containerd: str) -> str:
-    """The newest supported minor whose kubelet still supports this containerd line."""
-    fits = [m for m, r in TABLE.items() if _line(r.containerd_min) <= _line(containerd)]
-    return fits[-1] if fits else SUPPORTED[0]
 
 
 class Unverified(ConfigError):

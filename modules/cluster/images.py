@@ -43,6 +43,11 @@ WORKLOAD_IDENTITY = "v1.6.0"
 """Azure Workload Identity's release: the webhook image below and the Go module the tests build it from
 (github.com/Azure/azure-workload-identity, tools/components/components.py): one version, typed once."""
 
+DCGM = "4.6.0"
+"""The DCGM release of the in-cluster DCGM clients (dcgm-exporter, dcgmi): the GPU base's major version."""
+GPU_OPERATOR = "NVIDIA/gpu-operator v26.7.0 bundle/manifests/gpu-operator-certified.clusterserviceversion.yaml"
+"""NVIDIA's release that pairs the GPU node agents' tags with their digests (its OLM bundle's relatedImages)."""
+
 IMAGES: dict[str, Image] = {
     "workload-identity-webhook": Image(
         "mcr.microsoft.com/oss/v2/azure/workload-identity/webhook",
@@ -54,23 +59,28 @@ IMAGES: dict[str, Image] = {
         "`az acr manifest show-metadata` or `crane digest` of the tag. A wrong digest fails the pull, never runs "
         "another image",
     ),
-    # dcgm-exporter also serves as the DCGM client of the preflight diagnostics: its image carries
-    # the datacenter-gpu-manager package (dcgmi), and both talk to the host's nv-hostengine, whose
-    # major version they must match (HOST_DCGM below).
+    # DCGM clients of the host's nv-hostengine (the GPU image's nvidia-dcgm), which they must match in major
+    # version (modules/images/config.py GPU_BASES; the cluster plan checks it). dcgm-exporter's distroless image
+    # has no dcgmi, so the preflight diagnostics run dcgmi from NVIDIA's DCGM image of the same release.
     "dcgm-exporter": Image(
         "nvcr.io/nvidia/k8s/dcgm-exporter",
-        "3.3.9-3.6.1-ubuntu22.04",
-        "sha256:3d4e0dfa5fc4d7d12689d29fc6b56cd6c610750e8d187a393882e341fbba6c12",
-        "a GPU node's status.images (kubectl get nodes -o json, kept as a public test fixture) pairs the tag "
-        "with this digest; docker/Dockerfile.ubuntu22.04 @ NVIDIA/dcgm-exporter tag 3.3.9-3.6.1 installs "
-        "datacenter-gpu-manager (dcgmi)",
+        f"{DCGM}-4.8.3-distroless",
+        "sha256:613ab03c11d442fd960ff515f547e9921537454a712d08160bc8f677f89f1c35",
+        f"{GPU_OPERATOR} relatedImages dcgm-exporter-image (deployments/gpu-operator/values.yaml dcgmExporter "
+        f"{DCGM}-4.8.3-distroless)",
+    ),
+    "dcgm": Image(
+        "nvcr.io/nvidia/cloud-native/dcgm",
+        f"{DCGM}-1-ubi10",
+        "sha256:92080d86d04c265f7fc0b8e1cd95dff94d3ab57de6a6474c3c483e4c2ada5dea",
+        f"{GPU_OPERATOR} relatedImages dcgm-image; the image carries dcgmi and bash (NVIDIA's own cluster "
+        'validation runs `bash -c "dcgmi diag -r 3"` in nvcr.io/nvidia/cloud-native/dcgm)',
     ),
     "nvidia-device-plugin": Image(
         "nvcr.io/nvidia/k8s-device-plugin",
-        "v0.17.0",
-        "sha256:7089559ce6153018806857f5049085bae15b3bf6f1c8bd19d8b12f707d087dea",
-        "NVIDIA/gpu-operator v24.9.2 OLM bundle relatedImages (device-plugin-image, values.yaml v0.17.0) and a "
-        "GPU node's status.images pairing v0.17.0 with the same digest",
+        "v0.20.0",
+        "sha256:a61ba9fd8efb82f3a79f877f7580e02c1e8e7593f62473644bc9c79e315c3312",
+        f"{GPU_OPERATOR} relatedImages device-plugin-image (values.yaml devicePlugin v0.20.0)",
     ),
     "rdma-shared-device-plugin": Image(
         "nvcr.io/nvidia/mellanox/k8s-rdma-shared-dev-plugin",
@@ -98,21 +108,12 @@ IMAGES: dict[str, Image] = {
 }
 
 DCGM_EXPORTER = IMAGES["dcgm-exporter"].ref
-DCGM_CLIENT = DCGM_EXPORTER
+DCGM_CLIENT = IMAGES["dcgm"].ref
 DEVICE_PLUGIN = IMAGES["nvidia-device-plugin"].ref
 RDMA_DEVICE_PLUGIN = IMAGES["rdma-shared-device-plugin"].ref
 NODE_PROBLEM_DETECTOR = IMAGES["node-problem-detector"].ref
 PYTHON = IMAGES["python"].ref
 WORKLOAD_IDENTITY_WEBHOOK = IMAGES["workload-identity-webhook"].ref
-
-# The DCGM host engine (nvidia-dcgm.service, nv-hostengine on 127.0.0.1:5555) each GPU image ships,
-# by Ubuntu-HPC marketplace version. The in-cluster DCGM clients above connect to it and must share
-# its major version: bump them together with infra's GPU image.
-HOST_DCGM: dict[str, str] = {
-    # Azure/azhpc-images tag ubuntu-hpc-20241023: versions.json "dcgm" 3.3.7; ubuntu/common/install_dcgm.sh
-    # installs datacenter-gpu-manager=1:3.3.7 and enables nvidia-dcgm.
-    "22.04.2024102301": "3.3.7",
-}
 
 # cloud-provider-azure releases, one per Kubernetes minor ("Minor release versions match Kubernetes
 # minor release versions"): the newest tag of each release-1.y branch in kubernetes-sigs/cloud-provider-azure

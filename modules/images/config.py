@@ -5,10 +5,12 @@ stack builds (``image_build``). Here, with the recipes that read them, so the im
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from pydantic import Field, field_validator
 
-from modules.config_model import StrictModel
+from modules.config_model import PROJECT, StrictModel
+from modules.errors import ConfigError
 from modules.images import IMAGE_ROLES, ImageRole
 
 
@@ -27,7 +29,7 @@ class ImageConfig(StrictModel):
     def _pinned(cls, v: str) -> str:
         if not re.match(r"^[0-9]+\.[0-9]+\.[0-9]+$", v):
             raise ValueError(
-                f"version {v!r} is not a pinned image version: use one like 22.04.2024102301 "
+                f"version {v!r} is not a pinned image version: use one like 24.04.2026072901 "
                 "('latest' would give new scale-set instances whatever is newest)"
             )
         return v
@@ -36,10 +38,47 @@ class ImageConfig(StrictModel):
 # Defaults (verify with `az vm image list ... --all` and raise them deliberately): Ubuntu 24.04 for
 # the control plane (its etcd members run the versions table's upstream etcd, which the image build
 # installs, never Ubuntu's etcd-server package: the 3.4 line, out of support), and Azure's
-# HPC image for GPU nodes (NVIDIA driver, MOFED/InfiniBand, DCGM, container toolkit preinstalled).
-# Versions seen pinned in public deployments (Azure/azhpc-images tags map to `22.04.<YYYYMMDD>01`).
+# HPC image for GPU nodes (NVIDIA driver, DOCA OFED/InfiniBand, DCGM, container toolkit preinstalled).
+# Azure/azhpc-images tag ubuntu-hpc-<YYYYMMDDNN> is marketplace version 24.04.<YYYYMMDDNN> of sku 2404.
 UBUNTU_2404 = {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "24.04.202609040"}
-UBUNTU_HPC_2204 = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2204", "version": "22.04.2024102301"}
+UBUNTU_HPC_2404 = {"publisher": "microsoft-dsvm", "offer": "ubuntu-hpc", "sku": "2404", "version": "24.04.2026072901"}
+
+
+@dataclass(frozen=True)
+class GpuBase:
+    """What a pinned GPU base image brings that the cluster depends on, read from the image's own build."""
+
+    driver: str
+    """The NVIDIA driver (``modinfo -F version nvidia``): its branch must be in NVIDIA's support."""
+    dcgm: str
+    """DCGM (``dcgmi --version``): the host engine the cluster's DCGM clients share a major version with."""
+    source: str
+
+
+GPU_BASES: dict[str, GpuBase] = {
+    UBUNTU_HPC_2404["version"]: GpuBase(
+        "580.173.02",
+        "4.6.0",
+        "Azure/azhpc-images tag ubuntu-hpc-2026072901 versions.json: nvidia.ubuntu24.04.x86_64.driver 580.173.02, "
+        "dcgm.ubuntu24.04.x86_64 1:4.6.0-1 (components/install_dcgm.sh installs it and enables nvidia-dcgm); "
+        "R580 is a Long Term Support Branch, end of life June 2028 (docs.nvidia.com/datacenter/tesla/drivers, "
+        "Supported Drivers and CUDA Toolkit Versions)",
+    ),
+}
+"""GPU base images by marketplace version (``images.gpu.version``). A GPU image is built only on a base listed
+here, and its build stops when the base's driver or DCGM differs from the row (modules/images/build.py)."""
+
+
+def gpu_base(image: ImageConfig, key: str = "images.gpu") -> GpuBase:
+    """The row of ``image``; ConfigError naming the version when the table has none."""
+    row = GPU_BASES.get(image.version)
+    if row is None:
+        raise ConfigError(
+            f"{PROJECT}:{key}.version: {image.version} is not a known GPU base image: add its NVIDIA driver and "
+            "DCGM versions (Azure/azhpc-images versions.json at the image's tag) to GPU_BASES in "
+            f"modules/images/config.py, or use {UBUNTU_HPC_2404['version']}"
+        )
+    return row
 
 
 class ImagesConfig(StrictModel):
@@ -48,7 +87,7 @@ class ImagesConfig(StrictModel):
     general: ImageConfig = Field(
         default_factory=lambda: ImageConfig(**UBUNTU_2404), description="Control plane, hosts, system nodes."
     )
-    gpu: ImageConfig = Field(default_factory=lambda: ImageConfig(**UBUNTU_HPC_2204), description="GPU nodes.")
+    gpu: ImageConfig = Field(default_factory=lambda: ImageConfig(**UBUNTU_HPC_2404), description="GPU nodes.")
 
 
 class ImageBuildConfig(StrictModel):

@@ -31,7 +31,7 @@ from modules.bootstrap.roles import Role
 from modules.config_model import PROJECT
 from modules.errors import ConfigError
 from modules.images import IMAGE_ROLES, ImageRole
-from modules.images.config import ImageConfig, ImagesConfig
+from modules.images.config import GpuBase, ImageConfig, ImagesConfig, gpu_base
 
 KEY = "image_build.kubernetes_version"
 """The config key that chooses the Kubernetes release an image is built for (named in every refusal)."""
@@ -281,6 +281,8 @@ class Recipe:
     """The Go toolchain that builds the rows with a Go module (None: the recipe builds none)."""
     apt_packages: tuple[versions.AptPackage, ...] = ()
     """Packages from a vendor's signed apt repository, pinned to the table's version and held."""
+    gpu_base: GpuBase | None = None
+    """The GPU base's driver and DCGM, which the build checks on the base (None: built on the general base)."""
 
     @property
     def base_kind(self) -> str:
@@ -396,6 +398,8 @@ def recipe(
         versions.require_verified({TOOLCHAIN: go}, key)
         toolchain = Install(go, Placement("unpack", "", (), "go.dev/doc/install"))
     base_images = images or ImagesConfig()
+    # Before anything is built: a GPU image only on a base whose driver and DCGM the table knows.
+    gpu = gpu_base(base_images.gpu) if spec.base == "gpu" else None
     return Recipe(
         role=role,
         release=release.release(),
@@ -406,6 +410,7 @@ def recipe(
         left_out=tuple(table[name] for name in spec.left_out),
         toolchain=toolchain,
         apt_packages=tuple(versions.APT_PACKAGES[name] for name in spec.apt_packages),
+        gpu_base=gpu,
     )
 
 

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modules.bootstrap.roles import Role
+from modules.cluster.images import DCGM
 from modules.config_model import PROJECT
 from modules.errors import ConfigError
 from modules.images import ImageRole, gallery_name
+from modules.images.config import ImagesConfig, gpu_base
 from modules.images.recipe import gallery_version, image_role, release_of
 from modules.stackplan.config import ClusterConfig, ImagesStack, load_stack, resource_group_name, stack_file
 
@@ -86,6 +88,8 @@ def check_images_stack(stacks_dir: Path, cluster: ClusterConfig, release: str, i
     if not isinstance(other, ImagesStack):
         raise ConfigError(f"{KEY}.images_stack: {name!r} is a {other.kind} stack: name the images stack (kind: images)")
     spec = other.image_build
+    if "gpu-node" in spec.roles:
+        check_gpu_base(other.images, f"images stack {name!r}: ")
     built = release_of(spec.kubernetes_version)
     for role, image in images.items():
         if image.role not in spec.roles:
@@ -107,6 +111,18 @@ def check_images_stack(stacks_dir: Path, cluster: ClusterConfig, release: str, i
                 f"{image.role} image {image.version} exists yet; set image_build.kubernetes_version: {release} "
                 "there and deploy it first"
             )
+
+
+def check_gpu_base(images: ImagesConfig, where: str = "") -> None:
+    """ConfigError when the GPU base is not in the table, or its DCGM host engine is another major version than
+    the cluster's DCGM clients: dcgm-exporter and the preflight's dcgmi would fail on every GPU node."""
+    base = gpu_base(images.gpu)
+    if base.dcgm.split(".")[0] != DCGM.split(".")[0]:
+        raise ConfigError(
+            f"{where}{PROJECT}:images.gpu.version: {images.gpu.version} brings DCGM {base.dcgm}, but the cluster's "
+            f"DCGM clients (dcgm-exporter, dcgmi) are DCGM {DCGM}, another major version: pin a GPU base with DCGM "
+            f"{DCGM.split('.')[0]}.x, or move the clients in modules/cluster/images.py to its release"
+        )
 
 
 def _newer(a: str, b: str) -> bool:

@@ -34,7 +34,7 @@ from modules.stackplan.addresses import (
 from modules.stackplan.boot_context import bootstrap_context
 from modules.stackplan.config import ClusterStack, StackConfig, resource_group_name
 from modules.stackplan.egress import EgressGroup, spoke_egress
-from modules.stackplan.node_images import NodeImage, check_images_stack, node_images
+from modules.stackplan.node_images import NodeImage, check_gpu_base, check_images_stack, node_images
 from modules.stackplan.pools import ClusterPools, plan_pools
 from modules.stackplan.prerequisites import Prerequisites, cluster_prerequisites
 from modules.stackplan.segmentation import Rule, subnet_rules
@@ -230,9 +230,10 @@ def prepare_cluster(
     plan.refuse_hard_limit_breaks()
     addresses = cluster_addresses(plan)
     try:
-        # The Kubernetes minor against every pinned component: the node images' containerd here, the gang
+        # The Kubernetes minor against every pinned component: the node images' containerd and the GPU base's DCGM here, the gang
         # scheduler's skew in addons_spec, the component images in the versions table (bootstrap_context).
         versions.check_image_containerd(cluster.kubernetes_version)
+        check_gpu_base(config.images)
         release = versions.kubernetes_release(cluster.kubernetes_version, cluster.kubernetes_patch)
         booted = tuple(r for r in ROLES if r != "events-etcd" or cluster.events_etcd is not None)
         images = node_images(cluster, release, booted)

@@ -26,15 +26,6 @@ def spec_of(stack: str, *, version: str | None = None, addons: AddonsConfig | No
     update: dict[str, object] = {"addons": addons if addons is not None else config.addons}
     if version is not None:
         update["cluster"] = cluster.model_copy(update={"kubernetes_version": version})
-        # Another minor may need a newer containerd than the pinned images ship (the plan refuses that): images
-        # the containerd table does not know pass it, as an image a user pins for that minor would.
-        images = config.images
-        update["images"] = images.model_copy(
-            update={
-                "general": images.general.model_copy(update={"version": "24.04.209912010"}),
-                "gpu": images.gpu.model_copy(update={"version": "22.04.2099120101"}),
-            }
-        )
     changed = config.model_copy(update=update)
     if version is None:
         return prepare_cluster(stack, changed, STACKS).addons

@@ -12,7 +12,7 @@ from modules.cluster import images
 from modules.cluster.manifests import render_manifests
 from modules.cluster.spec import AddonsSpec
 from modules.errors import ConfigError
-from modules.images.config import UBUNTU_HPC_2204
+from modules.images.config import GPU_BASES, UBUNTU_HPC_2404
 
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
@@ -64,12 +64,13 @@ def test_table_rows_carry_evidence_and_well_formed_digests() -> None:
         assert image.tag and image.tag != "latest", key
 
 
-def test_dcgm_clients_match_the_host_engine_of_the_gpu_image() -> None:
-    """dcgm-exporter and dcgmi talk to the GPU image's nv-hostengine: same DCGM major version."""
-    host = images.HOST_DCGM[UBUNTU_HPC_2204["version"]]  # a GPU image bump must add its DCGM here
-    client = images.IMAGES["dcgm-exporter"].tag.split("-")[0]  # <dcgm>-<exporter>-<os>
-    assert client.split(".")[0] == host.split(".")[0], (client, host)
-    assert images.DCGM_CLIENT == images.DCGM_EXPORTER
+def test_dcgm_clients_are_one_release_of_the_gpu_base_major() -> None:
+    """dcgm-exporter and dcgmi talk to the GPU base's nv-hostengine: one DCGM release, the base's major version."""
+    base = GPU_BASES[UBUNTU_HPC_2404["version"]]  # a GPU base bump must add its row
+    for key in ("dcgm-exporter", "dcgm"):
+        assert images.IMAGES[key].tag.startswith(f"{images.DCGM}-"), key  # <dcgm>-<exporter or build>-<os>
+    assert images.DCGM.split(".")[0] == base.dcgm.split(".")[0], (images.DCGM, base.dcgm)
+    assert images.IMAGES["dcgm"].ref == images.DCGM_CLIENT
 
 
 @pytest.mark.parametrize(

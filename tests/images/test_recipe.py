@@ -14,11 +14,11 @@ import pytest
 from modules.bootstrap import versions
 from modules.errors import ConfigError
 from modules.images.build import APT_CONF, NEEDRESTART_CONF, script
-from modules.images.config import UBUNTU_2404, UBUNTU_HPC_2204
+from modules.images.config import GPU_BASES, UBUNTU_2404, UBUNTU_HPC_2404, ImageConfig, ImagesConfig
 from modules.images.recipe import IMAGE_ROLES, MANIFEST, image_role, recipe
 
 GENERAL = ":".join(UBUNTU_2404[k] for k in ("publisher", "offer", "sku", "version"))
-GPU = ":".join(UBUNTU_HPC_2204[k] for k in ("publisher", "offer", "sku", "version"))
+GPU = ":".join(UBUNTU_HPC_2404[k] for k in ("publisher", "offer", "sku", "version"))
 
 EXPECTED = {
     # role: (base, [(row, kind, dest)], packages)
@@ -229,17 +229,51 @@ def test_production_rendering_takes_the_table_unchanged() -> None:
     assert "azure-cni" not in text.split("/etc/agk/image.json")[0]
 
 
-@pytest.mark.parametrize(("toolkit", "ok"), [("1.17.3", False), ("1.17.8", True), ("1.18.0", True)])
-def test_the_gpu_image_refuses_a_vulnerable_container_toolkit_and_masks_docker(
-    tmp_path: Path, toolkit: str, ok: bool
+BASE = GPU_BASES[UBUNTU_HPC_2404["version"]]
+
+
+@pytest.mark.parametrize(
+    ("toolkit", "driver", "dcgm", "error"),
+    [
+        (
+            "1.17.3",
+            BASE.driver,
+            BASE.dcgm,
+            "nvidia-container-toolkit 1.17.3 on the base image is older than 1.17.8 (CVE-2025-23266): pin a newer "
+            "images.gpu",
+        ),
+        ("1.17.8", BASE.driver, BASE.dcgm, None),
+        ("1.18.0", BASE.driver, BASE.dcgm, None),
+        (
+            "1.18.0",
+            "560.35.03",
+            BASE.dcgm,
+            f"the base image's NVIDIA driver is '560.35.03', not {BASE.driver} as GPU_BASES says for images.gpu "
+            f"{UBUNTU_HPC_2404['version']}: correct the row or pin another images.gpu",
+        ),
+        (
+            "1.18.0",
+            BASE.driver,
+            "3.3.7",
+            f"the base image's DCGM is '3.3.7', not {BASE.dcgm} as GPU_BASES says for images.gpu "
+            f"{UBUNTU_HPC_2404['version']}: correct the row or pin another images.gpu",
+        ),
+    ],
+)
+def test_the_gpu_image_checks_its_base_and_masks_docker(
+    tmp_path: Path, toolkit: str, driver: str, dcgm: str, error: str | None
 ) -> None:
-    """The GPU image's base check, run by bash with a stand-in nvidia-ctk and systemctl: CVE-2025-23266 is fixed
-    in nvidia-container-toolkit 1.17.8; an older base stops the build, naming the version."""
+    """The GPU image's base check, run by bash with stand-in nvidia-ctk, modinfo, dcgmi and systemctl (no GPU
+    here): CVE-2025-23266 is fixed in nvidia-container-toolkit 1.17.8, and the base's driver and DCGM are the
+    table's; any other base stops the build, naming what it found."""
     text = script(recipe("gpu-node", "1.35"))
     start, end = text.index("# The HPC base image"), text.index("# No surprise restarts")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nvidia-ctk").write_text(f"#!/bin/sh\necho 'NVIDIA Container Toolkit CLI version {toolkit}'\n")
+    # modinfo -F version nvidia; dcgmi --version prints TCLAP's "<name>  version: <v>" (NVIDIA/DCGM dcgmi).
+    (bin_dir / "modinfo").write_text(f'#!/bin/sh\n[ "$*" = "-F version nvidia" ] && echo {driver}\n')
+    (bin_dir / "dcgmi").write_text(f"#!/bin/sh\necho\necho 'dcgmi  version: {dcgm}'\necho\n")
     (bin_dir / "systemctl").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/systemctl.log\n')
     for f in bin_dir.iterdir():
         f.chmod(0o755)
@@ -251,9 +285,16 @@ def test_the_gpu_image_refuses_a_vulnerable_container_toolkit_and_masks_docker(
         text=True,
         check=False,
     )
-    assert (done.returncode == 0) is ok, done.stderr
-    if ok:
+    assert (done.returncode == 0) is (error is None), done.stderr
+    if error is None:
         assert "mask docker.service" in (tmp_path / "systemctl.log").read_text()
     else:
-        assert f"nvidia-container-toolkit {toolkit} on the base image is older than 1.17.8" in done.stderr
+        assert done.stderr == f"agk image build (gpu-node): {error}\n"
     assert "nvidia-ctk" not in script(recipe("system-node", "1.35"))
+
+
+def test_a_gpu_image_on_a_base_the_table_does_not_know_is_refused() -> None:
+    old = ImagesConfig(gpu=ImageConfig(**{**UBUNTU_HPC_2404, "version": "22.04.2024102301"}))
+    with pytest.raises(ConfigError, match=r"^azure-gpu-k8s:images.gpu.version: 22.04.2024102301 is not a known GPU"):
+        recipe("gpu-node", "1.35", images=old)
+    recipe("system-node", "1.35", images=old)  # the general images do not read it

@@ -17,7 +17,7 @@ from agk.plan.engine import export_state
 from modules.azure.images import BUILD_SCRIPT, BUILDER_ACTIONS
 from modules.errors import AgkError
 from modules.images.build import script
-from modules.images.config import UBUNTU_2404, UBUNTU_HPC_2204
+from modules.images.config import UBUNTU_2404, UBUNTU_HPC_2404
 from modules.images.recipe import recipe
 
 P = "azure-gpu-k8s:"
@@ -57,7 +57,7 @@ def test_images_stack_plans_a_gallery_image_and_template_per_role(tmp_path: Path
     (identity,) = _of(doc, "azure-native:managedidentity:UserAssignedIdentity")
     for role in roles:
         t = templates[f"agk-{role}-35.8.3"]["inputs"]
-        base = UBUNTU_HPC_2204 if role == "gpu-node" else UBUNTU_2404
+        base = UBUNTU_HPC_2404 if role == "gpu-node" else UBUNTU_2404
         assert t["source"] == {"type": "PlatformImage", **base}
         assert t["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [identity["outputs"]["id"]]}
         (customizer,) = t["customize"]

@@ -175,9 +175,6 @@ def dcgm_exporter(spec: AddonsSpec) -> Obj:
                             {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
                             # The host's engine, not an embedded second one.
                             {"name": "DCGM_REMOTE_HOSTENGINE_INFO", "value": HOST_ENGINE},
-                            # The entrypoint would setcap SYS_ADMIN on the binary for embedded profiling; the
-                            # host engine does the profiling, and the root filesystem is read-only.
-                            {"name": "NO_SETCAP", "value": "1"},
                         ],
                         "ports": [{"name": "metrics", "containerPort": DCGM_PORT}],
                         "livenessProbe": {**probe, "initialDelaySeconds": 45},
