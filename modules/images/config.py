@@ -66,7 +66,8 @@ GPU_BASES: dict[str, GpuBase] = {
     ),
 }
 """GPU base images by marketplace version (``images.gpu.version``). A GPU image is built only on a base listed
-here, and its build stops when the base's driver or DCGM differs from the row (modules/images/build.py)."""
+here, and its build stops when the base's driver or DCGM differs from the row
+(modules/images/templates/build-image.sh.j2)."""
 
 
 def gpu_base(image: ImageConfig, key: str = "images.gpu") -> GpuBase:

@@ -77,17 +77,17 @@ def _cases(domain: str, fatal_xids: tuple[int, ...]) -> dict[str, dict[str, Any]
             "labels": {"job": "etcd", "instance": "e0:2381"},
         },
         "GpuXidError": {
-            "fire": [{"series": 'DCGM_FI_DEV_XID_ERRORS{gpu="3",Hostname="gpu-node-1"}', "values": f"{fatal}x5"}],
-            "calm": [{"series": 'DCGM_FI_DEV_XID_ERRORS{gpu="3",Hostname="gpu-node-1"}', "values": f"{harmless}x5"}],
+            "fire": [{"series": 'DCGM_FI_DEV_XID_ERRORS{gpu="3",node="gpu-node-1"}', "values": f"{fatal}x5"}],
+            "calm": [{"series": 'DCGM_FI_DEV_XID_ERRORS{gpu="3",node="gpu-node-1"}', "values": f"{harmless}x5"}],
             "at": "2m",
-            "labels": {"gpu": "3", "Hostname": "gpu-node-1"},
+            "labels": {"gpu": "3", "node": "gpu-node-1"},
             "value": str(fatal),
         },
         "GpuRowRemapFailure": {
-            "fire": [{"series": 'DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="0",Hostname="gpu-node-1"}', "values": "1x5"}],
-            "calm": [{"series": 'DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="0",Hostname="gpu-node-1"}', "values": "0x5"}],
+            "fire": [{"series": 'DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="0",node="gpu-node-1"}', "values": "1x5"}],
+            "calm": [{"series": 'DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="0",node="gpu-node-1"}', "values": "0x5"}],
             "at": "2m",
-            "labels": {"gpu": "0", "Hostname": "gpu-node-1"},
+            "labels": {"gpu": "0", "node": "gpu-node-1"},
         },
         "NodeStuckInPreflight": {
             "fire": [

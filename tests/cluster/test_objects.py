@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -188,7 +190,30 @@ def test_one_dcgm_engine_per_node(prod_spec: AddonsSpec) -> None:
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     # A set DCGM_REMOTE_HOSTENGINE_INFO turns dcgm-exporter's remote mode on (pkg/cmd/app.go: UseRemoteHE = IsSet).
     assert env["DCGM_REMOTE_HOSTENGINE_INFO"] == "localhost:5555"
+    # No GPU and no driver libraries in this pod: dcgm-exporter 4.x exits at start without NVML unless told to go on.
+    assert env["DISABLE_STARTUP_VALIDATE"] == "true"
     assert pod["hostNetwork"] is True
+
+
+@pytest.mark.parametrize(("code", "verdict"), [(0, "pass"), (226, "fail")])
+def test_the_diagnostics_run_in_the_host_engine_with_their_own_timeout(
+    tmp_path: Path, dev_spec: AddonsSpec, code: int, verdict: str
+) -> None:
+    """The init container's script under bash with a stand-in dcgmi (no GPU here): the engine's own timeout is
+    passed (-t), the verdict recorded, the log printed, and the container exits 0 either way."""
+    pod = by_name(dev_spec, "DaemonSet", "gpu-preflight")["spec"]["template"]["spec"]
+    script = pod["initContainers"][1]["command"][-1].replace("/results", str(tmp_path))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "dcgmi").write_text(f'#!/bin/sh\necho "dcgmi $*"\nexit {code}\n')
+    (bin_dir / "dcgmi").chmod(0o755)
+    done = subprocess.run(
+        ["bash", "-c", script], env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, capture_output=True, text=True, check=False
+    )
+    seconds = dev_spec.preflight.timeout_minutes * 60
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"dcgmi diag --host localhost:5555 -r {dev_spec.preflight.level} -t {seconds}\n"
+    assert (tmp_path / "status").read_text() == f"{verdict}\n"
 
 
 def test_device_plugin_passes_gpus_as_mounts_not_environment(prod_spec: AddonsSpec) -> None:

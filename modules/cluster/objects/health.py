@@ -175,6 +175,11 @@ def dcgm_exporter(spec: AddonsSpec) -> Obj:
                             {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"},
                             # The host's engine, not an embedded second one.
                             {"name": "DCGM_REMOTE_HOSTENGINE_INFO", "value": HOST_ENGINE},
+                            # From 4.4.1-4.6.0 the Kubernetes mode loads NVML at start and exits without it
+                            # (pkg/cmd/app.go); NVML only maps MIG devices, which these nodes do not use, and an
+                            # unprivileged pod without GPUs gets no driver libraries (the toolkit ignores its
+                            # NVIDIA_VISIBLE_DEVICES: modules/bootstrap/roles/pool.py).
+                            {"name": "DISABLE_STARTUP_VALIDATE", "value": "true"},
                         ],
                         "ports": [{"name": "metrics", "containerPort": DCGM_PORT}],
                         "livenessProbe": {**probe, "initialDelaySeconds": 45},

@@ -53,10 +53,13 @@ DIAG_WHY = (
 
 
 def diag_script(spec: AddonsSpec) -> str:
-    # Always exit 0 and record the verdict: a failing init container would be restarted forever.
+    # Always exit 0 and record the verdict: a failing init container would be restarted forever. The diagnostic
+    # runs in the host engine, so its own timeout (-t, seconds) stops it there; killing dcgmi alone would not.
+    # The outer timeout only ends a client that stopped answering.
     timeout = spec.preflight.timeout_minutes * 60
     return (
-        f"if timeout {timeout} dcgmi diag --host {HOST_ENGINE} -r {spec.preflight.level} > /results/diag.log 2>&1; "
+        f"if timeout {timeout + 60} dcgmi diag --host {HOST_ENGINE} -r {spec.preflight.level} -t {timeout} "
+        "> /results/diag.log 2>&1; "
         f"then echo pass > {DIAG_RESULT}; else echo fail > {DIAG_RESULT}; fi\n"
         "cat /results/diag.log\n"
     )
