@@ -367,8 +367,10 @@ NVIDIA_CONTAINER_TOOLKIT_MIN = "1.17.8"
 through the toolkit's createContainer hook; NVIDIA security bulletin of July 2025). The GPU image's base (the Azure
 HPC image) brings the toolkit; its build refuses an older one (modules/images/templates/build-image.sh.j2)."""
 
-DEFAULT_MINOR = "1.35"
-"""The newest supported minor that has a gang scheduler within the skew rule (addons.gang is on by default)."""
+DEFAULT_MINOR = "1.36"
+"""The newest supported minor every pinned component serves: the gang scheduler within the skew rule (addons.gang is
+on by default; 1.37 has none), cloud-provider-azure's release of the minor (none for 1.37), and a verified kubelet
+(1.37's is not)."""
 
 
 ETCD = ARTIFACTS["etcd"].version

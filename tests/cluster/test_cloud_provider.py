@@ -75,7 +75,7 @@ def test_controller_manager_runs_leader_elected_on_system_nodes(dev_spec: Addons
         "--leader-elect=true",
     } <= set(c["args"])
     assert c["image"] == dev_spec.cloud_provider.controller_image
-    assert c["image"] == "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-controller-manager:v1.35.8"
+    assert c["image"] == "mcr.microsoft.com/oss/v2/kubernetes/azure-cloud-controller-manager:v1.36.5"
     term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert term == [{"matchExpressions": [{"key": "gpu.example.com/accelerator", "operator": "DoesNotExist"}]}]
     assert {"key": "node.cloudprovider.kubernetes.io/uninitialized", "operator": "Exists", "effect": "NoSchedule"} in (

@@ -307,7 +307,7 @@ def test_the_versions_table_is_the_only_one() -> None:
     from modules.stackplan.config import ClusterConfig
 
     assert versions.SUPPORTED == ("1.35", "1.36", "1.37")
-    assert ClusterConfig.model_fields["kubernetes_version"].default == versions.DEFAULT_MINOR == "1.35"
+    assert ClusterConfig.model_fields["kubernetes_version"].default == versions.DEFAULT_MINOR == "1.36"
     assert versions.TABLE[versions.DEFAULT_MINOR].gang_scheduler is not None  # addons.gang is on by default
     for minor, row in versions.TABLE.items():
         assert row.minor == minor and row.patch >= 0 and row.end_of_life > "2026-12-01"

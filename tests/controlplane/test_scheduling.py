@@ -22,7 +22,7 @@ import pytest
 from modules.cluster.objects import gang
 
 from .cluster import ControlPlane, wait
-from .conftest import Released, prepared
+from .conftest import Released, prepared, wait_for_default_service_account
 from .containers import Running, pods_of, wait_pods
 
 NAMESPACE = "research"
@@ -198,16 +198,33 @@ def test_balloons_hold_the_pool_and_yield_to_training(dev_cluster: ControlPlane,
 
 
 def test_team_taints_hold(dev_cluster: ControlPlane, released: Released) -> None:
-    """A pod without research's toleration gets no a100 node, free as they are."""
+    """A pod of no team (a namespace no team owns) gets no a100 node, research's pool, free as they are. In
+    research's own namespace a pod that names no toleration gets research's from the MutatingAdmissionPolicy on
+    the minors that have it (the default 1.36; on 1.35 the user writes it)."""
+    spec = prepared("dev").addons
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "no-team"}}
+    assert dev_cluster.call("POST", "/api/v1/namespaces", body)[0] in (201, 409)
+    wait_for_default_service_account(dev_cluster, ["no-team"])
     pod = whole_node_pod("no-toleration", "a100", team=None, priority="training")
-    code, body = dev_cluster.call("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod)
+    pod["metadata"]["namespace"] = "no-team"
+    code, body = dev_cluster.call("POST", "/api/v1/namespaces/no-team/pods", pod)
     assert code == 201, body
     try:
-        wait("the scheduler's verdict", lambda: bool(unschedulable(dev_cluster, "no-toleration")), [], timeout=60)
-        assert "untolerated taint(s)" in unschedulable(dev_cluster, "no-toleration")
-        assert "no-toleration" not in bound(dev_cluster, "")
+        verdict = lambda: unschedulable(dev_cluster, "no-toleration", "no-team")  # noqa: E731
+        wait("the scheduler's verdict", lambda: bool(verdict()), [], timeout=60)
+        assert "untolerated taint(s)" in verdict()
+        assert "no-toleration" not in bound(dev_cluster, "", "no-team")
     finally:
-        dev_cluster.call("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/no-toleration?gracePeriodSeconds=0")
+        dev_cluster.call("DELETE", "/api/v1/namespaces/no-team/pods/no-toleration?gracePeriodSeconds=0")
+    # The admission chain's answer without storing the pod (dryRun): what a researcher's pod would become.
+    code, admitted = dev_cluster.call(
+        "POST",
+        f"/api/v1/namespaces/{NAMESPACE}/pods?dryRun=All",
+        whole_node_pod("mine", "a100", team=None, priority="training"),
+    )
+    assert code == 201, admitted
+    research = {"key": spec.team_key, "operator": "Equal", "value": "research", "effect": "NoSchedule"}
+    assert (research in (admitted["spec"].get("tolerations") or [])) is spec.mutating_admission, admitted["spec"]
 
 
 def test_a_node_in_preflight_takes_no_workload(dev_cluster: ControlPlane, released: Released) -> None:

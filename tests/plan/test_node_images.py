@@ -62,28 +62,28 @@ def _stack_outputs(state: dict[str, Any]) -> dict[str, Any]:
 
 def test_every_cluster_host_and_scale_set_boots_its_roles_gallery_image(base: dict[str, Any]) -> None:
     roles = _roles(base)
-    assert roles["dev-etcd-0"] == "etcd/versions/35.8.1"
-    assert roles["dev-apiserver-0"] == "apiserver/versions/35.8.1"
-    assert roles["dev-prometheus-0"] == "prometheus/versions/35.8.1"
-    assert roles["dev-nat-0"] == "nat/versions/35.8.1"
-    assert {v for k, v in roles.items() if k.startswith(("a100-", "h100-"))} == {"gpu-node/versions/35.8.1"}
-    assert {v for k, v in roles.items() if k.startswith("system-")} == {"system-node/versions/35.8.1"}
+    assert roles["dev-etcd-0"] == "etcd/versions/36.4.1"
+    assert roles["dev-apiserver-0"] == "apiserver/versions/36.4.1"
+    assert roles["dev-prometheus-0"] == "prometheus/versions/36.4.1"
+    assert roles["dev-nat-0"] == "nat/versions/36.4.1"
+    assert {v for k, v in roles.items() if k.startswith(("a100-", "h100-"))} == {"gpu-node/versions/36.4.1"}
+    assert {v for k, v in roles.items() if k.startswith("system-")} == {"system-node/versions/36.4.1"}
     # Nothing of the cluster boots a marketplace image any more.
-    assert all("versions/35.8.1" in v for v in roles.values()), roles
+    assert all("versions/36.4.1" in v for v in roles.values()), roles
     outputs = _stack_outputs(base)
     assert outputs["node_images"] == {
-        "etcd": "35.8.1",
-        "apiserver": "35.8.1",
-        "gpu-node": "35.8.1",
-        "system-node": "35.8.1",
-        "prometheus": "35.8.1",
-        "nat": "35.8.1",
+        "etcd": "36.4.1",
+        "apiserver": "36.4.1",
+        "gpu-node": "36.4.1",
+        "system-node": "36.4.1",
+        "prometheus": "36.4.1",
+        "nat": "36.4.1",
     }
     # The plan says the images stack goes first, with the command that checks each version exists.
     steps = [s["what"] for s in outputs["prerequisites"]["steps"]]
-    assert "node image gpu-node 35.8.1" in steps
-    (gpu,) = [s for s in outputs["prerequisites"]["steps"] if s["what"] == "node image gpu-node 35.8.1"]
-    assert "az sig image-version show -g agk-images -r agk_images -i gpu-node -e 35.8.1" in gpu["command"]
+    assert "node image gpu-node 36.4.1" in steps
+    (gpu,) = [s for s in outputs["prerequisites"]["steps"] if s["what"] == "node image gpu-node 36.4.1"]
+    assert "az sig image-version show -g agk-images -r agk_images -i gpu-node -e 36.4.1" in gpu["command"]
     assert "pulumi up --stack images" in gpu["command"]
 
 
@@ -143,8 +143,8 @@ def test_one_role_rolls_on_its_own_build(tmp_path: Path, base: dict[str, Any]) -
         (
             {"build": 3},
             1,
-            "azure-gpu-k8s:cluster.node_images: etcd image 35.8.3 is not built yet (images stack 'images' builds "
-            "35.8.1): raise image_build.build there to 3 and deploy it first, or boot build 1",
+            "azure-gpu-k8s:cluster.node_images: etcd image 36.4.3 is not built yet (images stack 'images' builds "
+            "36.4.1): raise image_build.build there to 3 and deploy it first, or boot build 1",
         ),
         (
             {"images_stack": "hub"},
@@ -203,6 +203,6 @@ def test_agk_plan_prints_the_image_versions(tmp_path: Path) -> None:
     from agk.plan.report import as_json, markdown, text
 
     plan = Planner(stack_folder(tmp_path / "stacks")).plan("dev")
-    assert as_json(plan, {}, None)["node_images"]["gpu-node"] == "35.8.1"
-    assert "  gpu-node             35.8.1" in text(plan, {}, None)
-    assert "| gpu-node | 35.8.1 |" in markdown(plan, {}, None)
+    assert as_json(plan, {}, None)["node_images"]["gpu-node"] == "36.4.1"
+    assert "  gpu-node             36.4.1" in text(plan, {}, None)
+    assert "| gpu-node | 36.4.1 |" in markdown(plan, {}, None)

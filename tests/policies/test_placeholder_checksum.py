@@ -27,7 +27,7 @@ def test_a_placeholder_is_refused_wherever_it_sits() -> None:
     encoded = base64.b64encode(build.encode()).decode()
     st.add(
         "azure-native:virtualmachineimages:VirtualMachineImageTemplate",
-        "agk-etcd-35.8.1",
+        "agk-etcd-36.4.1",
         {
             "resourceGroupName": RG,
             "customize": [
@@ -44,7 +44,7 @@ def test_a_placeholder_is_refused_wherever_it_sits() -> None:
     assert len(found) == 3, found
     assert found[0].startswith("resources:ResourceGroup pinned carries an all-zero sha256 at tags.cni-sha256")
     assert (
-        "VirtualMachineImageTemplate agk-etcd-35.8.1 carries an all-zero sha256 at customize[0].inline[0]" in found[1]
+        "VirtualMachineImageTemplate agk-etcd-36.4.1 carries an all-zero sha256 at customize[0].inline[0]" in found[1]
     )
     assert "keyvault:Secret bundle-dev-etcd-0-0 carries an all-zero sha256 at properties.value" in found[2]
     assert found[2].endswith("in modules/bootstrap/versions.py and plan again")

@@ -24,10 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from modules.bootstrap import versions
 from modules.cluster.manifests import render_manifests
 from modules.stackplan.prepare import ClusterPrep
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.kwok import UNINITIALIZED, FakeNode, pool_nodes
+
+KUBELET = versions.release(versions.DEFAULT_MINOR).release()
+"""The release every fake node reports: the control plane the tier runs."""
 
 IMAGES_PER_NODE = 50
 """The kubelet's nodeStatusMaxImages default: status.images lists at most this many."""
@@ -75,8 +79,8 @@ def kubelet_status(node: FakeNode, index: int) -> dict[str, Any]:
             "kernelVersion": "6.8.0-1021-azure",
             "osImage": "Ubuntu 24.04.3 LTS",
             "containerRuntimeVersion": "containerd://2.3.6",
-            "kubeletVersion": "v1.35.8",
-            "kubeProxyVersion": "v1.35.8",
+            "kubeletVersion": f"v{KUBELET}",
+            "kubeProxyVersion": f"v{KUBELET}",
             "operatingSystem": "linux",
             "architecture": "amd64",
         },
