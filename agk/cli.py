@@ -201,7 +201,7 @@ def render(stack: str, out: Path, stacks_dir: Path) -> None:
     required=True,
     help="The image role (events etcd boots the etcd image).",
 )
-@click.option("--kubernetes", required=True, help="The Kubernetes release its kubelet is: 1.35 or 1.35.8.")
+@click.option("--kubernetes", required=True, help="The Kubernetes release its kubelet is: 1.36 or 1.36.4.")
 @click.option("--manifest", is_flag=True, help="Print the image's manifest (/etc/agk/image.json) instead.")
 def image(role: str, kubernetes: str, manifest: bool) -> None:
     """Print a role's image build script (bash, run as root on the base image) from the versions table."""

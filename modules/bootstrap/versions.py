@@ -31,9 +31,11 @@ Sources (stored copies up to 2026-08-22; the Go module proxy up to mid-November 
 - kube-state-metrics: its README compatibility matrix (@c92fe0c, 2026-08-20): v2.19 <-> client-go 1.35,
   v2.20.0 <-> 1.36 (newest release; none for 1.37).
 - containerd: RELEASES.md (containerd@301026e, 2026-08-22): 1.7 supported until September 2026, 2.1
-  ended 2026-07-03, 2.2 ends 2026-11-06, 2.3 is the LTS line to 2028-04-30; Kubernetes 1.36 -> 2.3.0+
-  or 2.2.0+. Kubernetes 1.35 is the last release supporting containerd 1.x (KEP-4033). Every image
-  installs the table's 2.3 containerd, so ``containerd_min`` holds for every minor.
+  ended 2026-07-03, 2.2 ends 2026-11-06, 2.3 is the LTS line to 2028-04-30; its Kubernetes Support
+  matrix: 1.35 -> 2.2.0+, 2.1.5+, 1.7.28+; 1.36 -> 2.3.0+, 2.2.0+ (no 1.37 row yet: taken as 1.36's).
+  The kubelet keeps its containerd 1.x fallback until 1.38 (kubernetes#136846, kubernetes/enhancements#6087),
+  so the column follows containerd's matrix, not the kubelet's floor. Every image installs the table's 2.3
+  containerd, so ``containerd_min`` holds for every minor.
 - scheduler-plugins: v0.35.7, built on Kubernetes v1.35.7, shipped 2026-09-08
   (kubernetes-sigs/scheduler-plugins#1006, kubernetes/k8s.io#9912). Version skew policy
   (kubernetes.io/releases/version-skew-policy): kube-scheduler "must not be newer than the
@@ -124,7 +126,8 @@ class Release:
     gang_scheduler: str | None
     """scheduler-plugins release within the skew rule (its minor = ours or one older); None: none."""
     containerd_min: str
-    """Oldest containerd line (major.minor) this minor's kubelet supports; the boot refuses older."""
+    """Oldest containerd line (major.minor) containerd recommends for this minor (its RELEASES.md matrix); the
+    plan refuses a containerd row older (check_image_containerd)."""
     cloud_provider_azure: str | None
     """cloud-provider-azure's release of this minor (None: none yet, the minor before serves)."""
     cluster_autoscaler: str | None
@@ -212,7 +215,7 @@ TABLE: dict[str, Release] = {
             "v1.14.2",
             "v2.20.0",
             "v0.35.7",
-            "2.0",
+            "2.2",
             "v1.36.5",
             "v1.36.1",
             {
@@ -235,7 +238,7 @@ TABLE: dict[str, Release] = {
             "v1.14.6",
             "v2.20.0",
             None,
-            "2.0",
+            "2.2",
             None,
             None,
             {"kubelet": None, "kubectl": None, "kubeadm": None},

@@ -96,14 +96,14 @@ class ImageBuildConfig(StrictModel):
     role's recipe (modules/images) for one Kubernetes release."""
 
     kubernetes_version: str = Field(
-        description="The Kubernetes release the images' kubelet is: a supported minor (1.35) or its patch in the "
-        "versions table (1.35.8)."
+        description="The Kubernetes release the images' kubelet is: a supported minor (1.36) or its patch in the "
+        "versions table (1.36.4)."
     )
     build: int = Field(
         ge=1,
         le=2_147_483_647,
         description="Build number of this release's images: each image version is <minor>.<patch>.<build> "
-        "(1.35.8, build 3: 35.8.3). Raise it to rebuild the same release (new base image, security patches).",
+        "(1.36.4, build 3: 36.4.3). Raise it to rebuild the same release (new base image, security patches).",
     )
     roles: list[ImageRole] = Field(
         default_factory=lambda: list(IMAGE_ROLES), description="The image roles to build (default: every one)."

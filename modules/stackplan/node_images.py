@@ -34,7 +34,7 @@ KEY = f"{PROJECT}:cluster.node_images"
 class NodeImage:
     role: ImageRole
     version: str
-    """The gallery image version, ``<minor>.<patch>.<build>`` (35.8.1)."""
+    """The gallery image version, ``<minor>.<patch>.<build>`` (36.4.1)."""
     images_stack: str
     """The images stack's name (the last part of its reference)."""
 

@@ -109,7 +109,7 @@ def test_a_minor_the_pinned_images_cannot_run_is_refused_at_plan_time(
     result = CliRunner().invoke(app, ["plan", "--stack", "dev", "--stacks-dir", str(folder)])
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr.startswith(
-        "error: dev: azure-gpu-k8s:cluster.kubernetes_version: Kubernetes 1.36 needs containerd 2.0 or newer, but"
+        "error: dev: azure-gpu-k8s:cluster.kubernetes_version: Kubernetes 1.36 needs containerd 2.2 or newer, but"
         " the node images install containerd 1.7.28"
     )
 
