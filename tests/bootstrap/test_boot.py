@@ -126,7 +126,7 @@ def test_the_image_is_checked_before_anything_else(ctx: BootstrapContext) -> Non
         assert order[0] == "image" and node.steps[0].tries == 1, (node.name, order)
         assert "/opt/agk/lib/image.py /etc/agk/image-expected.json" in node.steps[0].command
         expected = json.loads(node.file("image-expected.json").content)
-        assert expected["release"] == ctx.kubernetes_version and expected["version"] == "35.8.1"
+        assert expected["release"] == ctx.kubernetes_version and expected["version"] == "36.4.1"
         allow = order.index("allow-service-starts")
         starts = [i for i, s in enumerate(node.steps) if "systemctl restart" in s.command]
         assert allow < min(starts), (node.name, order)

@@ -145,7 +145,7 @@ def test_shipped_stacks_take_the_tuning_defaults() -> None:
     assert isinstance(config, ClusterStack)
     assert config.cluster.etcd.rtt_ms == 100
     assert config.cluster.prometheus.gomaxprocs == 24
-    assert config.cluster.kubernetes_version == "1.35"
+    assert config.cluster.kubernetes_version == "1.36"
 
 
 MOVED = "move it there (the bootstrap section is gone: each component's settings are in its own section)"

@@ -585,7 +585,7 @@ def test_a_host_booted_from_the_wrong_image_stops_at_the_first_step(
     message = next(line for line in out.stderr.splitlines() if line.startswith("agk image: "))
     assert message.startswith("agk image: this host booted an image with role 'etcd', not 'gpu-node'; no containerd")
     assert message.endswith(
-        "it needs the gpu-node image 35.8.1 (Kubernetes 1.35.8): boot it from that gallery image version"
+        "it needs the gpu-node image 36.4.1 (Kubernetes 1.36.4): boot it from that gallery image version"
         " (cluster.node_images; docs/images.md)"
     )
     assert f"agk-boot: {node.steps[1].name} skipped: step image failed" in out.stderr

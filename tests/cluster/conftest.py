@@ -61,6 +61,12 @@ def prod_spec() -> AddonsSpec:
 
 
 @pytest.fixture(scope="session")
+def spec_135() -> AddonsSpec:
+    """1.35, the minor before the default: no MutatingAdmissionPolicy (GA in 1.36)."""
+    return spec_of("dev", version="1.35")
+
+
+@pytest.fixture(scope="session")
 def spec_136() -> AddonsSpec:
-    """1.36: MutatingAdmissionPolicy exists (GA in 1.36); no gang scheduler is within its skew yet."""
+    """1.36 (MutatingAdmissionPolicy is GA) with the gang scheduler off."""
     return spec_of("dev", version="1.36", addons=AddonsConfig(gang={"enabled": False}))

@@ -347,7 +347,8 @@ def test_coredns_serves_the_kubelets_cluster_dns(dev_spec: AddonsSpec, prod_spec
     c = spec["containers"][0]
     assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}
     assert c["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0
-    assert c["image"] == "registry.k8s.io/coredns/coredns:v1.13.1"  # kubeadm's for 1.35 (modules/bootstrap/versions.py)
+    # kubeadm's for 1.36 (modules/bootstrap/versions.py), by digest where the table pairs one.
+    assert c["image"].startswith("registry.k8s.io/coredns/coredns:v1.14.2@sha256:")
     corefile = by_name(dev_spec, "ConfigMap", "coredns")["data"]["Corefile"]
     assert "kubernetes cluster.local in-addr.arpa ip6.arpa {" in corefile
     assert "forward . /etc/resolv.conf" in corefile and "cache 30" in corefile
@@ -384,7 +385,7 @@ def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec
         "prometheus.io/honor-labels": "true",
     }
     assert {"name": "http-metrics", "containerPort": 8080} in c["ports"]
-    assert c["image"].startswith("registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.19.1@sha256:")  # for 1.35
+    assert c["image"].startswith("registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0@sha256:")  # for 1.36
     # kube-state-metrics' published rule (formulas.kube_state_metrics): 200Mi + 2Mi and 100m + 1m per node, for
     # the sizing step of the most nodes the cluster holds (7,588 -> 8,000), so a resize inside the step does not
     # roll it.

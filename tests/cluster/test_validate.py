@@ -95,12 +95,12 @@ def test_a_wrong_field_is_caught(dev_spec: AddonsSpec) -> None:
         jsonschema.Draft202012Validator(_strict(crd)).validate(group)
 
 
-def test_mutating_policy_only_where_the_version_has_it(dev_spec: AddonsSpec, spec_136: AddonsSpec) -> None:
+def test_mutating_policy_only_where_the_version_has_it(dev_spec: AddonsSpec, spec_135: AddonsSpec) -> None:
     def kinds(spec: AddonsSpec) -> set[str]:
         return {o["kind"] for o in render_manifests(spec)}
 
-    assert "MutatingAdmissionPolicy" not in kinds(dev_spec)
-    assert {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"} <= kinds(spec_136)
+    assert "MutatingAdmissionPolicy" not in kinds(spec_135)
+    assert {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"} <= kinds(dev_spec)  # 1.36, the default
 
 
 def test_object_names_are_unique(prod_spec: AddonsSpec) -> None:

@@ -115,9 +115,9 @@ def test_a_minor_the_pinned_images_cannot_run_is_refused_at_plan_time(
 
 
 def test_a_minor_bump_shows_the_hosts_it_restarts_and_the_sets_to_roll(tmp_path: Path, base: dict[str, Any]) -> None:
-    # The hosts' node images install the versions table's containerd (2.3), which 1.36 runs on.
-    head = export(_images_build(stack_folder(tmp_path / "stacks", edit=_minor("1.36")), "1.36"))
-    found, radius = diff(base, head)
+    # A cluster deployed on 1.35 moves to the default 1.36 (the node images' containerd 2.3 runs both).
+    old = export(_images_build(stack_folder(tmp_path / "stacks", edit=_minor("1.35")), "1.35"))
+    found, radius = diff(old, base)
     restarted = {r.host: r for r in radius.restarts}
     # The hosts boot the new release's gallery image: a fixed host cannot take it in place, so it is replaced
     # (down until the new one boots), and the scale sets roll onto it.
