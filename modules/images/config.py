@@ -53,6 +53,7 @@ class GpuBase:
     dcgm: str
     """DCGM (``dcgmi --version``): the host engine the cluster's DCGM clients share a major version with."""
     source: str
+    """Where both were read (the image's build at its tag), so a reviewer can check them."""
 
 
 GPU_BASES: dict[str, GpuBase] = {
