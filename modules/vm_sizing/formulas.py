@@ -102,23 +102,45 @@ def etcd_iops(nodes: int) -> int:
 
 
 # -- API server flags and control-plane clients ----------------------------------------------------
-# kube-apiserver's defaults (``APF``: the server's concurrency limit is the sum of these two flags).
+# kube-apiserver's defaults (``APF``: with Priority and Fairness the server's concurrency limit is the sum of
+# these two flags, shared among the priority levels by their nominal concurrency shares).
 INFLIGHT_DEFAULT = 400
 MUTATING_INFLIGHT_DEFAULT = 200
-# About one read seat per node each server fronts (kubelet node-status and lease traffic dominates).
-NODES_PER_READ_SEAT = 1
+KUBELET_DEFAULTS = "https://github.com/kubernetes/kubernetes/blob/v1.36.4/pkg/kubelet/apis/config/v1beta1/defaults.go"
+APF_BOOTSTRAP = (
+    "https://github.com/kubernetes/kubernetes/blob/v1.36.4/staging/src/k8s.io/apiserver/pkg/apis/flowcontrol/"
+    "bootstrap/default.go"
+)
+API_CALL_SLO = "https://github.com/kubernetes/community/blob/master/sig-scalability/slos/api_call_latency.md"
+# What each node writes in steady state (``KUBELET_DEFAULTS``): its Lease every 10 s (nodeLeaseDurationSeconds
+# 40 x the renew fraction 0.25) and its status every 5 min (nodeStatusReportFrequency). Both are mutating
+# requests; the kubelet reads its Node from its own watch (``tryUpdateNodeStatus`` reads the lister), so a
+# node adds no read seats in steady state.
+NODE_WRITES_PER_SECOND = 1 / 10 + 1 / 300
+# The longest a single-object write may take within Kubernetes' API call latency SLO (p99 <= 1 s, ``API_CALL_SLO``):
+# sized so that the heartbeats still fit when every one of them takes that long.
+WRITE_SECONDS_AT_SLO = 1.0
+# The node heartbeats (nodes, nodes/status, leases from system:nodes) are the ``system-node-high`` flow schema's,
+# served by the ``node-high`` priority level: 40 of the 245 nominal concurrency shares of the limited levels
+# (catch-all 5, system 30, node-high 40, leader-election 10, workload-high 40, workload-low 100, global-default
+# 20; ``APF_BOOTSTRAP``).
+NODE_HIGH_SHARES = 40
+ALL_SHARES = 245
 
 
 def apiserver_inflight(nodes: int, apiservers: int) -> tuple[int, int]:
     """``--max-requests-inflight`` and ``--max-mutating-requests-inflight`` for one of ``apiservers``
     servers in front of ``nodes``.
 
-    With API Priority and Fairness the two flags add up to the server's total concurrency limit, shared out
-    among priority levels (``APF``). Reads: about one seat per node the server fronts, rounded up to 100, never
-    below the upstream default of 400; mutating: half the reads, never below the default of 200 (the ratio
-    of the defaults)."""
-    per_server = math.ceil(nodes / NODES_PER_READ_SEAT / apiservers / 100) * 100
-    reads = max(INFLIGHT_DEFAULT, per_server)
+    Little's law on the load every node makes: with one server down (its clients reconnect to the others), each
+    server fronts ``nodes / (apiservers - 1)`` kubelets whose heartbeats arrive at ``NODE_WRITES_PER_SECOND`` each
+    and may take ``WRITE_SECONDS_AT_SLO``; that many seats must be ``node-high``'s share, so the server's limit
+    (the two flags' sum under APF) is the seats x 245 / 40. Split 2:1 as the defaults are (reads rounded up to
+    100), never below the defaults."""
+    fronted = nodes / max(1, apiservers - 1)
+    seats = fronted * NODE_WRITES_PER_SECOND * WRITE_SECONDS_AT_SLO
+    total = seats * ALL_SHARES / NODE_HIGH_SHARES
+    reads = max(INFLIGHT_DEFAULT, math.ceil(total * 2 / 3 / 100) * 100)
     return reads, apiserver_inflight_mutating(reads)
 
 
