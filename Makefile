@@ -101,7 +101,7 @@ pytest: $(STAMP)
 
 test: tools azurite components lint typecheck schema-check pytest
 
-bench: $(STAMP)
+bench: $(STAMP) components
 	$(BIN)/python -m bench
 
 # prod-7500 at its size on this machine (kwok, every agent pod, the controllers under their limits):

@@ -35,11 +35,11 @@ COMPONENTS = (
     "azure-vnet",
     "azure-vnet-ipam",
     "azure-wi-webhook",
+    "prometheus",
+    "promtool",
 )
 # Program -> the Debian package that ships it (.ci/apt-packages.txt).
 PACKAGES = {
-    "promtool": "prometheus",
-    "prometheus": "prometheus",
     "prometheus-alertmanager": "prometheus-alertmanager",
     "amtool": "prometheus-alertmanager",
     "cloud-init": "cloud-init",

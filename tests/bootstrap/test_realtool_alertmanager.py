@@ -1,6 +1,7 @@
 """Alerts reach a person: the rendered Prometheus and Alertmanager configurations, run by the real programs.
 
-Debian's prometheus and prometheus-alertmanager (0.25) run the live paths; the configuration the hosts
+The pinned Prometheus (tools/bin, `make components`) and Debian's prometheus-alertmanager (0.25) run the
+live paths; the configuration the hosts
 get is checked by amtool at the pinned release (the versions table's alertmanager row), built from
 its Go module, since Debian's predates the Teams (msteamsv2) integration. Only addresses and paths are
 rewritten (every host becomes a loopback port); routes, receivers, inhibition, flags and rules are the

@@ -108,8 +108,7 @@ def test_exporter_reports_the_kernels_counters_of_the_rendered_rules(netns: tupl
     assert after == _saved(node)
     assert after[("AGK-HOST-OUT", "host-internet-out")][0] >= 3 and after[("AGK-HOST-IN", "host-internet-in")][0] >= 3
     assert after[("AGK-POD-OUT", "internet-out")] == (0, 0)
-    tool("promtool")
-    subprocess.run(["promtool", "check", "metrics"], input=text, text=True, check=True, capture_output=True)
+    subprocess.run([tool("promtool"), "check", "metrics"], input=text, text=True, check=True, capture_output=True)
 
 
 def test_comment_labels() -> None:

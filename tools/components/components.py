@@ -105,6 +105,8 @@ class Component:
     """File in the output folder -> a file of the (first) required module, copied beside the binaries."""
     local: dict[str, str] = field(default_factory=dict)
     """Go module -> folder (in the component's) replacing it: only modules LOCAL_MODULES explains."""
+    tags: tuple[str, ...] = field(default=())
+    """Go build tags."""
 
     @property
     def dir(self) -> Path:
@@ -170,6 +172,23 @@ def components() -> tuple[Component, ...]:
             },
         ),
     ]
+    prometheus = versions.ARTIFACTS["prometheus"].version
+    out.append(
+        Component(
+            "prometheus",
+            {"github.com/prometheus/prometheus": prometheus_module(prometheus)},
+            {
+                "prometheus": "github.com/prometheus/prometheus/cmd/prometheus",
+                "promtool": "github.com/prometheus/prometheus/cmd/promtool",
+            },
+            # What its release stamps (.promu.yml), so --version names the release the hosts run.
+            ldflags=(f"-X github.com/prometheus/common/version.Version={prometheus}",),
+            # The release's netgo; of the service discoveries only Kubernetes', the one the rendered
+            # prometheus.yml uses (remove_all_sd keeps file and http: plugins/minimum.go). No builtinassets:
+            # the web UI's compiled assets are not in the module, and no test opens the UI.
+            tags=("netgo", "remove_all_sd", "enable_kubernetes_sd"),
+        )
+    )
     for artifact in versions.ARTIFACTS.values():
         if artifact.go_module is not None:
             # What the node images build from source (no published checksum): the same module, the same flags.
@@ -220,6 +239,15 @@ def components() -> tuple[Component, ...]:
             )
         )
     return tuple(out)
+
+
+def prometheus_module(release: str) -> str:
+    """The Go module version of a Prometheus 3.x release: v0.3MM.P for 3.MM.P (its
+    scripts/get_module_version.sh, RELEASE.md "Tag the library release")."""
+    major, minor, patch = release.split(".")
+    if major != "3":
+        raise Failure(f"prometheus {release}: only 3.x releases map to a Go module version here")
+    return f"v0.3{int(minor):02d}.{patch}"
 
 
 def _go() -> str:
@@ -343,6 +371,8 @@ def _stamp(go: str, c: Component) -> str:
     h = hashlib.sha256()
     for part in ((c.dir / "go.mod").read_bytes(), (c.dir / "go.sum").read_bytes(), " ".join(c.ldflags).encode()):
         h.update(hashlib.sha256(part).digest())
+    if c.tags:
+        h.update(",".join(c.tags).encode())
     h.update(_run([go, "version"], HERE).encode() + STATIC.encode())
     h.update(json.dumps([c.binaries, c.data], sort_keys=True).encode())
     for folder in sorted(c.local.values()):  # a local module's source is part of what is built
@@ -361,7 +391,7 @@ def build(go: str, c: Component, out: Path) -> bool:
     flags = " ".join(("-s", "-w", *c.ldflags))
     for binary, pkg in c.binaries.items():
         _run(
-            [go, "build", "-trimpath", f"-ldflags={flags}", "-o", str(out / binary), pkg],
+            [go, "build", "-trimpath", f"-tags={','.join(c.tags)}", f"-ldflags={flags}", "-o", str(out / binary), pkg],
             c.dir,
             {"CGO_ENABLED": STATIC},
         )
