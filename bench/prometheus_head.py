@@ -1,7 +1,8 @@
-"""Prometheus head memory per active series, for `make bench`: the figure ``HEAD_BYTES_PER_SERIES``
+"""Prometheus head memory per active series, for `make bench`: the figure ``HEAD_RESIDENT_BYTES_PER_SERIES``
 (modules/vm_sizing/formulas.py) sizes the Prometheus VMs with.
 
-The machine's Prometheus (Debian's package, the version is printed) scrapes a loopback exporter serving
+The pinned Prometheus (``make components`` builds the versions table's release from its Go module into
+tools/bin; the version is printed) scrapes a loopback exporter serving
 cAdvisor-shaped series (a kubelet's per-container series: container, id, image, name, namespace, pod, cpu
 labels, values that change every scrape) at two sizes, each in a fresh TSDB. The figure is the slope between
 the two runs (resident memory and Go heap in use, read from Prometheus' own /metrics once every series has
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import http.server
 import re
-import shutil
 import socket
 import subprocess
 import tempfile
@@ -132,9 +132,10 @@ def measure(prometheus: str, series: int) -> tuple[float, float, float]:
 
 
 def rows() -> list[tuple[str, str]]:
-    prometheus = shutil.which("prometheus")
-    if prometheus is None:
-        raise RuntimeError("prometheus is not installed (apt-get install prometheus; make tools does)")
+    built = Path(__file__).resolve().parents[1] / "tools" / "bin" / "prometheus"
+    if not built.is_file():
+        raise RuntimeError(f"{built} is not built: run make components (needs Go)")
+    prometheus = str(built)
     version = subprocess.run([prometheus, "--version"], capture_output=True, text=True, check=False)
     small, large = (measure(prometheus, n) for n in SIZES)
     added = large[0] - small[0]

@@ -53,7 +53,11 @@ def size_cluster(cluster: ClusterConfig, pools: ClusterPools) -> dict[str, SizeC
             cluster.etcd.vm_size,
             "cluster.etcd.vm_size",
         ),
-        "prometheus": _choice(recommend.prometheus(nodes), cluster.prometheus.vm_size, "cluster.prometheus.vm_size"),
+        "prometheus": _choice(
+            recommend.prometheus(nodes, cluster.prometheus.query_max_samples),
+            cluster.prometheus.vm_size,
+            "cluster.prometheus.vm_size",
+        ),
     }
     if cluster.events_etcd is not None:
         rec = recommend.etcd(nodes, local_nvme=cluster.events_etcd.storage == "local-nvme")

@@ -181,19 +181,25 @@ def scheduler_score_percent(nodes: int) -> int:
 
 
 # -- Prometheus (the storage docs) -----------------------------------------------------------------
-# Series per node (node-exporter, kubelet/cAdvisor, dcgm-exporter on 8 GPUs: the project's estimate), bytes of
-# head memory per active series, bytes per sample on disk (``PROM_STORAGE``: "around 1-2 bytes per sample";
-# the upper figure). Head bytes per series, measured by `make bench` (bench/prometheus_head.py: cAdvisor-shaped
-# series, the slope between 40,000 and 120,000) on the machine's Debian Prometheus 2.42, not the pinned 3.x:
-# 3,534 B of Go heap in use, 8,777 B resident (the Go collector lets the heap grow to twice what is live). So
-# the x2 below is the collector's, not headroom for queries; re-measure on the pinned release before relying
-# on it at 7,500 nodes.
+# Series per node (node-exporter, kubelet/cAdvisor, dcgm-exporter on 8 GPUs: the project's estimate); bytes per
+# sample on disk (``PROM_STORAGE``: "around 1-2 bytes per sample"; the upper figure).
 SERIES_PER_NODE = 3000
-HEAD_BYTES_PER_SERIES = 4096
 BYTES_PER_SAMPLE = 2
 DISK_HEADROOM = 1.3  # WAL (at least 2 h of raw samples), compaction's temporary second copy, indexes
 PROMETHEUS_DISK_FLOOR_GIB = 128
 PROMETHEUS_MEMORY_FLOOR_GIB = 16.0
+PROM_HEAD_BENCH = "bench/prometheus_head.py (make bench)"
+# Resident memory per active series of the pinned release, measured (``PROM_HEAD_BENCH``, 2026-12-04, Prometheus
+# 3.13.4 from its Go module: the slope between 40,000 and 120,000 cAdvisor-shaped series): 8,576 B resident, of
+# which 5,248 B is Go heap in use; the rest is the garbage collector's room to grow (GOGC=100) and the runtime.
+# Resident, so the collector's headroom is in it (Debian's 2.42 measured 8,777 B and 3,534 B).
+HEAD_RESIDENT_BYTES_PER_SERIES = 8576
+PROM_FLAGS = "https://prometheus.io/docs/prometheus/latest/command-line/prometheus/"
+# Queries on top of the head (``PROM_FLAGS``): at most --query.max-concurrency queries run at once (default 20,
+# not set by the hosts), each loading at most --query.max-samples samples (cluster.prometheus.query_max_samples)
+# of 16 bytes (promql.FPoint: an int64 timestamp and a float64).
+QUERY_CONCURRENCY = 20
+QUERY_SAMPLE_BYTES = 16
 
 
 def prometheus_series(nodes: int) -> int:
@@ -201,9 +207,13 @@ def prometheus_series(nodes: int) -> int:
     return nodes * SERIES_PER_NODE
 
 
-def prometheus_memory_gib(nodes: int) -> float:
-    """A Prometheus VM's memory: head memory of every active series, x2 for queries, at least 16 GiB."""
-    return max(PROMETHEUS_MEMORY_FLOOR_GIB, 2 * prometheus_series(nodes) * HEAD_BYTES_PER_SERIES / 2**30)
+def prometheus_memory_gib(nodes: int, query_max_samples: int) -> float:
+    """A Prometheus VM's memory: every active series at its measured resident cost, plus the most the
+    concurrent queries may load (``QUERY_CONCURRENCY`` x ``query_max_samples`` x 16 B), at least 16 GiB. Every
+    host is sized for all series: sharding splits only the kubelet and cAdvisor jobs."""
+    head = prometheus_series(nodes) * HEAD_RESIDENT_BYTES_PER_SERIES
+    queries = QUERY_CONCURRENCY * query_max_samples * QUERY_SAMPLE_BYTES
+    return max(PROMETHEUS_MEMORY_FLOOR_GIB, (head + queries) / 2**30)
 
 
 def prometheus_vcpus(nodes: int) -> int:

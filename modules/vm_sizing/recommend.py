@@ -12,9 +12,11 @@ from modules.vm_sizing.formulas import (
     ETCD_ABOVE,
     ETCD_HW,
     GCE_TABLE,
-    HEAD_BYTES_PER_SERIES,
+    HEAD_RESIDENT_BYTES_PER_SERIES,
     OPENAI_7500,
     PROM_STORAGE,
+    QUERY_CONCURRENCY,
+    QUERY_SAMPLE_BYTES,
     SERIES_PER_NODE,
     SIZING_STEPS,
     apiserver_heap_gib,
@@ -100,13 +102,14 @@ def etcd(nodes: int, *, local_nvme: bool) -> Recommendation:
     )
 
 
-def prometheus(nodes: int) -> Recommendation:
-    sku = _smallest(prometheus_vcpus(nodes), prometheus_memory_gib(nodes), GENERAL)
+def prometheus(nodes: int, query_max_samples: int) -> Recommendation:
+    sku = _smallest(prometheus_vcpus(nodes), prometheus_memory_gib(nodes, query_max_samples), GENERAL)
     return Recommendation(
         "prometheus",
         sku.name,
         sku.vcpus,
         sku.memory_gib,
-        f"{nodes:,} nodes x {SERIES_PER_NODE:,} series x {HEAD_BYTES_PER_SERIES} B head memory x2",
+        f"{nodes:,} nodes x {SERIES_PER_NODE:,} series x {HEAD_RESIDENT_BYTES_PER_SERIES:,} B resident + "
+        f"{QUERY_CONCURRENCY} queries x {query_max_samples:,} samples x {QUERY_SAMPLE_BYTES} B",
         PROM_STORAGE,
     )
