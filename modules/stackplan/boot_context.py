@@ -70,9 +70,14 @@ def _follows(events: EtcdConfig, main: EtcdConfig) -> EtcdConfig:
 def _control_plane(nodes: int, hosts: tuple[Host, ...], tuning: ApiServersConfig) -> ControlPlaneHosts:
     """API server and client limits for ``nodes``, the cluster's sizing step (modules.vm_sizing.formulas);
     a value set in cluster.api_servers wins."""
-    reads = tuning.max_requests_inflight or formulas.apiserver_inflight(nodes, len(hosts))[0]
-    # The default mutating limit follows the reads in force, so raising only the reads raises both.
-    mutating = tuning.max_mutating_requests_inflight or formulas.apiserver_inflight_mutating(reads)
+    reads, mutating = formulas.apiserver_inflight(nodes)
+    if tuning.max_requests_inflight:
+        # The default mutating limit follows reads set by hand, so raising only the reads raises both.
+        reads, mutating = (
+            tuning.max_requests_inflight,
+            formulas.apiserver_inflight_mutating(tuning.max_requests_inflight),
+        )
+    mutating = tuning.max_mutating_requests_inflight or mutating
     qps = tuning.client_qps or formulas.client_qps(nodes)
     return ControlPlaneHosts(
         apiservers=hosts,

@@ -76,12 +76,17 @@ class ClusterPrep:
         # The gang scheduler and cloud-controller-manager run with the spec's figures (objects/gang.py,
         # objects/cloud_provider.py); kube-state-metrics likewise (objects/state_metrics.py).
         rows: list[tuple[str, object, str, str]] = [
-            ("kube-apiserver --max-requests-inflight", cp.max_requests_inflight, "apiserver_inflight", formulas.APF),
+            (
+                "kube-apiserver --max-requests-inflight",
+                cp.max_requests_inflight,
+                "apiserver_inflight",
+                formulas.KUBE_UP_APISERVER,
+            ),
             (
                 "kube-apiserver --max-mutating-requests-inflight",
                 cp.max_mutating_requests_inflight,
-                "apiserver_inflight_mutating",
-                formulas.APF,
+                "apiserver_inflight",
+                formulas.KUBE_UP_APISERVER,
             ),
             ("kube-controller-manager, kube-scheduler API QPS", cp.client_qps, "client_qps", "client-go default 20"),
             ("kube-controller-manager, kube-scheduler API burst", cp.client_burst, "client_burst", "2 x QPS"),

@@ -106,47 +106,26 @@ def etcd_iops(nodes: int) -> int:
 # these two flags, shared among the priority levels by their nominal concurrency shares).
 INFLIGHT_DEFAULT = 400
 MUTATING_INFLIGHT_DEFAULT = 200
-KUBELET_DEFAULTS = "https://github.com/kubernetes/kubernetes/blob/v1.36.4/pkg/kubelet/apis/config/v1beta1/defaults.go"
-APF_BOOTSTRAP = (
-    "https://github.com/kubernetes/kubernetes/blob/v1.36.4/staging/src/k8s.io/apiserver/pkg/apis/flowcontrol/"
-    "bootstrap/default.go"
-)
-API_CALL_SLO = "https://github.com/kubernetes/community/blob/master/sig-scalability/slos/api_call_latency.md"
-# What each node writes in steady state (``KUBELET_DEFAULTS``): its Lease every 10 s (nodeLeaseDurationSeconds
-# 40 x the renew fraction 0.25) and its status every 5 min (nodeStatusReportFrequency). Both are mutating
-# requests; the kubelet reads its Node from its own watch (``tryUpdateNodeStatus`` reads the lister), so a
-# node adds no read seats in steady state.
-NODE_WRITES_PER_SECOND = 1 / 10 + 1 / 300
-# The longest a single-object write may take within Kubernetes' API call latency SLO (p99 <= 1 s, ``API_CALL_SLO``):
-# sized so that the heartbeats still fit when every one of them takes that long.
-WRITE_SECONDS_AT_SLO = 1.0
-# The node heartbeats (nodes, nodes/status, leases from system:nodes) are the ``system-node-high`` flow schema's,
-# served by the ``node-high`` priority level: 40 of the 245 nominal concurrency shares of the limited levels
-# (catch-all 5, system 30, node-high 40, leader-election 10, workload-high 40, workload-low 100, global-default
-# 20; ``APF_BOOTSTRAP``).
-NODE_HIGH_SHARES = 40
-ALL_SHARES = 245
+KUBE_UP_APISERVER = "https://github.com/kubernetes/kubernetes/blob/v1.36.4/cluster/gce/gci/configure-kubeapiserver.sh"
+# (nodes up to, --max-requests-inflight, --max-mutating-requests-inflight): what Kubernetes' own large-cluster
+# setup gives its one API server (``KUBE_UP_APISERVER``: above 500 nodes 1,500/500, above 3,000 3,000/1,000), the
+# configuration the upstream scalability tests run. Each server here gets the whole-cluster figure, so one can
+# carry the cluster while the others are down. Not derived from the heartbeats alone: the kubelets' lease and
+# status writes are a small part of a server's load next to pod status writes, relists and the controllers.
+INFLIGHT_TIERS = ((500, INFLIGHT_DEFAULT, MUTATING_INFLIGHT_DEFAULT), (3000, 1500, 500))
+INFLIGHT_ABOVE = (3000, 1000)
 
 
-def apiserver_inflight(nodes: int, apiservers: int) -> tuple[int, int]:
-    """``--max-requests-inflight`` and ``--max-mutating-requests-inflight`` for one of ``apiservers``
-    servers in front of ``nodes``.
-
-    Little's law on the load every node makes: with one server down (its clients reconnect to the others), each
-    server fronts ``nodes / (apiservers - 1)`` kubelets whose heartbeats arrive at ``NODE_WRITES_PER_SECOND`` each
-    and may take ``WRITE_SECONDS_AT_SLO``; that many seats must be ``node-high``'s share, so the server's limit
-    (the two flags' sum under APF) is the seats x 245 / 40. Split 2:1 as the defaults are (reads rounded up to
-    100), never below the defaults."""
-    fronted = nodes / max(1, apiservers - 1)
-    seats = fronted * NODE_WRITES_PER_SECOND * WRITE_SECONDS_AT_SLO
-    total = seats * ALL_SHARES / NODE_HIGH_SHARES
-    reads = max(INFLIGHT_DEFAULT, math.ceil(total * 2 / 3 / 100) * 100)
-    return reads, apiserver_inflight_mutating(reads)
+def apiserver_inflight(nodes: int) -> tuple[int, int]:
+    """``--max-requests-inflight`` and ``--max-mutating-requests-inflight`` for each API server of a cluster
+    of ``nodes`` (``INFLIGHT_TIERS``)."""
+    return next(((r, m) for limit, r, m in INFLIGHT_TIERS if nodes <= limit), INFLIGHT_ABOVE)
 
 
 def apiserver_inflight_mutating(reads: int) -> int:
-    """``--max-mutating-requests-inflight`` beside ``reads``: half, never below the default of 200."""
-    return max(MUTATING_INFLIGHT_DEFAULT, reads // 2)
+    """``--max-mutating-requests-inflight`` beside a ``reads`` limit set by hand: a third (kube-up's ratio
+    above 500 nodes), never below the default of 200."""
+    return max(MUTATING_INFLIGHT_DEFAULT, reads // 3)
 
 
 # (nodes up to, QPS) of kube-controller-manager's and kube-scheduler's API clients; the client-go default is

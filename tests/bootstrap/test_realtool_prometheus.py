@@ -52,15 +52,18 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.realtool
 def test_promtool_check_config(ctx: BootstrapContext, require: Callable[[str], str], tmp_path: Path) -> None:
     """The pinned promtool (built with Kubernetes service discovery, as the release is) checks the host's file
-    whole, the SD blocks included; it does not open their TLS files, so this does: each is one the bundle
-    writes."""
+    whole, the SD blocks included. It checks that their client certificate and key exist but not the CA file,
+    and any API server URL passes: so each block is checked here to be exactly the rendered shape, aimed at this
+    cluster's API servers, with files the bundle writes."""
     rendered = _install(ctx, tmp_path)
     config = yaml.safe_load(rendered.read_text())
-    for job in config["scrape_configs"]:
-        for sd in job.get("kubernetes_sd_configs", []):
-            assert sd["api_server"] == ctx.apiserver_url, job["job_name"]
-            for key in ("ca_file", "cert_file", "key_file"):
-                assert Path(sd["tls_config"][key]).is_file() and Path(sd["tls_config"][key]).is_relative_to(tmp_path)
+    blocks = [(j["job_name"], sd) for j in config["scrape_configs"] for sd in j.get("kubernetes_sd_configs", [])]
+    assert blocks
+    for job, sd in blocks:
+        assert set(sd) == {"role", "api_server", "tls_config"}, job
+        assert sd["api_server"] == ctx.apiserver_url, job
+        for key in ("ca_file", "cert_file", "key_file"):
+            assert Path(sd["tls_config"][key]).is_file() and Path(sd["tls_config"][key]).is_relative_to(tmp_path)
     run = _run(require("promtool"), "check", "config", str(rendered))
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"SUCCESS: {len(alert_rules(ctx))} rule files found" in run.stdout

@@ -247,9 +247,9 @@ def test_apiserver_flags_at_7500_nodes(prod: BootstrapContext) -> None:
     assert "--enable-priority-and-fairness=true" in flags
     # No kube-proxy on the API server hosts: webhooks and aggregated APIs by endpoint address.
     assert "--enable-aggregator-routing=true" in flags
-    # 8,000 nodes (the step) over 4 of 5 servers: node-high's share holds their heartbeats at the SLO's 1 s.
-    assert "--max-requests-inflight=900" in flags
-    assert "--max-mutating-requests-inflight=450" in flags
+    # Above 3,000 nodes: kube-up's large-cluster limits, on every server.
+    assert "--max-requests-inflight=3000" in flags
+    assert "--max-mutating-requests-inflight=1000" in flags
     assert not [f for f in flags if "watch-cache" in f]
 
 

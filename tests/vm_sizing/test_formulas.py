@@ -34,10 +34,8 @@ TABLE: list[tuple[str, Any, Any, Any]] = [
     ("apiserver heap floor GiB", lambda c: f.apiserver_min_memory_gib(c["step"]), 1, 70),
     # etcd guide: <=50 nodes 2 vCPU 8 GB 3,600 IOPS; past 3,000 the extrapolated row.
     ("etcd tier", lambda c: f.etcd_tier(c["step"]), (2, 8, 3600), (32, 128, 20000)),
-    # Little's law with one server down: 8,000 / 4 = 2,000 nodes x (1/10 + 1/300) writes/s x 1 s = 206.7 seats
-    # for node-high, x 245 / 40 = 1,265.8 in all, 2/3 of it 843.9 -> 900 reads, 450 mutating; dev: 50 / 2 x
-    # 0.1033 x 6.125 = 15.8 -> the defaults.
-    ("inflight", lambda c: f.apiserver_inflight(c["step"], c["apiservers"]), (400, 200), (900, 450)),
+    # kube-up's tiers: <=500 nodes the defaults; above 3,000 nodes 3,000/1,000.
+    ("inflight", lambda c: f.apiserver_inflight(c["step"]), (400, 200), (3000, 1000)),
     ("client QPS", lambda c: f.client_qps(c["step"]), 20, 200),
     ("client burst", lambda c: f.client_burst(f.client_qps(c["step"])), 40, 400),
     # 50 <= 500 -> all; ceil(100 x 500 / 8,000) = ceil(6.25) = 7.
