@@ -73,10 +73,14 @@ class ControlPlaneTuning(StrictModel):
     """kube-apiserver, scheduler and controller-manager limits; unset values scale with node count."""
 
     max_requests_inflight: int | None = Field(
-        default=None, description="Read seats per API server (default: ~1 per node it serves, 400 minimum)."
+        default=None,
+        description="--max-requests-inflight per API server (default: kube-up's tier for the node count: 400; "
+        "1,500 above 500 nodes; 3,000 above 3,000).",
     )
     max_mutating_requests_inflight: int | None = Field(
-        default=None, description="Mutating seats per API server (default: half the read seats)."
+        default=None,
+        description="--max-mutating-requests-inflight per API server (default: the tier's 200, 500 or 1,000; a "
+        "third of max_requests_inflight when that is set, at least 200).",
     )
     client_qps: int | None = Field(
         default=None, description="Scheduler and controller-manager API QPS (default: 20 / 100 / 200 by size)."
