@@ -169,16 +169,19 @@ PROMETHEUS_DISK_FLOOR_GIB = 128
 PROMETHEUS_MEMORY_FLOOR_GIB = 16.0
 PROM_HEAD_BENCH = "bench/prometheus_head.py (make bench)"
 # Resident memory per active series of the pinned release, measured (``PROM_HEAD_BENCH``, 2026-12-04, Prometheus
-# 3.13.4 from its Go module: the slope between 40,000 and 120,000 cAdvisor-shaped series): 8,576 B resident, of
-# which 5,248 B is Go heap in use; the rest is the garbage collector's room to grow (GOGC=100) and the runtime.
+# 3.13.4 from its Go module: the slope between 40,000 and 120,000 cAdvisor-shaped series, the median of 5 pairs
+# of runs): 8,221 B resident (6,293-9,272 B), of which 6,183 B is Go heap in use; the rest is the garbage
+# collector's room to grow (GOGC=100) and the runtime.
 # Resident, so the collector's headroom is in it (Debian's 2.42 measured 8,777 B and 3,534 B).
-HEAD_RESIDENT_BYTES_PER_SERIES = 8576
+HEAD_RESIDENT_BYTES_PER_SERIES = 8221
 PROM_FLAGS = "https://prometheus.io/docs/prometheus/latest/command-line/prometheus/"
 # Queries on top of the head (``PROM_FLAGS``): at most --query.max-concurrency queries run at once (default 20,
 # not set by the hosts), each loading at most --query.max-samples samples (cluster.prometheus.query_max_samples)
-# of 16 bytes (promql.FPoint: an int64 timestamp and a float64).
+# of 16 bytes (promql.FPoint: an int64 timestamp and a float64), counted resident as the head is: twice what is
+# live, the room the collector leaves the heap to grow (GOGC=100).
 QUERY_CONCURRENCY = 20
 QUERY_SAMPLE_BYTES = 16
+QUERY_RESIDENT_FACTOR = 2
 
 
 def prometheus_series(nodes: int) -> int:
@@ -188,10 +191,10 @@ def prometheus_series(nodes: int) -> int:
 
 def prometheus_memory_gib(nodes: int, query_max_samples: int) -> float:
     """A Prometheus VM's memory: every active series at its measured resident cost, plus the most the
-    concurrent queries may load (``QUERY_CONCURRENCY`` x ``query_max_samples`` x 16 B), at least 16 GiB. Every
-    host is sized for all series: sharding splits only the kubelet and cAdvisor jobs."""
+    concurrent queries may load (``QUERY_CONCURRENCY`` x ``query_max_samples`` x 16 B, x2 resident), at least
+    16 GiB. Every host is sized for all series: sharding splits only the kubelet and cAdvisor jobs."""
     head = prometheus_series(nodes) * HEAD_RESIDENT_BYTES_PER_SERIES
-    queries = QUERY_CONCURRENCY * query_max_samples * QUERY_SAMPLE_BYTES
+    queries = QUERY_CONCURRENCY * query_max_samples * QUERY_SAMPLE_BYTES * QUERY_RESIDENT_FACTOR
     return max(PROMETHEUS_MEMORY_FLOOR_GIB, (head + queries) / 2**30)
 
 

@@ -16,6 +16,7 @@ from modules.vm_sizing.formulas import (
     OPENAI_7500,
     PROM_STORAGE,
     QUERY_CONCURRENCY,
+    QUERY_RESIDENT_FACTOR,
     QUERY_SAMPLE_BYTES,
     SERIES_PER_NODE,
     SIZING_STEPS,
@@ -110,6 +111,7 @@ def prometheus(nodes: int, query_max_samples: int) -> Recommendation:
         sku.vcpus,
         sku.memory_gib,
         f"{nodes:,} nodes x {SERIES_PER_NODE:,} series x {HEAD_RESIDENT_BYTES_PER_SERIES:,} B resident + "
-        f"{QUERY_CONCURRENCY} queries x {query_max_samples:,} samples x {QUERY_SAMPLE_BYTES} B",
+        f"{QUERY_CONCURRENCY} queries x {query_max_samples:,} samples x {QUERY_SAMPLE_BYTES} B x "
+        f"{QUERY_RESIDENT_FACTOR}",
         PROM_STORAGE,
     )

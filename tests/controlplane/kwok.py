@@ -151,10 +151,35 @@ def initialize(
         assert code == 200, body
 
 
-def config(root: Path, *, heartbeat_ms: int | None = None, stages: Iterable[str] = STAGES) -> Path:
+def config(
+    root: Path, *, heartbeat_ms: int | None = None, stages: Iterable[str] = STAGES, pod_workers: int | None = None
+) -> Path:
     """kwok's configuration: its release's stages; ``heartbeat_ms`` retunes the heartbeat (scale tier);
-    ``stages`` leaves some out (a training job's pods run until stopped: no pod-complete)."""
-    docs = []
+    ``stages`` leaves some out (a training job's pods run until stopped: no pod-complete); ``pod_workers`` is
+    how many pod stages kwok plays at once (``podPlayStageParallelism``, 4 by default in kwok v0.8.0, whose
+    client has no rate limit: its pace is the workers over the API server's latency)."""
+    docs: list[dict[str, Any]] = []
+    if pod_workers is not None:
+        docs.append(
+            {
+                "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+                "kind": "KwokConfiguration",
+                # A configuration file is not defaulted: kwok v0.8.0's defaults (its
+                # pkg/apis/config/v1alpha1/zz_generated.defaults.go) are written out, with the pod workers.
+                "options": {
+                    "enableDebuggingHandlers": True,
+                    "enableContentionProfiling": False,
+                    "enableProfilingHandler": True,
+                    "manageAllNodes": False,
+                    "podPlayStageParallelism": pod_workers,
+                    "nodePlayStageParallelism": 4,
+                    "nodeLeaseParallelism": 4,
+                    "podsOnNodeSyncParallelism": 1,
+                    "enablePodsOnNodeSyncListPager": True,
+                    "enablePodsOnNodeSyncStreamWatch": False,
+                },
+            }
+        )
     for stage in stages:
         doc = yaml.safe_load((BUILT / "kwok-stages" / stage).read_text())
         if heartbeat_ms is not None and doc["metadata"]["name"] == "node-heartbeat-with-lease":
@@ -176,12 +201,13 @@ class Kwok:
         lease_seconds: int = 40,
         extra: Iterable[str] = (),
         stages: Iterable[str] = STAGES,
+        pod_workers: int | None = None,
     ) -> None:
         root.mkdir(parents=True, exist_ok=True)
         argv = [
             tool("kwok"),
             f"--kubeconfig={cp.admin}",
-            f"--config={config(root, stages=stages)}",
+            f"--config={config(root, stages=stages, pod_workers=pod_workers)}",
             f"--manage-nodes-with-annotation-selector={FAKE}=fake",
             f"--node-lease-duration-seconds={lease_seconds}",
             "--cidr=10.200.0.0/16",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import hashlib
 import http.client
 import json
 import queue
@@ -31,6 +32,15 @@ from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.kwok import UNINITIALIZED, FakeNode, pool_nodes
 
 KUBELET = versions.release(versions.DEFAULT_MINOR).release()
+
+
+def machine_id(index: int) -> str:
+    """/etc/machine-id's 32 hex digits, spread as real ones are. kwok's stages write nodeInfo back through a
+    YAML template, where a small counter's hex ("...0007", "...03e8") reads as a number: the node-initialize
+    stage then fails and the node never turns Ready (1,024 of the 7,510 did)."""
+    return hashlib.sha256(f"machine-{index}".encode()).hexdigest()[:32]
+
+
 """The release every fake node reports: the control plane the tier runs."""
 
 IMAGES_PER_NODE = 50
@@ -73,7 +83,7 @@ def kubelet_status(node: FakeNode, index: int) -> dict[str, Any]:
         "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": node.name}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
         "nodeInfo": {
-            "machineID": uuid.UUID(int=index).hex,
+            "machineID": machine_id(index),
             "systemUUID": str(uuid.UUID(int=index + 1)),
             "bootID": str(uuid.UUID(int=index + 2)),
             "kernelVersion": "6.8.0-1021-azure",

@@ -22,8 +22,24 @@ STACKS = Path(__file__).resolve().parents[2] / "stacks"
 
 # The counts each shipped stack is sized for: peak nodes (every pool at its maximum plus surge) rounded up to
 # the sizing step; API servers; the GPU pools' kubelet maxPods; system nodes; Prometheus retention and scrape.
-DEV = {"peak": 14, "step": 50, "apiservers": 3, "pods_per_node": 37, "retention": 15, "scrape": 30}
-PROD = {"peak": 7588, "step": 8000, "apiservers": 5, "pods_per_node": 14, "retention": 15, "scrape": 30}
+DEV = {
+    "peak": 14,
+    "step": 50,
+    "apiservers": 3,
+    "pods_per_node": 37,
+    "retention": 15,
+    "scrape": 30,
+    "query_samples": 20_000_000,
+}
+PROD = {
+    "peak": 7588,
+    "step": 8000,
+    "apiservers": 5,
+    "pods_per_node": 14,
+    "retention": 15,
+    "scrape": 30,
+    "query_samples": 50_000_000,
+}
 
 TABLE: list[tuple[str, Any, Any, Any]] = [
     # (what, call, dev, prod-7500)
@@ -41,13 +57,13 @@ TABLE: list[tuple[str, Any, Any, Any]] = [
     # 50 <= 500 -> all; ceil(100 x 500 / 8,000) = ceil(6.25) = 7.
     ("score percent", lambda c: f.scheduler_score_percent(c["step"]), 100, 7),
     ("series", lambda c: f.prometheus_series(c["step"]), 150_000, 24_000_000),
-    # 24e6 x 8,576 B = 205.8e9 B, + 20 x 50e6 x 16 B = 16e9 B: 221.8e9 B = 206.6 GiB; dev 150,000 series: 1.29e9 +
-    # 16e9 B = 16.1 GiB, just above the floor (the queries the flags allow are most of it).
+    # 24e6 x 8,221 B = 197.3e9 B, + 20 x 50e6 x 16 B x 2 = 32e9 B: 229.3e9 B = 213.6 GiB; dev 150,000 series:
+    # 1.23e9 + 20 x 20e6 x 32 = 12.8e9 B: 14.03e9 B = 13.1 GiB, below the 16 GiB floor.
     (
         "prometheus memory GiB",
-        lambda c: round(f.prometheus_memory_gib(c["step"], 50_000_000), 1),
-        16.1,
-        206.6,
+        lambda c: round(f.prometheus_memory_gib(c["step"], c["query_samples"]), 1),
+        16.0,
+        213.6,
     ),
     # 24e6 / 30 s = 800,000 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 2.696e12 B = 2,510.6 GiB -> 2,511;
     # dev: 5,000 samples/s -> 15.7 GiB, below the 128 GiB floor.
@@ -97,6 +113,7 @@ def test_the_table_is_the_shipped_stacks(preps: dict[str, ClusterPrep], stack: s
     assert max(p.kubelet_max_pods for p in prep.pools.gpu) == counts["pods_per_node"]
     assert prep.bootstrap.prometheus.retention_days == counts["retention"]
     assert f.duration_seconds(prep.bootstrap.prometheus.scrape_interval) == counts["scrape"]
+    assert prep.bootstrap.prometheus.query_max_samples == counts["query_samples"]
 
 
 def _millis(cpu: str) -> int:
