@@ -199,6 +199,9 @@ def run_preflight(
             [],
             timeout=60,
         )
+        # The reporter prints its verdict just after the label is written: stopping it at the label cut the
+        # line off (seen once in a full run).
+        wait(f"the reporter's verdict on {name}", lambda n=name, r=run: f" on {n}" in r.output(), [], timeout=30)
         run.stop()
         reports[name] = check.output() + run.output()
     return reports
