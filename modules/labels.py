@@ -23,6 +23,9 @@ the instance metadata service (``compute.vmScaleSetName``): a multi-node job tha
 InfiniBand keeps all its pods on one value of this label."""
 FATAL_XID = "gpu-fatal-xid"
 """NoExecute taint the remediation controller puts on a node with a fatal XID."""
+XID_CONDITION = "GPUFatalXid"
+"""The node condition node-problem-detector sets on a fatal XID: what the remediation acts on, and what every
+Prometheus host reads through kube-state-metrics (rules/islands.yml), whichever share scrapes the node."""
 
 HEALTH_NAMESPACE = "gpu-health"
 """The add-ons' namespace of the GPU health agents and the fleet's jobs (remediation, re-test, roll)."""

@@ -99,6 +99,7 @@ ALERTS: dict[str, Alert] = {
         "warning", "a Ready node's kubelet fails its TLS scrape (so its logs and exec fail too) for 15 minutes"
     ),
     "CertificateExpiryNotReported": Alert("warning", "a control-plane host reports no certificate expiry"),
+    "PrometheusPeerDown": Alert("warning", "another Prometheus host has not answered a scrape for 5 minutes"),
 }
 BACKUP_ALERTS: dict[str, Alert] = {
     "EtcdBackupStale": Alert("warning", "the newest etcd snapshot is older than two intervals"),

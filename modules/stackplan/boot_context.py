@@ -196,7 +196,9 @@ def bootstrap_context(
             grafana_version=versions.APT_PACKAGES["grafana"].version if tuning.grafana else None,
             data_disk_gib=tuning.data_disk_gib
             or formulas.prometheus_disk_gib(
-                pools.sizing_nodes, tuning.retention_days, formulas.duration_seconds(tuning.scrape_interval)
+                formulas.prometheus_series(pools.sizing_nodes, pools.sizing_pods, tuning.shards),
+                tuning.retention_days,
+                formulas.duration_seconds(tuning.scrape_interval),
             ),
         ),
         nat=Host(f"{cluster.name}-nat-0", addresses.nat),

@@ -408,9 +408,10 @@ class PrometheusConfig(PrometheusTuning):
         ge=1,
         le=4,
         description=(
-            "Shares the kubelet and cAdvisor targets are split into (hashmod of the target address): host i "
-            "scrapes share i mod shards, so count / shards hosts hold each share (its replicas). Every other "
-            "job is scraped by every host. Must divide count."
+            "Shares the node targets (kubelet, cAdvisor, the node agents' pods) are split into by a hash of the "
+            "node's name: host i scrapes share i mod shards, so count / shards hosts hold each share (its "
+            "replicas), and each host's VM and disk are sized for its share. Cluster-wide jobs "
+            "(kube-state-metrics, API servers, etcd) are scraped by every host. Must divide count."
         ),
     )
     vm_size: str | None = Field(default=None, description="Override the size the sizing rules recommend.")

@@ -22,7 +22,7 @@ from modules.bootstrap.context import PoolRole, Taint
 from modules.config_model import PROJECT
 from modules.errors import ConfigError
 from modules.stackplan.config import ClusterConfig, GpuPoolConfig, PoolConfig
-from modules.vm_sizing.formulas import sizing_step
+from modules.vm_sizing.formulas import cluster_pods, sizing_step
 from modules.vm_sizing.scale_sets import ScaleSetPlan, split_pool
 from modules.vm_sizing.skus import sku
 
@@ -140,6 +140,19 @@ class ClusterPools:
         """The most nodes the cluster can hold at once (every pool at its maximum plus surge): what the
         subnets are planned for."""
         return sum(p.peak_nodes for p in self.pools.values())
+
+    @property
+    def pods_per_node(self) -> int:
+        """The GPU pools' largest maxPods, not the system pool's: its few nodes take more agents each, but
+        counting every node at that figure would size caches for pods that cannot exist; a pool's config, not
+        its node count, so a resize within the step changes nothing."""
+        return max((p.kubelet_max_pods for p in self.gpu), default=self.system.kubelet_max_pods)
+
+    @property
+    def sizing_pods(self) -> int:
+        """The most Pods the sizing step holds (:func:`modules.vm_sizing.formulas.cluster_pods`): what caches
+        of every Pod (the gang scheduler, kube-state-metrics' series) are sized for."""
+        return cluster_pods(self.sizing_nodes, self.pods_per_node)
 
     @property
     def sizing_nodes(self) -> int:

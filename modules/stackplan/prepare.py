@@ -88,7 +88,13 @@ class ClusterPrep:
                 "apiserver_inflight",
                 formulas.KUBE_UP_APISERVER,
             ),
-            ("kube-controller-manager, kube-scheduler API QPS", cp.client_qps, "client_qps", "client-go default 20"),
+            (
+                "kube-controller-manager, kube-scheduler API QPS",
+                cp.client_qps,
+                "client_qps",
+                f"default 20; 100 as upstream's 5,000-node tests ({formulas.SCALE_VALIDATION}); 200 above 3,000 nodes "
+                "the project's",
+            ),
             ("kube-controller-manager, kube-scheduler API burst", cp.client_burst, "client_burst", "2 x QPS"),
             (
                 "kube-scheduler percentageOfNodesToScore",
@@ -96,7 +102,12 @@ class ClusterPrep:
                 "scheduler_score_percent",
                 formulas.SCHEDULER_TUNING,
             ),
-            ("Prometheus active series", formulas.prometheus_series(nodes), "prometheus_series", "project estimate"),
+            (
+                f"Prometheus active series a host ({prom.shards} share(s) of the nodes)",
+                formulas.prometheus_series(nodes, self.pools.sizing_pods, prom.shards),
+                "prometheus_series",
+                f"project estimate, kube-state-metrics measured ({formulas.SCALE_TIER})",
+            ),
             (
                 f"Prometheus data disk GiB ({prom.retention_days} d at {prom.scrape_interval})",
                 prom.data_disk_gib,
@@ -145,10 +156,7 @@ def addons_for(stack: str, config: ClusterStack, addresses: ClusterAddresses, po
         dns_service_ip=str(addresses.dns_service_ip),
         system_nodes=pools.system.nodes,
         peak_nodes=pools.peak_nodes,
-        # The GPU pools' maxPods, not the system pool's: its few nodes take more agents each, but counting every
-        # node at that figure would size the cache for pods that cannot exist; a pool's config, not its node
-        # count, so a resize within the step changes nothing.
-        pods_per_node=max((p.kubelet_max_pods for p in pools.gpu), default=pools.system.kubelet_max_pods),
+        pods_per_node=pools.pods_per_node,
         cloud=CloudSpec(
             resource_group=resource_group_name(stack),
             location=config.location,

@@ -54,7 +54,9 @@ def size_cluster(cluster: ClusterConfig, pools: ClusterPools) -> dict[str, SizeC
             "cluster.etcd.vm_size",
         ),
         "prometheus": _choice(
-            recommend.prometheus(nodes, cluster.prometheus.query_max_samples),
+            recommend.prometheus(
+                nodes, pools.sizing_pods, cluster.prometheus.shards, cluster.prometheus.query_max_samples
+            ),
             cluster.prometheus.vm_size,
             "cluster.prometheus.vm_size",
         ),

@@ -128,9 +128,14 @@ def apiserver_inflight_mutating(reads: int) -> int:
     return max(MUTATING_INFLIGHT_DEFAULT, reads // 3)
 
 
-# (nodes up to, QPS) of kube-controller-manager's and kube-scheduler's API clients; the client-go default is
-# 20 (kube-controller-manager --kube-api-qps), raised with the node count because the node lifecycle, the
-# DaemonSet controller and the scheduler's bindings issue requests per node and per pod.
+# (nodes up to, QPS) of kube-controller-manager's and kube-scheduler's API clients: the default of 20
+# (kube-controller-manager --kube-api-qps) up to 500 nodes; 100, what Kubernetes' 5,000-node scalability tests
+# run both with (``SCALE_VALIDATION``: CONTROLLER_MANAGER_TEST_ARGS=--kube-api-qps=100, SCHEDULER_TEST_ARGS the
+# same); above 3,000 nodes the project's own 200, for 7,500 nodes, 1.5x the tested envelope, where the node
+# lifecycle, the DaemonSet controller and the scheduler's bindings issue requests per node and per pod.
+SCALE_VALIDATION = (
+    "https://github.com/kubernetes/sig-release/blob/master/releases/release-1.9/scalability_validation_report.md"
+)
 CLIENT_QPS = ((500, 20), (3000, 100))
 CLIENT_QPS_ABOVE = 200
 
@@ -160,8 +165,9 @@ def scheduler_score_percent(nodes: int) -> int:
 
 
 # -- Prometheus (the storage docs) -----------------------------------------------------------------
-# Series per node (node-exporter, kubelet/cAdvisor, dcgm-exporter on 8 GPUs: the project's estimate); bytes per
-# sample on disk (``PROM_STORAGE``: "around 1-2 bytes per sample"; the upper figure).
+# Series per node from the node targets (kubelet and cAdvisor, and the node agents' pods: dcgm-exporter on 8
+# GPUs, the egress exporter, node-problem-detector: the project's estimate), bytes per sample on disk
+# (``PROM_STORAGE``: "around 1-2 bytes per sample"; the upper figure).
 SERIES_PER_NODE = 3000
 BYTES_PER_SAMPLE = 2
 DISK_HEADROOM = 1.3  # WAL (at least 2 h of raw samples), compaction's temporary second copy, indexes
@@ -172,7 +178,6 @@ PROM_HEAD_BENCH = "bench/prometheus_head.py (make bench)"
 # 3.13.4 from its Go module: the slope between 40,000 and 120,000 cAdvisor-shaped series, the median of 5 pairs
 # of runs): 8,221 B resident (6,293-9,272 B), of which 6,183 B is Go heap in use; the rest is the garbage
 # collector's room to grow (GOGC=100) and the runtime.
-# Resident, so the collector's headroom is in it (Debian's 2.42 measured 8,777 B and 3,534 B).
 HEAD_RESIDENT_BYTES_PER_SERIES = 8221
 PROM_FLAGS = "https://prometheus.io/docs/prometheus/latest/command-line/prometheus/"
 # Queries on top of the head (``PROM_FLAGS``): at most --query.max-concurrency queries run at once (default 20,
@@ -182,18 +187,39 @@ PROM_FLAGS = "https://prometheus.io/docs/prometheus/latest/command-line/promethe
 QUERY_CONCURRENCY = 20
 QUERY_SAMPLE_BYTES = 16
 QUERY_RESIDENT_FACTOR = 2
+# Sharding (cluster.prometheus.shards, modules/bootstrap/templates/prometheus.yml.j2) splits the node targets by
+# ``hashmod`` of the node's name (Prometheus' relabel_config: an MD5 of the value, modulo the shard count), so a
+# share's node count is binomial(nodes, 1 / shards): a host is sized for the mean plus SHARD_SIGMAS standard
+# deviations (at 8,000 nodes in 2 shards 4,000 + 135). kube-state-metrics is scraped whole by every host: its
+# series per Node and per Pod, measured at prod-7500's size (``SCALE_TIER``, the kube-state-metrics test, 2026-12-04:
+# the pinned v2.20.0 with the rendered collectors and node-label allowlist served 217,750 kube_node_* series for
+# 7,510 Nodes, 28.99 each, and 1,666,130 kube_pod_* series for 45,030 agent Pods, 37.00 each; 320 others).
+SHARD_SIGMAS = 3
+KSM_SERIES_PER_NODE = 29
+KSM_SERIES_PER_POD = 37
 
 
-def prometheus_series(nodes: int) -> int:
-    """Active series for ``nodes`` (``SERIES_PER_NODE`` each)."""
-    return nodes * SERIES_PER_NODE
+def shard_nodes(nodes: int, shards: int) -> int:
+    """The most nodes one of ``shards`` shares holds (all of them with one share): the binomial mean plus
+    ``SHARD_SIGMAS`` standard deviations."""
+    if shards == 1:
+        return nodes
+    p = 1 / shards
+    return min(nodes, math.ceil(nodes * p + SHARD_SIGMAS * math.sqrt(nodes * p * (1 - p))))
 
 
-def prometheus_memory_gib(nodes: int, query_max_samples: int) -> float:
-    """A Prometheus VM's memory: every active series at its measured resident cost, plus the most the
-    concurrent queries may load (``QUERY_CONCURRENCY`` x ``query_max_samples`` x 16 B, x2 resident), at least
-    16 GiB. Every host is sized for all series: sharding splits only the kubelet and cAdvisor jobs."""
-    head = prometheus_series(nodes) * HEAD_RESIDENT_BYTES_PER_SERIES
+def prometheus_series(nodes: int, pods: int, shards: int) -> int:
+    """Active series on one Prometheus host: ``SERIES_PER_NODE`` for each node of its share
+    (:func:`shard_nodes`), and kube-state-metrics' series for every Node and Pod of the cluster. The fixed
+    targets (API servers, etcd, the hosts' node-exporters) do not follow the node count and are not counted."""
+    return shard_nodes(nodes, shards) * SERIES_PER_NODE + nodes * KSM_SERIES_PER_NODE + pods * KSM_SERIES_PER_POD
+
+
+def prometheus_memory_gib(series: int, query_max_samples: int) -> float:
+    """A Prometheus VM's memory for ``series`` (:func:`prometheus_series`): each at its measured resident cost,
+    plus the most the concurrent queries may load (``QUERY_CONCURRENCY`` x ``query_max_samples`` x 16 B, x2
+    resident), at least 16 GiB."""
+    head = series * HEAD_RESIDENT_BYTES_PER_SERIES
     queries = QUERY_CONCURRENCY * query_max_samples * QUERY_SAMPLE_BYTES * QUERY_RESIDENT_FACTOR
     return max(PROMETHEUS_MEMORY_FLOOR_GIB, (head + queries) / 2**30)
 
@@ -211,11 +237,12 @@ def duration_seconds(text: str) -> int:
     return int(text[:-1]) * units[text[-1]]
 
 
-def prometheus_disk_gib(nodes: int, retention_days: int, scrape_interval_s: int) -> int:
-    """TSDB data disk: the storage docs' ``retention_time_seconds x ingested_samples_per_second x
-    bytes_per_sample`` (``PROM_STORAGE``), ingestion = series / scrape interval, x1.3 headroom, at least
-    128 GiB. Halving the scrape interval doubles the samples and so the disk."""
-    samples_per_s = prometheus_series(nodes) / scrape_interval_s
+def prometheus_disk_gib(series: int, retention_days: int, scrape_interval_s: int) -> int:
+    """A host's TSDB data disk for ``series`` (:func:`prometheus_series`): the storage docs'
+    ``retention_time_seconds x ingested_samples_per_second x bytes_per_sample`` (``PROM_STORAGE``), ingestion =
+    series / scrape interval, x1.3 headroom, at least 128 GiB. Halving the scrape interval doubles the samples and
+    so the disk."""
+    samples_per_s = series / scrape_interval_s
     raw = retention_days * 86400 * samples_per_s * BYTES_PER_SAMPLE * DISK_HEADROOM
     return max(PROMETHEUS_DISK_FLOOR_GIB, math.ceil(raw / 2**30))
 
@@ -261,14 +288,16 @@ def kube_state_metrics(nodes: int) -> Resources:
 # An informer holds every object it watches, decoded; a scheduler holds each Node and Pod twice more (its cache
 # and the snapshot of NodeInfo it schedules from). Object sizes as JSON from the project's realistic fleet
 # (tests/scale/load.py at prod-7500: a registered Node with kubelet status 12.1 KiB, an agent Pod 2.2 KiB),
-# x4 for the decoded copies and Go's heap overhead: the project's ESTIMATE, not a measurement. No kube-scheduler
-# memory at this scale is published: SIG Scalability gives no per-component figure, its 5,000-node tests run
-# the whole control plane on one 64-core, 256 GB VM (``SIG_SCALABILITY_FAQ``); measuring the gang scheduler's
-# RSS in `make bench-scale` is left to do.
-CACHED_NODE_KIB = 48
-CACHED_POD_KIB = 8
-# Today's 512 MiB, under which the gang scheduler and cloud-controller-manager run dev's fleet in the
-# real-control-plane tier (tests/controlplane), is the floor: the process without the cache's growth.
+# times what the gang scheduler holds resident per JSON byte, measured (``SCALE_TIER``, 2026-12-04: the pinned
+# scheduler-plugins build under its rendered limit peaked at 1,724 MiB with 7,510 Nodes and 45,030 Pods and a
+# 99-node gang placed; less the 512 MiB base that is 1,212 MiB for 185.5 MiB of JSON, 6.5x): a Node 80 KiB and
+# a Pod 15 KiB (the x4 estimate before, 48 and 8 KiB, gave 1,216 MiB there: under what was used). No
+# kube-scheduler memory at this scale is published: SIG Scalability gives no per-component figure, its
+# 5,000-node tests run the whole control plane on one 64-core, 256 GB VM (``SIG_SCALABILITY_FAQ``).
+CACHED_NODE_KIB = 80
+CACHED_POD_KIB = 15
+# The 512 MiB under which the gang scheduler and cloud-controller-manager run dev's fleet in the
+# real-control-plane tier (tests/controlplane) is the base: the process without the cache's growth.
 CACHE_BASE_MEMORY_MIB = 512
 MEMORY_ROUND_MIB = 64
 
@@ -279,7 +308,7 @@ def _round_up(mib: float) -> int:
 
 def gang_scheduler(nodes: int, pods: int) -> Resources:
     """scheduler-plugins' kube-scheduler (the gang scheduler): it caches every Node and Pod of the cluster
-    (``SCALE_TIER`` object sizes, the estimate above). CPU follows the pods scheduled per second, not the node
+    (``SCALE_TIER`` object sizes and resident cost, measured above). CPU follows the pods scheduled per second, not the node
     count: 0.5 core requested, 2 cores limit."""
     memory = CACHE_BASE_MEMORY_MIB + (nodes * CACHED_NODE_KIB + pods * CACHED_POD_KIB) / 1024
     return Resources(500, 2000, _round_up(memory))
@@ -287,7 +316,7 @@ def gang_scheduler(nodes: int, pods: int) -> Resources:
 
 def cloud_controller_manager(nodes: int) -> Resources:
     """cloud-provider-azure's cloud-controller-manager: its node lifecycle and service controllers cache every
-    Node, no Pod (``SCALE_TIER`` node size, the estimate above). 0.1 core requested, 2 cores limit."""
+    Node, no Pod (``SCALE_TIER`` node size and the gang scheduler's resident cost: an estimate, not measured). 0.1 core requested, 2 cores limit."""
     memory = CACHE_BASE_MEMORY_MIB + nodes * CACHED_NODE_KIB / 1024
     return Resources(100, 2000, _round_up(memory))
 

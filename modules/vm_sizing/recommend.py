@@ -14,11 +14,11 @@ from modules.vm_sizing.formulas import (
     GCE_TABLE,
     HEAD_RESIDENT_BYTES_PER_SERIES,
     OPENAI_7500,
-    PROM_STORAGE,
+    PROM_FLAGS,
+    PROM_HEAD_BENCH,
     QUERY_CONCURRENCY,
     QUERY_RESIDENT_FACTOR,
     QUERY_SAMPLE_BYTES,
-    SERIES_PER_NODE,
     SIZING_STEPS,
     apiserver_heap_gib,
     apiserver_memory_gib,
@@ -27,6 +27,7 @@ from modules.vm_sizing.formulas import (
     etcd_iops,
     etcd_tier,
     prometheus_memory_gib,
+    prometheus_series,
     prometheus_vcpus,
     sizing_step,
 )
@@ -103,15 +104,18 @@ def etcd(nodes: int, *, local_nvme: bool) -> Recommendation:
     )
 
 
-def prometheus(nodes: int, query_max_samples: int) -> Recommendation:
-    sku = _smallest(prometheus_vcpus(nodes), prometheus_memory_gib(nodes, query_max_samples), GENERAL)
+def prometheus(nodes: int, pods: int, shards: int, query_max_samples: int) -> Recommendation:
+    """One Prometheus host: its share of ``nodes`` in ``shards`` and kube-state-metrics' series of ``nodes`` and
+    ``pods`` (:func:`prometheus_series`)."""
+    series = prometheus_series(nodes, pods, shards)
+    sku = _smallest(prometheus_vcpus(nodes), prometheus_memory_gib(series, query_max_samples), GENERAL)
     return Recommendation(
         "prometheus",
         sku.name,
         sku.vcpus,
         sku.memory_gib,
-        f"{nodes:,} nodes x {SERIES_PER_NODE:,} series x {HEAD_RESIDENT_BYTES_PER_SERIES:,} B resident + "
-        f"{QUERY_CONCURRENCY} queries x {query_max_samples:,} samples x {QUERY_SAMPLE_BYTES} B x "
-        f"{QUERY_RESIDENT_FACTOR}",
-        PROM_STORAGE,
+        f"{series:,} series a host ({nodes:,} nodes in {shards} share(s), {pods:,} pods) x "
+        f"{HEAD_RESIDENT_BYTES_PER_SERIES:,} B resident + {QUERY_CONCURRENCY} queries x {query_max_samples:,} "
+        f"samples x {QUERY_SAMPLE_BYTES} B x {QUERY_RESIDENT_FACTOR}",
+        f"{PROM_FLAGS} ; {PROM_HEAD_BENCH}",
     )

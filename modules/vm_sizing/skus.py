@@ -53,6 +53,7 @@ SKUS: dict[str, Sku] = {
         Sku("Standard_D32ds_v5", "standardDDSv5Family", 32, 128, max_nics=8),
         Sku("Standard_E8ds_v5", "standardEDSv5Family", 8, 64, max_nics=4),
         Sku("Standard_E16ds_v5", "standardEDSv5Family", 16, 128, max_nics=8),
+        Sku("Standard_E20ds_v5", "standardEDSv5Family", 20, 160, max_nics=8),
         Sku("Standard_E32ds_v5", "standardEDSv5Family", 32, 256, max_nics=8),
         Sku("Standard_E64ds_v5", "standardEDSv5Family", 64, 512, max_nics=8),
         Sku("Standard_E96ds_v5", "standardEDSv5Family", 96, 672, max_nics=8),

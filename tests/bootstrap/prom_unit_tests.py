@@ -10,6 +10,7 @@ import yaml
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.monitoring import ALERTS, BACKUP_ALERTS, ksm_node_label
 from modules.bootstrap.roles.prometheus import alert_rules
+from modules.labels import XID_CONDITION
 
 API = 'apiserver_request_total{job="kubernetes-apiservers",code="%s"}'
 FSYNC = 'etcd_disk_wal_fsync_duration_seconds_bucket{job="etcd",instance="e0:2381",le="%s"}'
@@ -169,10 +170,12 @@ def _cases(domain: str, fatal_xids: tuple[int, ...]) -> dict[str, dict[str, Any]
             "at": "2m",
             "labels": node,
         },
-        # 3 of an island's 4 nodes NotReady at once (fire); 1 of 4 is a single node's problem (calm).
+        # 3 of an island's 4 nodes unhealthy at once (fire): one NotReady, two with a fatal XID that this host
+        # sees only as node-problem-detector's condition through kube-state-metrics (their dcgm-exporters are
+        # another share's); 1 of 4 is a single node's problem (calm).
         "InfinibandIslandDegraded": {
-            "fire": _island(domain, 4, 3),
-            "calm": _island(domain, 4, 1),
+            "fire": _island(domain, 4, 1, xid=2),
+            "calm": _island(domain, 4, 0, xid=1),
             "at": "10m",
             "labels": {"island": "h100-a-000"},
             "value": "3",
@@ -181,7 +184,9 @@ def _cases(domain: str, fatal_xids: tuple[int, ...]) -> dict[str, dict[str, Any]
     }
 
 
-def _island(domain: str, nodes: int, unready: int) -> list[dict[str, str]]:
+def _island(domain: str, nodes: int, unready: int, *, xid: int = 0) -> list[dict[str, str]]:
+    """``nodes`` nodes of one island: the first ``unready`` NotReady, the next ``xid`` with a fatal XID
+    condition (kube-state-metrics' series only: no dcgm-exporter series on this host)."""
     island = ksm_node_label(f"{domain}/ib-island")
     series = []
     for n in range(nodes):
@@ -191,10 +196,18 @@ def _island(domain: str, nodes: int, unready: int) -> list[dict[str, str]]:
         series.append(
             {"series": f'kube_node_status_condition{{condition="Ready",status="true",node="{name}"}}', "values": ready}
         )
+        fatal = "1x15" if unready <= n < unready + xid else "0x15"
+        series.append(
+            {
+                "series": f'kube_node_status_condition{{condition="{XID_CONDITION}",status="true",node="{name}"}}',
+                "values": fatal,
+            }
+        )
     return series
 
 
 DAY = 86400
+PEER = 'up{job="prometheus",instance="10.0.1.5:9090"}'
 CERT = 'agk_certificate_expiry_timestamp_seconds{job="control-plane-hosts",instance="10.0.0.4:9100",path="/etc/etcd/pki/server.crt",subject="CN=dev-etcd-0"}'
 CERT_LABELS = {
     "job": "control-plane-hosts",
@@ -263,6 +276,13 @@ def _cert_cases() -> dict[str, dict[str, Any]]:
             "calm": [{"series": up, "values": "1x200"}, {"series": CERT, "values": f"{400 * DAY}x200"}],
             "at": "150m",
             "labels": {"job": "control-plane-hosts", "instance": "10.0.0.4:9100"},
+        },
+        # The other host stops answering (fire); it misses one scrape and is back (calm).
+        "PrometheusPeerDown": {
+            "fire": [{"series": PEER, "values": "1 1 0x10"}],
+            "calm": [{"series": PEER, "values": "1 1 0 1x10"}],
+            "at": "8m",
+            "labels": {"job": "prometheus", "instance": "10.0.1.5:9090"},
         },
     }
 

@@ -185,10 +185,10 @@ def test_prometheus_sends_to_every_alertmanager_without_its_replica_label(prod: 
         assert config["global"]["external_labels"]["replica"] == host.name
 
 
-def test_the_pair_gossips_and_a_single_host_does_not(dev: BootstrapContext, prod: BootstrapContext) -> None:
-    a, b = prod.prometheus.hosts
+def test_the_hosts_gossip_and_a_single_host_does_not(dev: BootstrapContext, prod: BootstrapContext) -> None:
+    a, *others = prod.prometheus.hosts
     unit = bundle(prod, "prometheus", a.name).file("systemd/alertmanager.service").content
-    assert f"--cluster.peer={b.ip}:9094" in unit and f"--cluster.peer={a.ip}" not in unit
+    assert all(f"--cluster.peer={b.ip}:9094" in unit for b in others) and f"--cluster.peer={a.ip}" not in unit
     assert f"--cluster.listen-address={a.ip}:9094" in unit
     (only,) = dev.prometheus.hosts
     unit = bundle(dev, "prometheus", only.name).file("systemd/alertmanager.service").content

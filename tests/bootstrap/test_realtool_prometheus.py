@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from modules.bootstrap import pki
-from modules.bootstrap.context import BootstrapContext
+from modules.bootstrap.context import PROMETHEUS_PORT, BootstrapContext
 from modules.bootstrap.roles import bundle, names
 from modules.bootstrap.roles.prometheus import alert_rules, prometheus_config
 from modules.cluster.config import AddonsConfig
@@ -452,8 +452,17 @@ def test_the_prometheus_hosts_split_the_kubelets_into_shares(
 
 
 def test_prod_shards_its_kubelets_across_its_prometheus_hosts(prod: BootstrapContext) -> None:
-    # prod-7500's two hosts each scrape half the kubelets and cAdvisors (the stack file says why).
-    assert (len(prod.prometheus.hosts), prod.prometheus.shards) == (2, 2)
+    # prod-7500's four hosts: two shares of the nodes, each held by two (the stack file says why).
+    assert (len(prod.prometheus.hosts), prod.prometheus.shards) == (4, 2)
+
+
+def test_every_host_scrapes_every_prometheus_host(prod: BootstrapContext) -> None:
+    """PrometheusPeerDown's series: a host that stops answering is ``up == 0`` on the others."""
+    targets = [f"{h.ip}:{PROMETHEUS_PORT}" for h in prod.prometheus.hosts]
+    for host in prod.prometheus.hosts:
+        config = yaml.safe_load(prometheus_config(prod, host))
+        (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "prometheus"]
+        assert job["static_configs"] == [{"targets": targets}]
 
 
 KUBELET_EXPOSITION = """\

@@ -198,6 +198,43 @@ def test_retest_picks_idle_nodes_oldest_first(serve: Any) -> None:
     assert retest_idle.idle_nodes(nodes, [], selector=GPU, key=KEY, limit=9) == ["busy", "old", "balloon-only"]
 
 
+def agent_pod(on: str) -> dict[str, Any]:
+    owner = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "dcgm-exporter", "controller": True}
+    return {
+        "metadata": {"name": f"dcgm-exporter-{on}", "ownerReferences": [owner]},
+        "spec": {"nodeName": on, "containers": [{"resources": {}}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def cpu_pod(on: str, phase: str = "Running") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"web-{on}",
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "web", "controller": True}],
+        },
+        "spec": {"nodeName": on, "containers": [{"resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": phase},
+    }
+
+
+@pytest.mark.parametrize(
+    ("pods", "busy"),
+    [
+        ([gpu_pod("n1")], {"n1"}),
+        ([gpu_pod("n1", "balloon")], set()),
+        ([agent_pod("n1")], set()),
+        # A pod that asks for no GPU keeps the node too: on a node it fills, the preflight pod finds no slot.
+        ([cpu_pod("n1")], {"n1"}),
+        ([cpu_pod("n1", "Succeeded")], set()),
+        ([agent_pod("n1"), cpu_pod("n2"), gpu_pod("n3", "balloon")], {"n2"}),
+    ],
+    ids=["gpu-job", "balloon", "node-agent", "cpu-pod", "finished", "mixed"],
+)
+def test_a_node_is_idle_with_only_its_agents_and_balloons(pods: list[dict[str, Any]], busy: set[str]) -> None:
+    assert retest_idle.busy_nodes(pods) == busy
+
+
 def test_retest_backs_off_when_a_job_lands_meanwhile(serve: Any) -> None:
     fake = FakeApi([node("n1", taints=[TEAM_TAINT])], [])
     fake.bind_on_patch = gpu_pod("n1")

@@ -152,14 +152,20 @@ def initialize(
 
 
 def config(
-    root: Path, *, heartbeat_ms: int | None = None, stages: Iterable[str] = STAGES, pod_workers: int | None = None
+    root: Path,
+    *,
+    heartbeat_ms: int | None = None,
+    stages: Iterable[str] = STAGES,
+    pod_workers: int | None = None,
+    node_workers: int | None = None,
 ) -> Path:
     """kwok's configuration: its release's stages; ``heartbeat_ms`` retunes the heartbeat (scale tier);
-    ``stages`` leaves some out (a training job's pods run until stopped: no pod-complete); ``pod_workers`` is
-    how many pod stages kwok plays at once (``podPlayStageParallelism``, 4 by default in kwok v0.8.0, whose
-    client has no rate limit: its pace is the workers over the API server's latency)."""
+    ``stages`` leaves some out (a training job's pods run until stopped: no pod-complete); ``pod_workers`` and
+    ``node_workers`` are how many pod and node stages kwok plays at once (``podPlayStageParallelism`` and
+    ``nodePlayStageParallelism``, 4 each by default in kwok v0.8.0, whose client has no rate limit: its pace is
+    the workers over the API server's latency)."""
     docs: list[dict[str, Any]] = []
-    if pod_workers is not None:
+    if pod_workers is not None or node_workers is not None:
         docs.append(
             {
                 "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
@@ -171,8 +177,8 @@ def config(
                     "enableContentionProfiling": False,
                     "enableProfilingHandler": True,
                     "manageAllNodes": False,
-                    "podPlayStageParallelism": pod_workers,
-                    "nodePlayStageParallelism": 4,
+                    "podPlayStageParallelism": pod_workers or 4,
+                    "nodePlayStageParallelism": node_workers or 4,
                     "nodeLeaseParallelism": 4,
                     "podsOnNodeSyncParallelism": 1,
                     "enablePodsOnNodeSyncListPager": True,
@@ -202,12 +208,13 @@ class Kwok:
         extra: Iterable[str] = (),
         stages: Iterable[str] = STAGES,
         pod_workers: int | None = None,
+        node_workers: int | None = None,
     ) -> None:
         root.mkdir(parents=True, exist_ok=True)
         argv = [
             tool("kwok"),
             f"--kubeconfig={cp.admin}",
-            f"--config={config(root, stages=stages, pod_workers=pod_workers)}",
+            f"--config={config(root, stages=stages, pod_workers=pod_workers, node_workers=node_workers)}",
             f"--manage-nodes-with-annotation-selector={FAKE}=fake",
             f"--node-lease-duration-seconds={lease_seconds}",
             "--cidr=10.200.0.0/16",

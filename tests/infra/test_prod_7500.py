@@ -141,7 +141,7 @@ def test_resource_count_grows_with_scale_sets_not_nodes(prod: State) -> None:
     # Prometheus host's copy of every receiver secret (and Grafana's password), which it alone reads.
     prometheus = [m for m in machines if m["inputs"]["tags"].get("agk-role") == "prometheus"]
     alerting = len(prometheus) * len(prometheus_secrets(context("prod-7500")))
-    assert alerting == 2 * 3
+    assert alerting == 4 * 3
     assert len(secrets) == PARTS * (len(machines) + len(pools)) + len(pools) + alerting
     assert len(grants) == PARTS * (len(machines) + len(pools)) + len(pools) * (1 + len(apiservers)) + alerting
     # The rest is the control plane, its certificates and the network: a few hundred, fixed.

@@ -77,8 +77,10 @@ def fleet_with_pods(fleet_api: Fleet) -> Fleet:
 
 
 def root_ca(cp: ControlPlane) -> None:
-    """``kube-root-ca.crt`` in every namespace: what kube-controller-manager's root-ca-cert-publisher writes
-    (no controller-manager runs here), read by every pod's service-account volume."""
+    """What kube-controller-manager writes in every namespace (no controller-manager runs here):
+    ``kube-root-ca.crt`` (root-ca-cert-publisher), read by every pod's service-account volume, and the
+    ``default`` ServiceAccount (serviceaccount controller), which the ServiceAccount admission plugin requires
+    of a pod that names none (the agents that need no API access)."""
     from modules.bootstrap import pki
 
     ca = cp.pems[f"cert:{pki.KUBERNETES_CA}"]
@@ -91,4 +93,7 @@ def root_ca(cp: ControlPlane) -> None:
             "data": {"ca.crt": ca},
         }
         code, out = cp.call("POST", f"/api/v1/namespaces/{name}/configmaps", body)
+        assert code in (201, 409), out
+        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+        code, out = cp.call("POST", f"/api/v1/namespaces/{name}/serviceaccounts", account)
         assert code in (201, 409), out

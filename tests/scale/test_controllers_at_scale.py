@@ -28,7 +28,7 @@ from modules.cluster.manifests import render_manifests
 from modules.cluster.objects import gang, serving_certs
 from modules.cluster.scripts import approve_serving
 from tests.cluster.fake_azure import FakeAzure
-from tests.controlplane.cluster import ControlPlane, wait
+from tests.controlplane.cluster import ControlPlane, StartFailed, wait
 from tests.controlplane.containers import Running, Runtime, quantity_bytes
 from tests.controlplane.test_node_join import csr_object
 
@@ -344,19 +344,34 @@ def test_kube_state_metrics_serves_the_fleet_within_its_limit(fleet_with_pods: F
     run = runtime.start(pod, "kube-state-metrics")
     port = 8080
 
-    def nodes_seen() -> int:
+    def series() -> list[str]:
         assert run.alive(), run.output()[-3000:]
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as resp:
                 text = resp.read().decode()
         except OSError:
-            return -1
-        return sum(1 for line in text.splitlines() if line.startswith("kube_node_info{"))
+            return []
+        return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+    def every_node_and_pod() -> bool:
+        lines = series()
+        nodes = sum(1 for line in lines if line.startswith("kube_node_info{"))
+        pods = sum(1 for line in lines if line.startswith("kube_pod_info{"))
+        return nodes == len(fleet_api.nodes) and pods >= fleet_api.pods
 
     try:
-        wait("kube-state-metrics to serve every node", lambda: nodes_seen() == len(fleet_api.nodes), [], timeout=300)
+        # Both caches full (its Node and Pod reflectors list separately): only then is its memory the fleet's.
+        wait("kube-state-metrics to serve every node and pod", every_node_and_pod, [], timeout=600)
         assert run.alive()
-        what = f"kube-state-metrics at {len(fleet_api.nodes)} nodes, {fleet_api.pods} pods"
+        # Every Prometheus host scrapes kube-state-metrics whole (it is not sharded): its series, for the record
+        # (modules/vm_sizing/formulas.py KSM_SERIES_*).
+        lines = series()
+        node_series = sum(1 for line in lines if line.startswith("kube_node_"))
+        pod_series = sum(1 for line in lines if line.startswith("kube_pod_"))
+        what = (
+            f"kube-state-metrics at {len(fleet_api.nodes)} nodes, {fleet_api.pods} pods"
+            f" ({len(lines)} series: kube_node_* {node_series}, kube_pod_* {pod_series})"
+        )
         within_limit(run, pod, "kube-state-metrics", what)
     finally:
         run.stop()
@@ -377,7 +392,16 @@ def test_the_gang_scheduler_places_a_99_node_gang_within_its_limit(fleet_with_po
         return cp.call("GET", lease)[0] == 200
 
     try:
-        wait("the gang scheduler's leader election", leading, [], timeout=300)
+        # kube-scheduler lists every Node and Pod into its cache before it campaigns for the lease
+        # (cmd/kube-scheduler/app/server.go: WaitForCacheSync, then leader election).
+        began = time.perf_counter()
+        try:
+            wait("the gang scheduler's leader election", leading, [], timeout=600)
+        except StartFailed as err:
+            raise AssertionError(f"{err}\n{run.output()[-3000:]}") from None
+        print(
+            f"\ngang scheduler at {len(fleet_api.nodes)} nodes: cache filled and leading after {time.perf_counter() - began:.0f} s"
+        )
         # A 99-member gang (one island: a scale set holds 99 VMs), its pods as the StatefulSet would make them.
         team = fleet_api.prep.addons.teams[0] if fleet_api.prep.addons.teams else None
         group, statefulset = (

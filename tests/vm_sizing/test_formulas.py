@@ -21,12 +21,13 @@ from modules.vm_sizing import formulas as f
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 
 # The counts each shipped stack is sized for: peak nodes (every pool at its maximum plus surge) rounded up to
-# the sizing step; API servers; the GPU pools' kubelet maxPods; system nodes; Prometheus retention and scrape.
+# the sizing step; API servers; the GPU pools' kubelet maxPods; Prometheus shards, retention and scrape.
 DEV = {
     "peak": 14,
     "step": 50,
     "apiservers": 3,
     "pods_per_node": 37,
+    "shards": 1,
     "retention": 15,
     "scrape": 30,
     "query_samples": 20_000_000,
@@ -36,10 +37,17 @@ PROD = {
     "step": 8000,
     "apiservers": 5,
     "pods_per_node": 14,
+    "shards": 2,
     "retention": 15,
     "scrape": 30,
     "query_samples": 50_000_000,
 }
+
+
+def series(c: dict[str, int]) -> int:
+    """One Prometheus host's series for the stack's counts."""
+    return f.prometheus_series(c["step"], f.cluster_pods(c["step"], c["pods_per_node"]), c["shards"])
+
 
 TABLE: list[tuple[str, Any, Any, Any]] = [
     # (what, call, dev, prod-7500)
@@ -56,18 +64,23 @@ TABLE: list[tuple[str, Any, Any, Any]] = [
     ("client burst", lambda c: f.client_burst(f.client_qps(c["step"])), 40, 400),
     # 50 <= 500 -> all; ceil(100 x 500 / 8,000) = ceil(6.25) = 7.
     ("score percent", lambda c: f.scheduler_score_percent(c["step"]), 100, 7),
-    ("series", lambda c: f.prometheus_series(c["step"]), 150_000, 24_000_000),
-    # 24e6 x 8,221 B = 197.3e9 B, + 20 x 50e6 x 16 B x 2 = 32e9 B: 229.3e9 B = 213.6 GiB; dev 150,000 series:
-    # 1.23e9 + 20 x 20e6 x 32 = 12.8e9 B: 14.03e9 B = 13.1 GiB, below the 16 GiB floor.
+    # hashmod splits 8,000 nodes in 2 like a fair coin: 4,000 + 3 x sqrt(8,000 x 1/2 x 1/2) = 4,134.2 -> 4,135.
+    ("shard nodes", lambda c: f.shard_nodes(c["step"], c["shards"]), 50, 4135),
+    # Its share's nodes x 3,000, and kube-state-metrics' 29 a Node and 37 a Pod (maxPods a node): dev 150,000 +
+    # 1,450 + 1,850 x 37 = 219,900; prod 4,135 x 3,000 + 8,000 x 29 + 112,000 x 37 = 12,405,000 + 232,000 +
+    # 4,144,000 = 16,781,000.
+    ("series", series, 219_900, 16_781_000),
+    # 16,781,000 x 8,221 B = 137.96e9 B, + 20 x 50e6 x 16 B x 2 = 32e9 B: 169.96e9 B = 158.3 GiB; dev 219,900
+    # series: 1.81e9 + 20 x 20e6 x 32 = 12.8e9 B: 14.61e9 B = 13.6 GiB, below the 16 GiB floor.
     (
         "prometheus memory GiB",
-        lambda c: round(f.prometheus_memory_gib(c["step"], c["query_samples"]), 1),
+        lambda c: round(f.prometheus_memory_gib(series(c), c["query_samples"]), 1),
         16.0,
-        213.6,
+        158.3,
     ),
-    # 24e6 / 30 s = 800,000 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 2.696e12 B = 2,510.6 GiB -> 2,511;
-    # dev: 5,000 samples/s -> 15.7 GiB, below the 128 GiB floor.
-    ("prometheus disk GiB", lambda c: f.prometheus_disk_gib(c["step"], c["retention"], c["scrape"]), 128, 2511),
+    # 16,781,000 / 30 s = 559,367 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 1.885e12 B = 1,755.4 GiB -> 1,756;
+    # dev: 7,330 samples/s -> 23.0 GiB, below the 128 GiB floor.
+    ("prometheus disk GiB", lambda c: f.prometheus_disk_gib(series(c), c["retention"], c["scrape"]), 128, 1756),
     # 50 / 1,000 -> 1, at least 2; 8,000 / 1,000 = 8 (prod-7500 has more system nodes than that).
     ("dns replicas", lambda c: f.dns_replicas(c["step"], 10), 2, 8),
     # 100m + 1m/node, 200Mi + 2Mi/node.
@@ -77,20 +90,20 @@ TABLE: list[tuple[str, Any, Any, Any]] = [
         f.Resources(150, 300, 300),
         f.Resources(8100, 16200, 16200),
     ),
-    # 512 MiB + (nodes x 48 KiB + pods x 8 KiB), rounded up to 64 MiB: dev 50 x 48 + 1,850 x 8 = 17,200 KiB
-    # -> 528.8 -> 576; prod 8,000 x 48 + 112,000 x 8 = 1,280,000 KiB = 1,250 MiB -> 1,762 -> 1,792.
+    # 512 MiB + (nodes x 80 KiB + pods x 15 KiB), rounded up to 64 MiB: dev 50 x 80 + 1,850 x 15 = 31,750 KiB
+    # -> 543.0 -> 576; prod 8,000 x 80 + 112,000 x 15 = 2,320,000 KiB = 2,265.6 MiB -> 2,777.6 -> 2,816.
     (
         "gang scheduler",
         lambda c: f.gang_scheduler(c["step"], f.cluster_pods(c["step"], c["pods_per_node"])),
         f.Resources(500, 2000, 576),
-        f.Resources(500, 2000, 1792),
+        f.Resources(500, 2000, 2816),
     ),
-    # 512 MiB + nodes x 48 KiB: dev 514.3 -> 576; prod 512 + 375 = 887 -> 896.
+    # 512 MiB + nodes x 80 KiB: dev 515.9 -> 576; prod 512 + 625 = 1,137 -> 1,152.
     (
         "cloud-controller-manager",
         lambda c: f.cloud_controller_manager(c["step"]),
         f.Resources(100, 2000, 576),
-        f.Resources(100, 2000, 896),
+        f.Resources(100, 2000, 1152),
     ),
 ]
 
@@ -114,6 +127,7 @@ def test_the_table_is_the_shipped_stacks(preps: dict[str, ClusterPrep], stack: s
     assert prep.bootstrap.prometheus.retention_days == counts["retention"]
     assert f.duration_seconds(prep.bootstrap.prometheus.scrape_interval) == counts["scrape"]
     assert prep.bootstrap.prometheus.query_max_samples == counts["query_samples"]
+    assert prep.bootstrap.prometheus.shards == counts["shards"]
 
 
 def _millis(cpu: str) -> int:
@@ -131,6 +145,10 @@ def test_the_stacks_are_built_with_the_table(
     assert (cp.max_requests_inflight, cp.max_mutating_requests_inflight) == row["inflight"]
     assert (cp.client_qps, cp.client_burst) == (row["client QPS"], row["client burst"])
     assert prep.bootstrap.prometheus.data_disk_gib == row["prometheus disk GiB"]
+    # The smallest size with the memory (and 4 or 8 vCPUs): dev's floor of 16 GiB; prod-7500's hosts each hold
+    # half the nodes, 158.3 GiB: an E20ds_v5 (160 GiB), where every series on every host needed an E32ds_v5.
+    wanted = {"dev": "Standard_D4ds_v5", "prod-7500": "Standard_E20ds_v5"}[stack]
+    assert prep.sizes["prometheus"].recommended == wanted
     objs = {(o["kind"], o["metadata"]["name"]): o for o in render_manifests(prep.addons)}
 
     def limits(kind: str, name: str, container: str) -> dict[str, str]:
@@ -161,8 +179,8 @@ def test_the_prometheus_disk_follows_the_scrape_interval(tmp_path: Path) -> None
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     fast = prepare_cluster("prod-7500", parse_config(read_stack_file(path)), STACKS)
     base = prepare_cluster("prod-7500", load_stack(STACKS, "prod-7500"), STACKS)
-    # 1.6e6 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 5.391e12 B = 5,021.1 GiB -> 5,022 (twice 2,510.6, rounded up).
-    assert (base.bootstrap.prometheus.data_disk_gib, fast.bootstrap.prometheus.data_disk_gib) == (2511, 5022)
+    # 1,118,733 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 3.770e12 B = 3,510.8 GiB -> 3,511 (twice 1,755.4, rounded up).
+    assert (base.bootstrap.prometheus.data_disk_gib, fast.bootstrap.prometheus.data_disk_gib) == (1756, 3511)
 
 
 @pytest.mark.parametrize("text", ["0s", "30", "1d", "s", "-5m"])

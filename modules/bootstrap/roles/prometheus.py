@@ -122,11 +122,13 @@ def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
             island_label=ksm_node_label(labels.key(ctx.label_domain, labels.IB_ISLAND)),
             preflight_label=preflight_label,
             xid_expr=xid_expr,
+            xid_condition=labels.XID_CONDITION,
             island_alert=monitoring.ISLAND_ALERT,
             min_nodes=monitoring.ISLAND_UNHEALTHY_MIN_NODES,
             ratio=monitoring.ISLAND_UNHEALTHY_RATIO,
             **common,
         ),
+        "prometheus.yml": render("rules/prometheus.yml.j2", **common),
         "nodes.yml": render(
             "rules/nodes.yml.j2",
             preflight_key=ctx.preflight_taint_key,

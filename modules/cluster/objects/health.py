@@ -39,8 +39,8 @@ from modules.cluster.objects.common import (
     tolerate_everything,
 )
 from modules.cluster.spec import AddonsSpec
+from modules.labels import XID_CONDITION
 
-XID_CONDITION = "GPUFatalXid"
 DCGM_PORT, IPTABLES_PORT, NPD_PORT, NPD_HEALTH_PORT = 9400, 9119, 20257, 20256
 # The host's DCGM host engine (nvidia-dcgm.service: nv-hostengine's default TCP listener).
 HOST_ENGINE = "localhost:5555"

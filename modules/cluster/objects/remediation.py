@@ -36,8 +36,9 @@ from modules.cluster.objects.common import (
 from modules.cluster.objects.common import (
     scripts_configmap as _scripts_configmap,
 )
-from modules.cluster.objects.health import IMDS_WHY, XID_CONDITION, host_network
+from modules.cluster.objects.health import IMDS_WHY, host_network
 from modules.cluster.spec import AddonsSpec
+from modules.labels import XID_CONDITION
 from modules.vm_sizing.formulas import PAGED_CONTROLLER
 
 APP = "gpu-remediation"

@@ -3,9 +3,11 @@
 GPU nodes are those matching NODE_SELECTOR (``<domain>/accelerator=nvidia``); system nodes have
 no GPUs to test.
 
-A node is idle when no pod other than a balloon requests its GPUs. After tainting, the node's
-pods are listed again: if a GPU pod was bound in between, the node is released at once, so a
-diagnostic never runs under a job.
+A node is idle when it runs nothing but its node agents (DaemonSet pods) and balloons. A pod that asks for
+no GPU counts too: the diagnostic would run beside it, and on a node whose pod slots it fills the
+preflight pod (which maxPods leaves out: it goes once the node passes) would find no slot, leaving the
+node tainted until NodeStuckInPreflight. After tainting, the node's pods are listed again: if a pod was
+bound in between, the node is released at once, so a diagnostic never runs under a job.
 """
 
 from __future__ import annotations
@@ -20,23 +22,18 @@ if __package__:  # imported as part of the toolkit (tests, type checking)
 else:  # run from the ConfigMap mount, next to kube.py
     from kube import Api, Conflict  # type: ignore[import-not-found,no-redef]
 
-GPU = "nvidia.com/gpu"
-
-
-def _gpus(pod: dict[str, Any]) -> int:
-    total = 0
-    for c in pod.get("spec", {}).get("containers", []):
-        total += int(c.get("resources", {}).get("requests", {}).get(GPU, "0"))
-    return total
-
 
 def busy_nodes(pods: Iterable[dict[str, Any]], balloon_class: str = "balloon") -> set[str]:
+    """Nodes a pod other than a node agent (a DaemonSet's) or a balloon is bound to and not finished on."""
     busy = set()
     for pod in pods:
         spec = pod.get("spec", {})
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed") or not spec.get("nodeName"):
             continue
-        if spec.get("priorityClassName") != balloon_class and _gpus(pod) > 0:
+        owners = pod.get("metadata", {}).get("ownerReferences") or []
+        if any(o.get("kind") == "DaemonSet" and o.get("controller") for o in owners):
+            continue
+        if spec.get("priorityClassName") != balloon_class:
             busy.add(spec["nodeName"])
     return busy
 

@@ -1,6 +1,9 @@
-"""A mass reboot against one Key Vault, in virtual time: every host runs the real ``vault.get_secret``.
+"""A mass reboot against one Key Vault, in virtual time: every host runs the real boot reads, its bundle
+(``boot.fetch``: every part of the bundle secret, modules/bootstrap/delivery.py ``PARTS``) and then its pool's
+bootstrap token (``node_token.refresh``, the GPU node's step before the kubelet), each through
+``vault.get_secret``.
 
-The vault stand-in answers the Get Secret call the hosts make (``GET /secrets/<name>?api-version=7.4``
+The vault stand-in answers the Get Secret calls the hosts make (``GET /secrets/<name>?api-version=7.4``
 with the bearer token IMDS gave the host's identity) and enforces the documented budget: 4,000
 secret transactions per vault per 10 seconds (https://learn.microsoft.com/azure/key-vault/general/service-limits,
 "All other transactions"), past it 429 with Retry-After; the 429s themselves do not count against it
@@ -38,9 +41,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from modules.bootstrap.host import imds, vault
+from modules.bootstrap import delivery
+from modules.bootstrap.host import boot as host_boot
+from modules.bootstrap.host import bundle, imds, node_token, vault
 
 SECRET = "bundle-gpu-node"
+TOKEN_SECRET = "bootstrap-token-h100-a"
+TOKEN = "abcdef.0123456789abcdef"
+BUNDLE = "".join(f"{n:08x}" for n in range(7_000))
+"""A bundle of 56,000 characters: split into ``PARTS`` secrets as delivery.encode splits a real one."""
 CLIENT = "host-identity"
 VAULT_LIMIT = 4_000
 VAULT_WINDOW_S = 10.0
@@ -122,7 +131,8 @@ class VaultStandIn:
     clock: Callable[[], float]
     limit: int = VAULT_LIMIT
     window_s: float = VAULT_WINDOW_S
-    value: str = "bundle"
+    secrets: dict[str, str] = field(default_factory=lambda: vault_secrets(BUNDLE))
+    """Secret name -> value: the bundle's parts and the pool's token (:func:`vault_secrets`)."""
     send_retry_after: bool = True
     """False: a 429 without Retry-After (a gateway's, or a client that cannot read it): backoff alone."""
     admitted: list[float] = field(default_factory=list)
@@ -132,9 +142,9 @@ class VaultStandIn:
     early: int = 0
     """Requests from a client that came back before the Retry-After it was given."""
     retries: list[float] = field(default_factory=list)
-    """Virtual time of every request after a client's first."""
+    """Virtual time of every request for a secret after the client's first for it."""
     _recent: deque[float] = field(default_factory=deque)
-    _not_before: dict[str, float] = field(default_factory=dict)
+    _not_before: dict[tuple[str, str], float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(
@@ -145,9 +155,10 @@ class VaultStandIn:
             return 401, {}, _error("Unauthorized", "AKV10000: Request is missing a Bearer or PoP token.")
         if query.get("api-version") != [vault.API_VERSION]:
             return 400, {}, _error("BadParameter", "The api-version query parameter is missing or not supported")
-        if method != "GET" or path != f"/secrets/{SECRET}":
+        name = path.removeprefix("/secrets/")
+        if method != "GET" or name not in self.secrets:
             return 404, {}, _error("SecretNotFound", f"{path}: no such secret")
-        client = auth.removeprefix(f"Bearer tok:{imds.VAULT}:")
+        client = (auth.removeprefix(f"Bearer tok:{imds.VAULT}:"), name)
         with self._lock:
             now = self.clock()
             if client in self._not_before:
@@ -164,7 +175,12 @@ class VaultStandIn:
             self._recent.append(now)
             self.admitted.append(now)
             self._not_before[client] = now
-        return 200, {}, {"value": self.value, "id": f"https://vault/secrets/{SECRET}/v1"}
+        return 200, {}, {"value": self.secrets[name], "id": f"https://vault/secrets/{name}/v1"}
+
+    @property
+    def gets(self) -> int:
+        """Secret reads one host makes when none is refused."""
+        return len(self.secrets)
 
     def peak_admitted(self) -> int:
         """The most 200s in any window of ``window_s`` (half-open, starting at an admitted request)."""
@@ -183,6 +199,13 @@ class VaultStandIn:
                 j += 1
             best = max(best, j - i)
         return best
+
+
+def vault_secrets(value: str) -> dict[str, str]:
+    """The vault as a pool's nodes read it: the bundle ``value`` split into ``delivery.PARTS`` secrets under
+    ``SECRET`` (as ``delivery.encode`` splits it) and the pool's bootstrap token under ``TOKEN_SECRET``."""
+    parts = bundle.split(value, delivery.PARTS)
+    return {bundle.part_name(SECRET, i + 1): part for i, part in enumerate(parts)} | {TOKEN_SECRET: TOKEN}
 
 
 def _error(code: str, message: str) -> dict[str, Any]:
@@ -219,7 +242,7 @@ def standin_imds_token(resource: str, client_id: str, **_: Any) -> str:
 
 
 @contextmanager
-def in_process(handle: VaultStandIn) -> Iterator[None]:
+def in_process(handle: Callable[..., tuple[int, dict[str, str], Any]]) -> Iterator[None]:
     """get_secret's opener and IMDS call pointed at ``handle`` and the stand-in token, for the block."""
     saved = vault._OPENER, imds.token
     vault._OPENER = InProcessOpener(handle)  # type: ignore[assignment]
@@ -230,6 +253,10 @@ def in_process(handle: VaultStandIn) -> Iterator[None]:
         vault._OPENER, imds.token = saved
 
 
+def quiet(line: str) -> None:
+    """The hosts' log lines: thousands of retries would drown the run's output."""
+
+
 PINS: dict[str, Callable[[float, float], float]] = {"low": lambda low, high: low, "high": lambda low, high: high}
 
 
@@ -237,9 +264,13 @@ PINS: dict[str, Callable[[float, float], float]] = {"low": lambda low, high: low
 class Outcome:
     hosts: int
     got: int
-    """Hosts that read the bundle."""
+    """Hosts that read the bundle and then the token."""
+    last_bundle_s: float
+    """Virtual seconds until the last host had its bundle (every part)."""
     last_s: float
-    """Virtual seconds until the last host had its bundle."""
+    """Virtual seconds until the last host also had its bootstrap token: every host ready to join."""
+    gets: int
+    """Secret reads answered 200 (``hosts`` x the secrets a host reads)."""
     throttled: int
     peak_admitted: int
     """Most 200s in any 10 seconds."""
@@ -254,46 +285,78 @@ def boot(
     vault_url: str,
     handle: VaultStandIn,
     clock: VirtualTime,
+    root: str,
     *,
     imds_url: str = imds.ENDPOINT,
     draw: str = "jitter",
     seed: int = 7576,
 ) -> Outcome:
-    """``hosts`` hosts reading the bundle at virtual time 0. ``draw``: ``jitter`` (each host its own
-    seeded generator), or every draw pinned to its ``low`` end (the wait is Retry-After exactly) or its
-    ``high`` end (1, 2, 4 ... 30 s, after Retry-After when there is one): the deterministic schedules
-    with which all hosts refused together come back together."""
+    """``hosts`` GPU nodes booting at virtual time 0: each reads its bundle (``boot.fetch``) and then its
+    pool's bootstrap token (``node_token.refresh``, written under ``root``). ``draw``: ``jitter`` (each host
+    its own seeded generator), or every draw pinned to its ``low`` end (the wait is Retry-After exactly) or its
+    ``high`` end (1, 2, 4 ... 30 s, after Retry-After when there is one): the deterministic schedules with
+    which all hosts refused together come back together."""
     if draw not in PINS and draw != "jitter":
         raise ValueError(f"draw {draw!r}: use jitter, low or high")
-    done: list[float] = []
+    bundles: list[float] = []
+    tokens: list[float] = []
     lock = threading.Lock()
+    # boot.fetch and node_token.refresh take no draw of their own (the hosts' code is in their custom data:
+    # changing it replaces every VM), so each host's generator reaches vault.get_secret through its thread.
+    draws = threading.local()
+    real_get_secret = vault.get_secret
+
+    def get_secret(*args: Any, **kwargs: Any) -> str:
+        return real_get_secret(*args, **kwargs, rand=draws.rand)
 
     def host(n: int) -> Callable[[], None]:
         rng = random.Random(seed * 100_003 + n)
         rand = rng.uniform if draw == "jitter" else PINS[draw]
+        config = host_boot.HostConfig(
+            role="gpu-node",
+            name=f"node-{n}",
+            cluster="prod-7500",
+            vault=vault_url,
+            secret=SECRET,
+            client_id=f"{CLIENT}-{n}",
+        )
 
         def body() -> None:
-            value = vault.get_secret(
+            draws.rand = rand
+            value = host_boot.fetch(
+                config, deadline_s=3600, imds_endpoint=imds_url, sleep=clock.sleep, clock=clock.clock, log=quiet
+            )
+            if value != BUNDLE:
+                return
+            with lock:
+                bundles.append(clock.clock())
+            node_token.refresh(
                 vault_url,
-                SECRET,
-                CLIENT + f"-{n}",
+                config.client_id,
+                node_token.TokenConfig(secret=TOKEN_SECRET, file=f"/tokens/{n}"),
+                root=root,
                 deadline_s=3600,
                 imds_endpoint=imds_url,
                 sleep=clock.sleep,
                 clock=clock.clock,
-                rand=rand,
+                log=quiet,
             )
-            if value == handle.value:
-                with lock:
-                    done.append(clock.clock())
+            with lock:
+                tokens.append(clock.clock())
 
         return body
 
-    clock.run([host(n) for n in range(hosts)])
+    vault.get_secret = get_secret  # type: ignore[assignment]
+    try:
+        clock.run([host(n) for n in range(hosts)])
+    finally:
+        vault.get_secret = real_get_secret  # type: ignore[assignment]
     return Outcome(
         hosts=hosts,
-        got=len(done),
-        last_s=max(done, default=math.inf),
+        got=len(tokens),
+        last_bundle_s=max(bundles, default=math.inf),
+        last_s=max(tokens, default=math.inf),
+        gets=len(handle.admitted),
         throttled=len(handle.throttled),
         peak_admitted=handle.peak_admitted(),
         peak_retries=handle.peak_retries(),

@@ -1,7 +1,8 @@
 """Host tier: a mass reboot of 7,576 hosts reading their bundles from one Key Vault (issue 22, item 6).
 
-Every host runs the real ``vault.get_secret`` (its retry loop and :func:`vault.backoff`) against a
-stand-in that enforces Key Vault's documented 4,000 secret transactions per 10 seconds with 429 and
+Every host runs the real boot reads: ``boot.fetch`` (every part of its bundle) and then
+``node_token.refresh`` (its pool's bootstrap token), each through ``vault.get_secret`` (its retry loop and
+:func:`vault.backoff`), 4 secret reads a host, against a stand-in that enforces Key Vault's documented 4,000 secret transactions per 10 seconds with 429 and
 Retry-After (tests/bootstrap/host/mass_boot.py), in virtual time so that minutes of backoff take seconds.
 
 Why full jitter on top of Retry-After: the hosts of a mass reboot are refused in the same instant and
@@ -13,11 +14,25 @@ Architecture Blog's "Exponential Backoff And Jitter") spreads them over the seco
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from modules.bootstrap.host import vault
 from tests.bootstrap.host.loopback import serve
-from tests.bootstrap.host.mass_boot import VAULT_LIMIT, VAULT_WINDOW_S, VaultStandIn, VirtualTime, boot, in_process
+from tests.bootstrap.host.mass_boot import (
+    SECRET,
+    TOKEN,
+    TOKEN_SECRET,
+    VAULT_LIMIT,
+    VAULT_WINDOW_S,
+    VaultStandIn,
+    VirtualTime,
+    boot,
+    in_process,
+)
 from tests.bootstrap.host.test_imds import FakeImds
 
 HOSTS = 7_576
@@ -49,50 +64,76 @@ def test_backoff_counts_attempts_from_one() -> None:
         vault.backoff(0)
 
 
-def test_every_host_of_a_mass_reboot_gets_its_bundle_without_a_lock_step_storm() -> None:
+def fastest_s(hosts: int, gets: int, limit: int) -> float:
+    """The earliest the last read can be answered: the budget admits ``limit`` reads per window, the first
+    window's at time 0."""
+    return (math.ceil(hosts * gets / limit) - 1) * VAULT_WINDOW_S
+
+
+def test_every_host_of_a_mass_reboot_gets_its_bundle_without_a_lock_step_storm(tmp_path: Path) -> None:
     clock = VirtualTime()
     kv = VaultStandIn(clock.clock)
     with in_process(kv):
-        out = boot(HOSTS, "https://agk-prod.vault.azure.net/", kv, clock)
-    assert out.got == HOSTS
+        out = boot(HOSTS, "https://agk-prod.vault.azure.net/", kv, clock, str(tmp_path))
+    assert kv.gets == 4 and out.got == HOSTS and out.gets == HOSTS * kv.gets
+    assert (tmp_path / "tokens" / str(HOSTS - 1)).read_text() == TOKEN + "\n"
     # The vault's budget holds: 429s are the only way past it, and no host retried before Retry-After.
+    # The first 1,000 hosts read all 4 secrets in the first window; every other host is refused at least once.
     assert out.peak_admitted <= VAULT_LIMIT
-    assert out.throttled >= HOSTS - VAULT_LIMIT and out.early == 0
+    refused = HOSTS - VAULT_LIMIT // kv.gets
+    assert out.throttled >= refused and out.early == 0
     # The refused hosts come back spread out: no 100 ms holds a fifth of them. With a backoff that
-    # depends only on the attempt and Retry-After, all 3,576 return in the same instant.
-    refused = HOSTS - VAULT_LIMIT
+    # depends only on the attempt and Retry-After, all 6,576 return in the same instant.
     assert out.peak_retries <= refused // 5, (out.peak_retries, refused)
-    # The last bundle within one window and the first retry's widest jitter of the boot.
-    assert out.last_s <= VAULT_WINDOW_S + vault.BASE_WAIT_S
+    # No sooner than the budget allows (30,304 reads at 4,000 per 10 s: 70 s); how much later is `make bench`'s
+    # figure (bench/vault_boot.py), not asserted.
+    assert out.last_s >= fastest_s(HOSTS, kv.gets, VAULT_LIMIT)
 
 
-def test_over_loopback_http_with_the_identitys_token() -> None:
+def test_over_loopback_http_with_the_identitys_token(tmp_path: Path) -> None:
     # The same boot over real HTTP (urllib to a loopback server, the token from a loopback IMDS),
     # scaled down: 300 hosts against a budget of 150 per 10 s.
     clock = VirtualTime()
     kv = VaultStandIn(clock.clock, limit=150)
     with serve(kv) as url, serve(FakeImds()) as imds_url:
-        out = boot(300, url + "/", kv, clock, imds_url=imds_url)
-    assert out.got == 300 and out.early == 0
-    assert out.peak_admitted <= 150 and out.throttled >= 150
-    assert out.peak_retries <= 150 // 5, out.peak_retries
+        out = boot(300, url + "/", kv, clock, str(tmp_path), imds_url=imds_url)
+    assert out.got == 300 and out.early == 0 and out.gets == 300 * kv.gets
+    refused = 300 - 150 // kv.gets
+    assert out.peak_admitted <= 150 and out.throttled >= refused
+    assert out.peak_retries <= refused // 5, out.peak_retries
 
 
-def test_the_harness_sees_lock_step_when_waits_are_not_spread() -> None:
-    # Every jitter draw pinned to its low end: the retries are Retry-After exactly, so every refused
-    # host returns in the same instant, which the assertion above would reject.
+def test_the_harness_sees_lock_step_when_waits_are_not_spread(tmp_path: Path) -> None:
+    # Every jitter draw pinned to its low end: the retries are Retry-After exactly, so the refused hosts
+    # return in the same instant, which the assertion above would reject.
     clock = VirtualTime()
     kv = VaultStandIn(clock.clock, limit=150)
     with in_process(kv):
-        out = boot(300, "https://agk-prod.vault.azure.net/", kv, clock, draw="low")
-    assert out.got == 300 and out.peak_retries == 150
+        out = boot(300, "https://agk-prod.vault.azure.net/", kv, clock, str(tmp_path), draw="low")
+    assert out.got == 300 and out.peak_retries > (300 - 150 // kv.gets) // 5, out.peak_retries
 
 
-def test_without_retry_after_every_host_still_gets_its_bundle() -> None:
+def test_without_retry_after_every_host_still_gets_its_bundle(tmp_path: Path) -> None:
     # A 429 without Retry-After (backoff alone): slower than with it, but nobody is left out.
     clock = VirtualTime()
     kv = VaultStandIn(clock.clock, limit=150, send_retry_after=False)
     with in_process(kv):
-        out = boot(300, "https://agk-prod.vault.azure.net/", kv, clock)
+        out = boot(300, "https://agk-prod.vault.azure.net/", kv, clock, str(tmp_path))
     assert out.got == 300 and out.peak_admitted <= 150
-    assert out.peak_retries <= 150 // 5, out.peak_retries
+    assert out.peak_retries <= (300 - 150 // kv.gets) // 5, out.peak_retries
+
+
+def test_a_host_reads_every_part_of_its_bundle_and_its_token(tmp_path: Path) -> None:
+    # One host, no throttling: the reads the boot makes, in order (what the figures above multiply).
+    clock = VirtualTime()
+    kv = VaultStandIn(clock.clock)
+    seen: list[str] = []
+
+    def record(method: str, path: str, *rest: Any) -> tuple[int, dict[str, str], Any]:
+        seen.append(path)
+        return kv(method, path, *rest)
+
+    with in_process(record):
+        out = boot(1, "https://agk-prod.vault.azure.net/", kv, clock, str(tmp_path))
+    assert out.got == 1
+    assert seen == [f"/secrets/{SECRET}", f"/secrets/{SECRET}-2", f"/secrets/{SECRET}-3", f"/secrets/{TOKEN_SECRET}"]
