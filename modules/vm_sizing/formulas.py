@@ -193,10 +193,15 @@ QUERY_RESIDENT_FACTOR = 2
 # deviations (at 8,000 nodes in 2 shards 4,000 + 135). kube-state-metrics is scraped whole by every host: its
 # series per Node and per Pod, measured at prod-7500's size (``SCALE_TIER``, the kube-state-metrics test, 2026-12-04:
 # the pinned v2.20.0 with the rendered collectors and node-label allowlist served 217,750 kube_node_* series for
-# 7,510 Nodes, 28.99 each, and 1,666,130 kube_pod_* series for 45,030 agent Pods, 37.00 each; 320 others).
+# 7,510 Nodes, 28.99 each, and 1,666,130 kube_pod_* series for 45,030 agent Pods, 37.00 each; 320 others). A
+# Node counts 3 more: kube_node_status_condition's true/false/unknown for node-problem-detector's GPUFatalXid,
+# which the fleet's Nodes did not carry. Workload Pods with more containers than the agents' would count more.
 SHARD_SIGMAS = 3
-KSM_SERIES_PER_NODE = 29
+KSM_SERIES_PER_NODE = 29 + 3
 KSM_SERIES_PER_POD = 37
+# What else a Prometheus host runs beside Prometheus (the OS, Alertmanager, node-exporter, Grafana when
+# enabled): the project's estimate, kept out of Prometheus' share of the VM.
+PROMETHEUS_HOST_RESERVE_GIB = 4.0
 
 
 def shard_nodes(nodes: int, shards: int) -> int:
@@ -218,10 +223,10 @@ def prometheus_series(nodes: int, pods: int, shards: int) -> int:
 def prometheus_memory_gib(series: int, query_max_samples: int) -> float:
     """A Prometheus VM's memory for ``series`` (:func:`prometheus_series`): each at its measured resident cost,
     plus the most the concurrent queries may load (``QUERY_CONCURRENCY`` x ``query_max_samples`` x 16 B, x2
-    resident), at least 16 GiB."""
+    resident), plus the host's other programs (``PROMETHEUS_HOST_RESERVE_GIB``), at least 16 GiB."""
     head = series * HEAD_RESIDENT_BYTES_PER_SERIES
     queries = QUERY_CONCURRENCY * query_max_samples * QUERY_SAMPLE_BYTES * QUERY_RESIDENT_FACTOR
-    return max(PROMETHEUS_MEMORY_FLOOR_GIB, (head + queries) / 2**30)
+    return max(PROMETHEUS_MEMORY_FLOOR_GIB, (head + queries) / 2**30 + PROMETHEUS_HOST_RESERVE_GIB)
 
 
 def prometheus_vcpus(nodes: int) -> int:
@@ -291,7 +296,8 @@ def kube_state_metrics(nodes: int) -> Resources:
 # times what the gang scheduler holds resident per JSON byte, measured (``SCALE_TIER``, 2026-12-04: the pinned
 # scheduler-plugins build under its rendered limit peaked at 1,724 MiB with 7,510 Nodes and 45,030 Pods and a
 # 99-node gang placed; less the 512 MiB base that is 1,212 MiB for 185.5 MiB of JSON, 6.5x): a Node 80 KiB and
-# a Pod 15 KiB (the x4 estimate before, 48 and 8 KiB, gave 1,216 MiB there: under what was used). No
+# a Pod 15 KiB (the x4 estimate before, 48 and 8 KiB, gave 1,216 MiB there: under what was used). One run, and
+# the 512 MiB base is dev's limit, not a measured empty process: the cache gets CACHE_HEADROOM on top. No
 # kube-scheduler memory at this scale is published: SIG Scalability gives no per-component figure, its
 # 5,000-node tests run the whole control plane on one 64-core, 256 GB VM (``SIG_SCALABILITY_FAQ``).
 CACHED_NODE_KIB = 80
@@ -299,6 +305,7 @@ CACHED_POD_KIB = 15
 # The 512 MiB under which the gang scheduler and cloud-controller-manager run dev's fleet in the
 # real-control-plane tier (tests/controlplane) is the base: the process without the cache's growth.
 CACHE_BASE_MEMORY_MIB = 512
+CACHE_HEADROOM = 1.25
 MEMORY_ROUND_MIB = 64
 
 
@@ -310,14 +317,14 @@ def gang_scheduler(nodes: int, pods: int) -> Resources:
     """scheduler-plugins' kube-scheduler (the gang scheduler): it caches every Node and Pod of the cluster
     (``SCALE_TIER`` object sizes and resident cost, measured above). CPU follows the pods scheduled per second, not the node
     count: 0.5 core requested, 2 cores limit."""
-    memory = CACHE_BASE_MEMORY_MIB + (nodes * CACHED_NODE_KIB + pods * CACHED_POD_KIB) / 1024
+    memory = CACHE_BASE_MEMORY_MIB + CACHE_HEADROOM * (nodes * CACHED_NODE_KIB + pods * CACHED_POD_KIB) / 1024
     return Resources(500, 2000, _round_up(memory))
 
 
 def cloud_controller_manager(nodes: int) -> Resources:
     """cloud-provider-azure's cloud-controller-manager: its node lifecycle and service controllers cache every
     Node, no Pod (``SCALE_TIER`` node size and the gang scheduler's resident cost: an estimate, not measured). 0.1 core requested, 2 cores limit."""
-    memory = CACHE_BASE_MEMORY_MIB + nodes * CACHED_NODE_KIB / 1024
+    memory = CACHE_BASE_MEMORY_MIB + CACHE_HEADROOM * nodes * CACHED_NODE_KIB / 1024
     return Resources(100, 2000, _round_up(memory))
 
 

@@ -585,8 +585,8 @@ def test_live_prometheus_scrapes_its_share_of_kubelets_over_verified_tls(
     tmp_path: Path,
     kubelets: tuple[dict[str, int], str, dict[str, str], list[str]],
 ) -> None:
-    """prod-7500's two rendered configs (only discovery, file paths and the interval changed) in two real
-    Prometheus processes: each scrapes its share of 18 loopback HTTPS kubelets with Prometheus' client
+    """prod-7500's rendered configs (only discovery, file paths and the interval changed) in a real Prometheus
+    process per host: each scrapes its share of 18 loopback HTTPS kubelets with Prometheus' client
     certificate, verifies their serving certificates against the kubelet serving CA, as the rendered
     tls_config names it (the self-signed one and the one with a cluster CA certificate are down with a
     certificate error), and keeps no node label on the series."""
@@ -667,9 +667,14 @@ def test_live_prometheus_scrapes_its_share_of_kubelets_over_verified_tls(
             proc.terminate()
             proc.wait(timeout=30)
     every = {f"{job}/{name}" for job in KUBELET_JOBS for name in ports}
-    first, second = (set(shares[h.name]) for h in prod.prometheus.hosts)
-    assert first | second == every and not first & second, (sorted(first), sorted(second))
-    assert first and second  # both hosts got a share
+    # Host i holds share i mod shards: the replicas of a share hold the same targets, the shares are disjoint
+    # and together every target, and each has some.
+    held: dict[int, set[str]] = {}
+    for i, h in enumerate(prod.prometheus.hosts):
+        assert held.setdefault(i % prod.prometheus.shards, set(shares[h.name])) == set(shares[h.name]), h.name
+    parts = list(held.values())
+    assert len(parts) == prod.prometheus.shards and all(parts)
+    assert set().union(*parts) == every and sum(map(len, parts)) == len(every), [sorted(p) for p in parts]
     for share in shares.values():
         for target, t in share.items():
             if target.endswith(("/rogue", "/cluster-ca")):

@@ -207,6 +207,20 @@ def agent_pod(on: str) -> dict[str, Any]:
     }
 
 
+def mirror_pod(on: str) -> dict[str, Any]:
+    """kube-proxy, a static pod on every pool node: its API copy is owned by the Node and annotated."""
+    owner = {"apiVersion": "v1", "kind": "Node", "name": on, "controller": True}
+    return {
+        "metadata": {
+            "name": f"kube-proxy-{on}",
+            "annotations": {"kubernetes.io/config.mirror": "0f1e2d3c"},
+            "ownerReferences": [owner],
+        },
+        "spec": {"nodeName": on, "containers": [{"resources": {}}]},
+        "status": {"phase": "Running"},
+    }
+
+
 def cpu_pod(on: str, phase: str = "Running") -> dict[str, Any]:
     return {
         "metadata": {
@@ -224,12 +238,13 @@ def cpu_pod(on: str, phase: str = "Running") -> dict[str, Any]:
         ([gpu_pod("n1")], {"n1"}),
         ([gpu_pod("n1", "balloon")], set()),
         ([agent_pod("n1")], set()),
+        ([mirror_pod("n1")], set()),
         # A pod that asks for no GPU keeps the node too: on a node it fills, the preflight pod finds no slot.
         ([cpu_pod("n1")], {"n1"}),
         ([cpu_pod("n1", "Succeeded")], set()),
         ([agent_pod("n1"), cpu_pod("n2"), gpu_pod("n3", "balloon")], {"n2"}),
     ],
-    ids=["gpu-job", "balloon", "node-agent", "cpu-pod", "finished", "mixed"],
+    ids=["gpu-job", "balloon", "node-agent", "static-pod", "cpu-pod", "finished", "mixed"],
 )
 def test_a_node_is_idle_with_only_its_agents_and_balloons(pods: list[dict[str, Any]], busy: set[str]) -> None:
     assert retest_idle.busy_nodes(pods) == busy

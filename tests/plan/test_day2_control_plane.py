@@ -79,6 +79,8 @@ def test_crossing_a_step_resizes_etcd_one_member_after_another(tmp_path: Path, b
     assert [line(c) for c in found.changes if c.type.endswith(":VirtualMachine")] == [
         *(f"update VirtualMachine dev-apiserver-{i} [tags]" for i in range(3)),
         *(f"update VirtualMachine {h} [hardwareProfile]" for h in ETCD),
+        # 100 nodes' and 3,700 pods' series with dev's queries and the host's 4 GiB need 16.3 GiB: a D8ds_v5.
+        "update VirtualMachine dev-prometheus-0 [hardwareProfile]",
     ]
     assert sizing_line(found) == (
         "Sizing step crossed: sized for 50 -> 100 nodes (peak 14 -> 52): control-plane and Prometheus VM sizes,"
@@ -86,7 +88,7 @@ def test_crossing_a_step_resizes_etcd_one_member_after_another(tmp_path: Path, b
     )
     # The plan names every host the change restarts, and how.
     assert [(r.host, r.how, r.actions) for r in radius.restarts] == [
-        (h, "vm", ("VM restarted by Azure (hardwareProfile.vmSize)",)) for h in ETCD
+        (h, "vm", ("VM restarted by Azure (hardwareProfile.vmSize)",)) for h in (*ETCD, "dev-prometheus-0")
     ]
     # Each member's VM waits for the one before: `pulumi up` resizes them one at a time.
     vms = {r["urn"].rsplit("::", 1)[-1]: r for r in resources_of(head) if r["type"].endswith(":VirtualMachine")}

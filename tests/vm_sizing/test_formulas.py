@@ -30,7 +30,7 @@ DEV = {
     "shards": 1,
     "retention": 15,
     "scrape": 30,
-    "query_samples": 20_000_000,
+    "query_samples": 15_000_000,
 }
 PROD = {
     "peak": 7588,
@@ -66,21 +66,22 @@ TABLE: list[tuple[str, Any, Any, Any]] = [
     ("score percent", lambda c: f.scheduler_score_percent(c["step"]), 100, 7),
     # hashmod splits 8,000 nodes in 2 like a fair coin: 4,000 + 3 x sqrt(8,000 x 1/2 x 1/2) = 4,134.2 -> 4,135.
     ("shard nodes", lambda c: f.shard_nodes(c["step"], c["shards"]), 50, 4135),
-    # Its share's nodes x 3,000, and kube-state-metrics' 29 a Node and 37 a Pod (maxPods a node): dev 150,000 +
-    # 1,450 + 1,850 x 37 = 219,900; prod 4,135 x 3,000 + 8,000 x 29 + 112,000 x 37 = 12,405,000 + 232,000 +
-    # 4,144,000 = 16,781,000.
-    ("series", series, 219_900, 16_781_000),
-    # 16,781,000 x 8,221 B = 137.96e9 B, + 20 x 50e6 x 16 B x 2 = 32e9 B: 169.96e9 B = 158.3 GiB; dev 219,900
-    # series: 1.81e9 + 20 x 20e6 x 32 = 12.8e9 B: 14.61e9 B = 13.6 GiB, below the 16 GiB floor.
+    # Its share's nodes x 3,000, and kube-state-metrics' 32 a Node and 37 a Pod (maxPods a node): dev 150,000 +
+    # 1,600 + 1,850 x 37 = 220,050; prod 4,135 x 3,000 + 8,000 x 32 + 112,000 x 37 = 12,405,000 + 256,000 +
+    # 4,144,000 = 16,805,000.
+    ("series", series, 220_050, 16_805_000),
+    # 16,805,000 x 8,221 B = 138.15e9 B, + 20 x 50e6 x 16 B x 2 = 32e9 B: 170.15e9 B = 158.5 GiB, + 4 GiB for the
+    # host = 162.5; dev 220,050 series: 1.81e9 + 20 x 15e6 x 32 = 9.6e9 B: 11.41e9 B = 10.6 GiB + 4 = 14.6, below
+    # the 16 GiB floor.
     (
         "prometheus memory GiB",
         lambda c: round(f.prometheus_memory_gib(series(c), c["query_samples"]), 1),
         16.0,
-        158.3,
+        162.5,
     ),
-    # 16,781,000 / 30 s = 559,367 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 1.885e12 B = 1,755.4 GiB -> 1,756;
-    # dev: 7,330 samples/s -> 23.0 GiB, below the 128 GiB floor.
-    ("prometheus disk GiB", lambda c: f.prometheus_disk_gib(series(c), c["retention"], c["scrape"]), 128, 1756),
+    # 16,805,000 / 30 s = 560,167 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 1.888e12 B = 1,757.9 GiB -> 1,758;
+    # dev: 7,335 samples/s -> 23.0 GiB, below the 128 GiB floor.
+    ("prometheus disk GiB", lambda c: f.prometheus_disk_gib(series(c), c["retention"], c["scrape"]), 128, 1758),
     # 50 / 1,000 -> 1, at least 2; 8,000 / 1,000 = 8 (prod-7500 has more system nodes than that).
     ("dns replicas", lambda c: f.dns_replicas(c["step"], 10), 2, 8),
     # 100m + 1m/node, 200Mi + 2Mi/node.
@@ -90,20 +91,21 @@ TABLE: list[tuple[str, Any, Any, Any]] = [
         f.Resources(150, 300, 300),
         f.Resources(8100, 16200, 16200),
     ),
-    # 512 MiB + (nodes x 80 KiB + pods x 15 KiB), rounded up to 64 MiB: dev 50 x 80 + 1,850 x 15 = 31,750 KiB
-    # -> 543.0 -> 576; prod 8,000 x 80 + 112,000 x 15 = 2,320,000 KiB = 2,265.6 MiB -> 2,777.6 -> 2,816.
+    # 512 MiB + 1.25 x (nodes x 80 KiB + pods x 15 KiB), rounded up to 64 MiB: dev 1.25 x (50 x 80 + 1,850 x 15)
+    # = 39,688 KiB -> 550.8 -> 576; prod 1.25 x (8,000 x 80 + 112,000 x 15) = 2,900,000 KiB = 2,832.0 MiB -> 3,344.0
+    # -> 3,392.
     (
         "gang scheduler",
         lambda c: f.gang_scheduler(c["step"], f.cluster_pods(c["step"], c["pods_per_node"])),
         f.Resources(500, 2000, 576),
-        f.Resources(500, 2000, 2816),
+        f.Resources(500, 2000, 3392),
     ),
-    # 512 MiB + nodes x 80 KiB: dev 515.9 -> 576; prod 512 + 625 = 1,137 -> 1,152.
+    # 512 MiB + 1.25 x nodes x 80 KiB: dev 516.9 -> 576; prod 512 + 781.3 = 1,293.3 -> 1,344.
     (
         "cloud-controller-manager",
         lambda c: f.cloud_controller_manager(c["step"]),
         f.Resources(100, 2000, 576),
-        f.Resources(100, 2000, 1152),
+        f.Resources(100, 2000, 1344),
     ),
 ]
 
@@ -146,8 +148,8 @@ def test_the_stacks_are_built_with_the_table(
     assert (cp.client_qps, cp.client_burst) == (row["client QPS"], row["client burst"])
     assert prep.bootstrap.prometheus.data_disk_gib == row["prometheus disk GiB"]
     # The smallest size with the memory (and 4 or 8 vCPUs): dev's floor of 16 GiB; prod-7500's hosts each hold
-    # half the nodes, 158.3 GiB: an E20ds_v5 (160 GiB), where every series on every host needed an E32ds_v5.
-    wanted = {"dev": "Standard_D4ds_v5", "prod-7500": "Standard_E20ds_v5"}[stack]
+    # half the nodes, 162.5 GiB: an E32ds_v5 (256 GiB; the E20ds_v5's 160 GiB is short).
+    wanted = {"dev": "Standard_D4ds_v5", "prod-7500": "Standard_E32ds_v5"}[stack]
     assert prep.sizes["prometheus"].recommended == wanted
     objs = {(o["kind"], o["metadata"]["name"]): o for o in render_manifests(prep.addons)}
 
@@ -179,8 +181,8 @@ def test_the_prometheus_disk_follows_the_scrape_interval(tmp_path: Path) -> None
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     fast = prepare_cluster("prod-7500", parse_config(read_stack_file(path)), STACKS)
     base = prepare_cluster("prod-7500", load_stack(STACKS, "prod-7500"), STACKS)
-    # 1,118,733 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 3.770e12 B = 3,510.8 GiB -> 3,511 (twice 1,755.4, rounded up).
-    assert (base.bootstrap.prometheus.data_disk_gib, fast.bootstrap.prometheus.data_disk_gib) == (1756, 3511)
+    # 1,120,333 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 3.776e12 B = 3,515.8 GiB -> 3,516 (twice 1,757.9, rounded up).
+    assert (base.bootstrap.prometheus.data_disk_gib, fast.bootstrap.prometheus.data_disk_gib) == (1758, 3516)
 
 
 @pytest.mark.parametrize("text", ["0s", "30", "1d", "s", "-5m"])

@@ -3,7 +3,7 @@
 GPU nodes are those matching NODE_SELECTOR (``<domain>/accelerator=nvidia``); system nodes have
 no GPUs to test.
 
-A node is idle when it runs nothing but its node agents (DaemonSet pods) and balloons. A pod that asks for
+A node is idle when it runs nothing but its node agents (DaemonSet pods, static pods' mirrors) and balloons. A pod that asks for
 no GPU counts too: the diagnostic would run beside it, and on a node whose pod slots it fills the
 preflight pod (which maxPods leaves out: it goes once the node passes) would find no slot, leaving the
 node tainted until NodeStuckInPreflight. After tainting, the node's pods are listed again: if a pod was
@@ -23,14 +23,22 @@ else:  # run from the ConfigMap mount, next to kube.py
     from kube import Api, Conflict  # type: ignore[import-not-found,no-redef]
 
 
+MIRROR = "kubernetes.io/config.mirror"
+"""The annotation of a static pod's API copy (kube-proxy on every pool node): a node agent too."""
+
+
 def busy_nodes(pods: Iterable[dict[str, Any]], balloon_class: str = "balloon") -> set[str]:
-    """Nodes a pod other than a node agent (a DaemonSet's) or a balloon is bound to and not finished on."""
+    """Nodes a pod other than a node agent (a DaemonSet's, or a static pod's mirror) or a balloon is bound to
+    and not finished on."""
     busy = set()
     for pod in pods:
         spec = pod.get("spec", {})
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed") or not spec.get("nodeName"):
             continue
-        owners = pod.get("metadata", {}).get("ownerReferences") or []
+        meta = pod.get("metadata", {})
+        owners = meta.get("ownerReferences") or []
+        if MIRROR in (meta.get("annotations") or {}):
+            continue
         if any(o.get("kind") == "DaemonSet" and o.get("controller") for o in owners):
             continue
         if spec.get("priorityClassName") != balloon_class:

@@ -85,9 +85,10 @@ def test_every_host_of_a_mass_reboot_gets_its_bundle_without_a_lock_step_storm(t
     # The refused hosts come back spread out: no 100 ms holds a fifth of them. With a backoff that
     # depends only on the attempt and Retry-After, all 6,576 return in the same instant.
     assert out.peak_retries <= refused // 5, (out.peak_retries, refused)
-    # No sooner than the budget allows (30,304 reads at 4,000 per 10 s: 70 s); how much later is `make bench`'s
-    # figure (bench/vault_boot.py), not asserted.
-    assert out.last_s >= fastest_s(HOSTS, kv.gets, VAULT_LIMIT)
+    # No sooner than the budget allows (30,304 reads at 4,000 per 10 s: 70 s), and the jitter costs at most four
+    # windows more (virtual time, seeded: `make bench` prints 101.2 s); a backoff that idles the budget fails.
+    fastest = fastest_s(HOSTS, kv.gets, VAULT_LIMIT)
+    assert fastest <= out.last_s <= fastest + 4 * VAULT_WINDOW_S, out.last_s
 
 
 def test_over_loopback_http_with_the_identitys_token(tmp_path: Path) -> None:
