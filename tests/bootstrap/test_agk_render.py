@@ -49,6 +49,7 @@ def test_render_writes_every_node_file(tmp_path: Path) -> None:
         "gpu.yml",
         "islands.yml",
         "nodes.yml",
+        "prometheus.yml",
     ]
     assert (nodes / "prometheus/alertmanager/alertmanager.yml").is_file()
     assert (nodes / "etcd/systemd/agk-cert-expiry.timer").is_file()
