@@ -151,6 +151,10 @@ def initialize(
         assert code == 200, body
 
 
+KWOK_WORKERS = 4
+"""kwok v0.8.0's default parallelism of each stage kind (pkg/apis/config/v1alpha1/zz_generated.defaults.go)."""
+
+
 def config(
     root: Path,
     *,
@@ -177,9 +181,9 @@ def config(
                     "enableContentionProfiling": False,
                     "enableProfilingHandler": True,
                     "manageAllNodes": False,
-                    "podPlayStageParallelism": pod_workers or 4,
-                    "nodePlayStageParallelism": node_workers or 4,
-                    "nodeLeaseParallelism": 4,
+                    "podPlayStageParallelism": pod_workers or KWOK_WORKERS,
+                    "nodePlayStageParallelism": node_workers or KWOK_WORKERS,
+                    "nodeLeaseParallelism": KWOK_WORKERS,
                     "podsOnNodeSyncParallelism": 1,
                     "enablePodsOnNodeSyncListPager": True,
                     "enablePodsOnNodeSyncStreamWatch": False,
