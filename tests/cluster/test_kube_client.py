@@ -19,6 +19,20 @@ import pytest
 
 from modules.cluster.scripts import kube
 
+BEHIND = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "metadata": {},
+    "status": "Failure",
+    "message": "Timeout: Too large resource version: 143424, current: 142638",
+    "reason": "Timeout",
+    "details": {
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+        "retryAfterSeconds": 1,
+    },
+    "code": 504,
+}
+
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -32,6 +46,9 @@ class Server(ThreadingHTTPServer):
         self.retry_after: str | None = "2"
         self.close_after_each = False
         """Close every connection after its response, without saying so (what an idle timeout does)."""
+        self.behind = 0
+        """Answer this many requests 504 with Retry-After 1, as the API server answers a page whose revision its
+        watch cache has not reached (the scale tier's LIST of 7,510 nodes got it: its exact body below)."""
         self.drop = 0
         """Read this many requests, then close the connection without answering (a server that went away
         after it may have acted)."""
@@ -55,7 +72,10 @@ class _Handler(BaseHTTPRequestHandler):
             server.drop -= 1
             self.close_connection = True
             return
-        if server.throttle:
+        if server.behind:
+            server.behind -= 1
+            code, out = 504, BEHIND
+        elif server.throttle:
             server.throttle -= 1
             code, out = 429, {"kind": "Status", "code": 429, "reason": "TooManyRequests"}
         elif self.path.startswith("/api/v1/nodes/gone"):
@@ -68,6 +88,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         if code == 429 and server.retry_after is not None:
             self.send_header("Retry-After", server.retry_after)
+        if code == 504:
+            self.send_header("Retry-After", "1")
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -226,3 +248,24 @@ def test_an_overloaded_api_server_is_not_a_disruption_budget(server: Server) -> 
     assert err.value.code == 429 and len(server.requests) == 1
     assert api(server).evict("research", "p") is True
     assert server.requests[-1] == ("POST", "/api/v1/namespaces/research/pods/p/eviction")
+
+
+def test_a_page_the_servers_cache_has_not_reached_is_asked_again(server: Server) -> None:
+    """A 7,500-node API server under load answers a continued LIST 504 ResourceVersionTooLarge with Retry-After
+    (bench-scale's node LIST, 2026-12-04): the XID remediation and the idle re-test page through every node, and
+    one such answer failed the whole run before."""
+    server.behind = 2
+    slept: list[float] = []
+    assert (
+        api(server, slept).get("/api/v1/nodes", limit="250", **{"continue": "t"})["path"].startswith("/api/v1/nodes?")
+    )
+    assert slept == [1.0, 1.0] and len(server.requests) == 3
+
+
+def test_a_write_answered_504_is_not_sent_again(server: Server) -> None:
+    """A write the server timed out may still be applied: it reaches the caller, as a broken connection's does."""
+    server.behind = 1
+    slept: list[float] = []
+    with pytest.raises(urllib.error.HTTPError) as err:
+        api(server, slept).patch("/api/v1/nodes/n1", {"metadata": {"labels": {"a": "1"}}})
+    assert err.value.code == 504 and slept == [] and len(server.requests) == 1

@@ -199,10 +199,21 @@ class ControlPlane:
         ctx.load_cert_chain(str(crt), str(key))
         return ctx
 
-    def get(self, path: str, url: str | None = None) -> Any:
+    def get(self, path: str, url: str | None = None, *, tries: int = 10) -> Any:
+        """A GET as the admin. A 5xx with Retry-After is asked again (client-go's rule): a busy server of a
+        7,500-node fleet answers a continued LIST whose revision its watch cache has not reached 504
+        ResourceVersionTooLarge, Retry-After 1."""
         req = urllib.request.Request((url or self.url) + path, headers={"Accept": "application/json"})
-        with urllib.request.urlopen(req, context=self.context(), timeout=30) as resp:
-            return json.loads(resp.read())
+        for attempt in range(1, tries + 1):
+            try:
+                with urllib.request.urlopen(req, context=self.context(), timeout=30) as resp:
+                    return json.loads(resp.read())
+            except urllib.error.HTTPError as err:
+                after = err.headers.get("Retry-After")
+                if err.code < 500 or after is None or attempt == tries:
+                    raise
+                time.sleep(int(after))
+        raise AssertionError("unreachable")
 
     def call(self, method: str, path: str, body: Any = None, *, cert: str | None = None) -> tuple[int, Any]:
         """One API request (JSON in and out) as ``cert`` (default the admin): the status and the body."""

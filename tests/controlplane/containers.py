@@ -27,6 +27,7 @@ import base64
 import contextlib
 import importlib.util
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -134,6 +135,17 @@ class Running:
     def peak_bytes(self) -> int:
         assert self.cgroup is not None, f"{self.name} has no memory limit"
         return int((self.cgroup / "memory.max_usage_in_bytes").read_text())
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) of the container's processes so far, from /proc (the v1 memory cgroup
+        lists them; no cpuacct controller is needed)."""
+        assert self.cgroup is not None, f"{self.name} has no cgroup"
+        total = 0
+        for pid in (self.cgroup / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):  # exited since the listing
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])  # utime, stime (stat fields 14 and 15)
+        return total / os.sysconf("SC_CLK_TCK")
 
     def oom_killed(self) -> bool:
         """The kernel's OOM killer ended a process of this cgroup (memory.oom_control ``oom_kill``)."""

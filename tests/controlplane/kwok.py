@@ -241,8 +241,7 @@ def ready(cp: ControlPlane, names: Iterable[str], timeout: float = 120) -> None:
         done: set[str] = set()
         token = ""
         while True:
-            code, body = cp.call("GET", "/api/v1/nodes?limit=500" + (f"&continue={token}" if token else ""))
-            assert code == 200, body
+            body = cp.get("/api/v1/nodes?limit=500" + (f"&continue={token}" if token else ""))
             done |= {
                 n["metadata"]["name"]
                 for n in body["items"]

@@ -7,8 +7,9 @@ v0.35.8 pkg/server/secure_serving.go, IdleTimeout); one idle for IDLE_S is close
 not sent on a connection the server is closing. Should that happen all the same (a restart), only a GET is
 sent again: a write may have been applied before the connection broke. A 429 (API Priority and Fairness
 rejecting the request, "Retry-After" set: kubernetes.io, API Priority and Fairness, "Protection against
-overload") is waited out for Retry-After plus up to as long again at random, so clients refused together
-do not return together, a few times before it reaches the caller. Watches keep a connection of their own.
+overload"), and a GET answered 5xx with a Retry-After (a busy server's watch cache behind a page's revision),
+are waited out for Retry-After plus up to as long again at random, so clients refused together do not return
+together, a few times before it reaches the caller. Watches keep a connection of their own.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ PAGE = 250
 
 
 THROTTLED_TRIES = 5
-"""Tries of a request the API server answers 429 (the first and four retries)."""
+"""Tries of a request the API server answers 429, or a GET it answers 5xx with Retry-After (the first and four
+retries)."""
 RETRY_AFTER_MAX_S = 60.0
 """The longest single wait a Retry-After may ask for here; a missing or malformed one waits 1 s."""
 TIMEOUT_S = 30.0
@@ -104,7 +106,7 @@ class Api:
             headers["Content-Type"] = content_type
         for attempt in range(1, tries + 1):
             status, reason, response_headers, payload = self._exchange(method, target, data, headers)
-            if status == 429 and attempt < tries:
+            if _retryable(method, status, response_headers) and attempt < tries:
                 wait = retry_after_s(response_headers.get("Retry-After"))
                 self._sleep(wait + self._rand(0.0, wait))
                 continue
@@ -230,6 +232,16 @@ class Api:
                 return False
             raise
         return True
+
+
+def _retryable(method: str, status: int, headers: http.client.HTTPMessage) -> bool:
+    """A 429 (nothing was done), or a GET the server answered 5xx with a Retry-After: a page whose revision its
+    watch cache has not reached yet is 504 ResourceVersionTooLarge, Retry-After 1 (k8s.io/apiserver v0.36.4
+    pkg/storage/errors.go NewTooLargeResourceVersionError, responsewriters/writers.go ErrorNegotiated), which a
+    busy API server of a 7,500-node cluster answers (the scale tier's node LIST did). client-go retries any 5xx
+    that carries Retry-After (client-go v0.35.3 rest/with_retry.go checkWait); a write is not sent again here,
+    as a 504 write may still be applied."""
+    return status == 429 or (method == "GET" and status >= 500 and headers.get("Retry-After") is not None)
 
 
 def _disruption_budget(err: urllib.error.HTTPError) -> bool:
