@@ -14,6 +14,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from modules.bootstrap.encryption import MAX_KEYS
 from modules.config_model import StrictModel
+from modules.vm_sizing.formulas import SCRAPE_TIMEOUT_S, duration_seconds
 
 _DURATION = re.compile(r"^[1-9][0-9]*(s|m|h)$")
 _KEY_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$")
@@ -172,7 +173,15 @@ class PrometheusTuning(StrictModel):
     @field_validator("query_timeout", "scrape_interval")
     @classmethod
     def _durations(cls, v: str, info: ValidationInfo) -> str:
-        return check_duration(v, str(info.field_name))
+        check_duration(v, str(info.field_name))
+        if info.field_name == "scrape_interval" and duration_seconds(v) < SCRAPE_TIMEOUT_S:
+            # Prometheus refuses a scrape timeout longer than the interval, and the timeout is what a scrape of
+            # kube-state-metrics at full size needs (modules/vm_sizing/formulas.py).
+            raise ValueError(
+                f"scrape_interval {v!r} is shorter than the {SCRAPE_TIMEOUT_S}s scrape timeout, which Prometheus "
+                f"refuses: use at least '{SCRAPE_TIMEOUT_S}s'"
+            )
+        return v
 
     @field_validator("remote_write_url")
     @classmethod

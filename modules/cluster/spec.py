@@ -627,6 +627,7 @@ def addons_spec(
     system_nodes: int,
     peak_nodes: int,
     pods_per_node: int,
+    scrapers: int,
     cluster_domain: str = CLUSTER_DOMAIN,
     cloud: CloudSpec | None = None,
     network: NetworkSpec | None = None,
@@ -638,7 +639,8 @@ def addons_spec(
     system (CPU) pool's node count, where cluster services run; ``peak_nodes`` the most nodes the
     cluster can hold at once (every pool at its maximum plus surge); services are sized for its sizing step
     (modules.vm_sizing.formulas, so a small pool change restarts no add-on); ``pods_per_node`` the largest
-    kubelet maxPods of the pools (what the gang scheduler's Pod cache is sized for).
+    kubelet maxPods of the pools (what the gang scheduler's Pod cache is sized for); ``scrapers`` the Prometheus
+    hosts, each scraping kube-state-metrics whole (what its CPU is sized for).
     ``cloud`` and ``network`` are the cluster stack's Azure coordinates and subnet addresses; left out,
     they are placeholders that :attr:`AddonsSpec.placeholders` lists.
     """
@@ -673,7 +675,7 @@ def addons_spec(
         gang=_gang(kubernetes_version, addons, formulas.gang_scheduler(nodes, pods)),
         health=_health(addons),
         dns=_dns(dns_service_ip, cluster_domain, system_nodes, nodes, kubernetes_version),
-        state_metrics=_state_metrics(formulas.kube_state_metrics(nodes), kubernetes_version),
+        state_metrics=_state_metrics(formulas.kube_state_metrics(nodes, pods, scrapers), kubernetes_version),
         cloud_provider=_cloud_provider(kubernetes_version, formulas.cloud_controller_manager(nodes)),
         cloud=cloud or CloudSpec(),
         network=_network(network or NetworkSpec()),

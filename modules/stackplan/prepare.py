@@ -119,13 +119,13 @@ class ClusterPrep:
                 "kube-state-metrics CPU / memory",
                 f"{addons.state_metrics.cpu_millis}m / {addons.state_metrics.memory_mib}Mi",
                 "kube_state_metrics",
-                formulas.KSM_RESOURCES,
+                f"{formulas.KSM_RESOURCES} base; per series fitted to the scale tier ({formulas.SCALE_TIER})",
             ),
             (
                 "gang scheduler CPU / memory",
                 f"{addons.gang.cpu_millis}m / {addons.gang.memory_mib}Mi",
                 "gang_scheduler",
-                f"project estimate ({formulas.SCALE_TIER})",
+                f"fitted to the scale tier ({formulas.SCALE_TIER})",
             ),
             (
                 "cloud-controller-manager CPU / memory",
@@ -157,6 +157,7 @@ def addons_for(stack: str, config: ClusterStack, addresses: ClusterAddresses, po
         system_nodes=pools.system.nodes,
         peak_nodes=pools.peak_nodes,
         pods_per_node=pools.pods_per_node,
+        scrapers=cluster.prometheus.count,
         cloud=CloudSpec(
             resource_group=resource_group_name(stack),
             location=config.location,

@@ -213,11 +213,16 @@ def shard_nodes(nodes: int, shards: int) -> int:
     return min(nodes, math.ceil(nodes * p + SHARD_SIGMAS * math.sqrt(nodes * p * (1 - p))))
 
 
+def state_metrics_series(nodes: int, pods: int) -> int:
+    """The series kube-state-metrics serves for ``nodes`` Nodes and ``pods`` Pods."""
+    return nodes * KSM_SERIES_PER_NODE + pods * KSM_SERIES_PER_POD
+
+
 def prometheus_series(nodes: int, pods: int, shards: int) -> int:
     """Active series on one Prometheus host: ``SERIES_PER_NODE`` for each node of its share
     (:func:`shard_nodes`), and kube-state-metrics' series for every Node and Pod of the cluster. The fixed
     targets (API servers, etcd, the hosts' node-exporters) do not follow the node count and are not counted."""
-    return shard_nodes(nodes, shards) * SERIES_PER_NODE + nodes * KSM_SERIES_PER_NODE + pods * KSM_SERIES_PER_POD
+    return shard_nodes(nodes, shards) * SERIES_PER_NODE + state_metrics_series(nodes, pods)
 
 
 def prometheus_memory_gib(series: int, query_max_samples: int) -> float:
@@ -273,21 +278,34 @@ class Resources:
     memory_mib: int
 
 
-# kube-state-metrics' published rule (``KSM_RESOURCES``, from scalability tests at 30 pods per node): 0.1 core
-# and 200 MiB, and beyond 100 nodes at least 0.001 core and 2 MiB per node. Applied as the addon-resizer the
-# project's examples ran it (pod_nanny --cpu=100m --extra-cpu=1m --extra-memory=2Mi): base plus the per-node
-# figure for every node, the README's 200 MiB as the base. CPU limit twice the request (its queues fall behind
-# when throttled, the README warns).
+# kube-state-metrics. Its README's general rule (``KSM_RESOURCES``): 250 MiB and 0.1 core. The rule it gave until
+# April 2021 (beyond 100 nodes at least 2 MiB and 0.001 core a node, from tests at 30 pods a node; removed by
+# kubernetes/kube-state-metrics commit a045719a), which sized it here before, asked 16,200 MiB and 8.1 cores at
+# prod-7500's step. It keeps each object's metrics rendered and writes them all out at every scrape, so its memory
+# and CPU follow the series it serves (:func:`state_metrics_series`), fitted to the scale tier (``SCALE_TIER``, the
+# kube-state-metrics test, 2026-12-04): serving 1,876,733 series (7,510 Nodes, 45,030 Pods) while prod-7500's 4
+# Prometheus hosts scraped it at once, gzip as Prometheus asks, it peaked at 1,631 MiB: less the README's 250 MiB,
+# 772 B a series; the 4 scrapes took 6.4 CPU-seconds, 853 ns a series each. Every host scrapes it whole, and their
+# scrapes may coincide: the CPU request lets all of them finish inside Prometheus' scrape timeout
+# (``SCRAPE_TIMEOUT_S``), beyond which a scrape fails and every kube_* series (the node alerts, the island rule)
+# goes stale. One run: KSM_HEADROOM on top of both. The CPU limit is twice the request: its queues fall behind
+# when throttled, the README warns.
 KSM_BASE_CPU_MILLIS = 100
-KSM_BASE_MEMORY_MIB = 200
-KSM_CPU_MILLIS_PER_NODE = 1
-KSM_MEMORY_MIB_PER_NODE = 2
+KSM_BASE_MEMORY_MIB = 250
+KSM_BYTES_PER_SERIES = 772
+KSM_CPU_NS_PER_SERIES = 853
+KSM_HEADROOM = 1.25
+SCRAPE_TIMEOUT_S = 10
+"""Prometheus' scrape timeout on the hosts (modules/bootstrap/templates/prometheus.yml.j2 ``global``)."""
 
 
-def kube_state_metrics(nodes: int) -> Resources:
-    """kube-state-metrics for ``nodes`` (``KSM_RESOURCES``)."""
-    cpu = KSM_BASE_CPU_MILLIS + KSM_CPU_MILLIS_PER_NODE * nodes
-    return Resources(cpu, 2 * cpu, KSM_BASE_MEMORY_MIB + KSM_MEMORY_MIB_PER_NODE * nodes)
+def kube_state_metrics(nodes: int, pods: int, scrapers: int) -> Resources:
+    """kube-state-metrics serving ``nodes`` Nodes and ``pods`` Pods to ``scrapers`` Prometheus hosts at once."""
+    series = state_metrics_series(nodes, pods)
+    memory = KSM_BASE_MEMORY_MIB + KSM_HEADROOM * series * KSM_BYTES_PER_SERIES / 2**20
+    cores = scrapers * series * KSM_CPU_NS_PER_SERIES / 1e9 / SCRAPE_TIMEOUT_S
+    cpu = KSM_BASE_CPU_MILLIS + math.ceil(KSM_HEADROOM * cores * 1000)
+    return Resources(cpu, 2 * cpu, _round_up(memory))
 
 
 # An informer holds every object it watches, decoded; a scheduler holds each Node and Pod twice more (its cache

@@ -63,6 +63,11 @@ CASES = [
         "use e.g. '30s', '5m' or '1h'",
     ),
     (
+        {"cluster.prometheus.scrape_interval": "5s"},
+        f"{P}:cluster.prometheus.scrape_interval: scrape_interval '5s' is shorter than the 10s scrape timeout, "
+        "which Prometheus refuses: use at least '10s'",
+    ),
+    (
         {"cluster.prometheus.gomaxprocs": 0},
         f"{P}:cluster.prometheus.gomaxprocs: gomaxprocs 0 must be at least 1: raise it",
     ),

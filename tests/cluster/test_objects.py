@@ -386,13 +386,13 @@ def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec
     }
     assert {"name": "http-metrics", "containerPort": 8080} in c["ports"]
     assert c["image"].startswith("registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0@sha256:")  # for 1.36
-    # kube-state-metrics' published rule (formulas.kube_state_metrics): 200Mi + 2Mi and 100m + 1m per node, for
-    # the sizing step of the most nodes the cluster holds (7,588 -> 8,000), so a resize inside the step does not
-    # roll it.
+    # Fitted to the scale tier (formulas.kube_state_metrics; tests/vm_sizing/test_formulas.py works the figures
+    # out) for the sizing step of the most nodes the cluster holds (7,588 -> 8,000) and its Pods at maxPods, so a
+    # resize inside the step does not roll it, and for the stack's 4 Prometheus hosts.
     prep = prepare_cluster("prod-7500", load_stack(STACKS, "prod-7500"), STACKS)
     assert (prep.pools.peak_nodes, prep.pools.sizing_nodes) == (7588, 8000)
-    assert c["resources"]["requests"] == {"cpu": f"{100 + 8000}m", "memory": f"{200 + 2 * 8000}Mi"}
-    assert c["resources"]["limits"] == {"cpu": f"{2 * (100 + 8000)}m", "memory": f"{200 + 2 * 8000}Mi"}
+    assert c["resources"]["requests"] == {"cpu": "1977m", "memory": "4352Mi"}
+    assert c["resources"]["limits"] == {"cpu": "3954m", "memory": "4352Mi"}
     assert template["spec"]["affinity"] == system_only(prod_spec)
     assert _hardened(c, template["spec"])
     collected = next(a for a in c["args"] if a.startswith("--resources=")).removeprefix("--resources=").split(",")
@@ -405,7 +405,7 @@ def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec
     dev = prepare_cluster("dev", load_stack(STACKS, "dev"), STACKS).pools
     assert dev.peak_nodes == (3 + 1) + (4 + 1) + (4 + 1)  # every pool with its surge
     assert dev.sizing_nodes == 50  # its sizing step
-    assert small["resources"]["requests"]["memory"] == f"{200 + 2 * 50}Mi"
+    assert small["resources"]["requests"]["memory"] == "320Mi"
 
 
 def test_gang_example_stays_inside_one_infiniband_island(dev_spec: AddonsSpec) -> None:

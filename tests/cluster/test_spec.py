@@ -22,6 +22,7 @@ CLUSTER: dict[str, Any] = {
     "system_nodes": 3,
     "peak_nodes": 3 + 1 + 8 + 2,
     "pods_per_node": 16,
+    "scrapers": 1,
 }
 
 
@@ -278,6 +279,7 @@ def test_dns_replicas(system_nodes: int, gpu_nodes: int, replicas: int, required
         system_nodes=system_nodes,
         peak_nodes=system_nodes + gpu_nodes,
         pods_per_node=16,
+        scrapers=1,
     )
     assert (spec.dns.replicas, spec.dns.spread_required) == (replicas, required)
 
@@ -321,11 +323,11 @@ def test_the_versions_table_is_the_only_one() -> None:
     ("cluster", "message"),
     [
         (
-            {"dns_service_ip": "172.20.0.10", "system_nodes": 0, "peak_nodes": 8, "pods_per_node": 16},
+            {"dns_service_ip": "172.20.0.10", "system_nodes": 0, "peak_nodes": 8, "pods_per_node": 16, "scrapers": 1},
             "azure-gpu-k8s:cluster.system_pool.nodes: 0: cluster services need at least 1 system node",
         ),
         (
-            {"dns_service_ip": "172.20.0", "system_nodes": 3, "peak_nodes": 11, "pods_per_node": 16},
+            {"dns_service_ip": "172.20.0", "system_nodes": 3, "peak_nodes": 11, "pods_per_node": 16, "scrapers": 1},
             "azure-gpu-k8s:cluster.service_cidr: DNS service address '172.20.0' is not an IPv4 address: use an IPv4 "
             "service_cidr",
         ),

@@ -21,13 +21,14 @@ from modules.vm_sizing import formulas as f
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 
 # The counts each shipped stack is sized for: peak nodes (every pool at its maximum plus surge) rounded up to
-# the sizing step; API servers; the GPU pools' kubelet maxPods; Prometheus shards, retention and scrape.
+# the sizing step; API servers; the GPU pools' kubelet maxPods; Prometheus shards, hosts, retention and scrape.
 DEV = {
     "peak": 14,
     "step": 50,
     "apiservers": 3,
     "pods_per_node": 37,
     "shards": 1,
+    "hosts": 1,
     "retention": 15,
     "scrape": 30,
     "query_samples": 15_000_000,
@@ -38,6 +39,7 @@ PROD = {
     "apiservers": 5,
     "pods_per_node": 14,
     "shards": 2,
+    "hosts": 4,
     "retention": 15,
     "scrape": 30,
     "query_samples": 50_000_000,
@@ -84,12 +86,15 @@ TABLE: list[tuple[str, Any, Any, Any]] = [
     ("prometheus disk GiB", lambda c: f.prometheus_disk_gib(series(c), c["retention"], c["scrape"]), 128, 1758),
     # 50 / 1,000 -> 1, at least 2; 8,000 / 1,000 = 8 (prod-7500 has more system nodes than that).
     ("dns replicas", lambda c: f.dns_replicas(c["step"], 10), 2, 8),
-    # 100m + 1m/node, 200Mi + 2Mi/node.
+    # Series: dev 50 x 32 + 1,850 x 37 = 70,050; prod 8,000 x 32 + 112,000 x 37 = 4,400,000. Memory 250 MiB + 1.25
+    # x series x 772 B, rounded up to 64 MiB: dev 250 + 64.5 = 314.5 -> 320; prod 250 + 4,049.3 = 4,299.3 -> 4,352.
+    # CPU 100m + 1.25 x hosts x series x 853 ns / 10 s: dev 1 x 0.0598 s / 10 = 5.98m x 1.25 = 7.47 -> 8: 108m; prod
+    # 4 x 3.7532 s / 10 = 1,501.3m x 1.25 = 1,876.6 -> 1,877: 1,977m; limits twice that.
     (
         "kube-state-metrics",
-        lambda c: f.kube_state_metrics(c["step"]),
-        f.Resources(150, 300, 300),
-        f.Resources(8100, 16200, 16200),
+        lambda c: f.kube_state_metrics(c["step"], f.cluster_pods(c["step"], c["pods_per_node"]), c["hosts"]),
+        f.Resources(108, 216, 320),
+        f.Resources(1977, 3954, 4352),
     ),
     # 512 MiB + 1.25 x (nodes x 80 KiB + pods x 15 KiB), rounded up to 64 MiB: dev 1.25 x (50 x 80 + 1,850 x 15)
     # = 39,688 KiB -> 550.8 -> 576; prod 1.25 x (8,000 x 80 + 112,000 x 15) = 2,900,000 KiB = 2,832.0 MiB -> 3,344.0
@@ -130,6 +135,7 @@ def test_the_table_is_the_shipped_stacks(preps: dict[str, ClusterPrep], stack: s
     assert f.duration_seconds(prep.bootstrap.prometheus.scrape_interval) == counts["scrape"]
     assert prep.bootstrap.prometheus.query_max_samples == counts["query_samples"]
     assert prep.bootstrap.prometheus.shards == counts["shards"]
+    assert len(prep.bootstrap.prometheus.hosts) == counts["hosts"]
 
 
 def _millis(cpu: str) -> int:
@@ -214,7 +220,8 @@ def test_sizes_change_only_when_the_step_does(preps: dict[str, ClusterPrep], tmp
     # 60 h100 nodes cross into the step of 100: the sizes that follow the count move together.
     crossed = _dev_with(tmp_path, 60)
     assert (crossed.pools.peak_nodes, crossed.pools.sizing_nodes) == (14 - 5 + 61, 100)
-    assert crossed.addons.state_metrics.memory_mib == 200 + 2 * 100
+    # 250 MiB + 1.25 x (100 x 32 + 100 x 37 x 37) series x 772 B = 250 + 128.9, rounded up to 64 MiB.
+    assert crossed.addons.state_metrics.memory_mib == 384
     assert crossed.chosen_sizes() != base.chosen_sizes()
 
 

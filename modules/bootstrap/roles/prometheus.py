@@ -38,6 +38,7 @@ from modules.bootstrap.roles.parts import (
 )
 from modules.bootstrap.steps import Step, start
 from modules.bootstrap.templating import render
+from modules.vm_sizing.formulas import SCRAPE_TIMEOUT_S
 
 
 def prometheus_shard(ctx: BootstrapContext, host: Host) -> int:
@@ -75,6 +76,7 @@ def prometheus_config(ctx: BootstrapContext, host: Host) -> str:
         node_exporter_port=NODE_EXPORTER_PORT,
         alertmanagers=ctx.prometheus.hosts,
         alertmanager_port=ALERTMANAGER_PORT,
+        scrape_timeout_s=SCRAPE_TIMEOUT_S,
     )
 
 
