@@ -391,8 +391,8 @@ def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec
     # resize inside the step does not roll it, and for the stack's 4 Prometheus hosts.
     prep = prepare_cluster("prod-7500", load_stack(STACKS, "prod-7500"), STACKS)
     assert (prep.pools.peak_nodes, prep.pools.sizing_nodes) == (7588, 8000)
-    assert c["resources"]["requests"] == {"cpu": "1977m", "memory": "4352Mi"}
-    assert c["resources"]["limits"] == {"cpu": "3954m", "memory": "4352Mi"}
+    assert c["resources"]["requests"] == {"cpu": "1977m", "memory": "5056Mi"}
+    assert c["resources"]["limits"] == {"cpu": "3954m", "memory": "5056Mi"}
     assert template["spec"]["affinity"] == system_only(prod_spec)
     assert _hardened(c, template["spec"])
     collected = next(a for a in c["args"] if a.startswith("--resources=")).removeprefix("--resources=").split(",")
@@ -405,7 +405,7 @@ def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec
     dev = prepare_cluster("dev", load_stack(STACKS, "dev"), STACKS).pools
     assert dev.peak_nodes == (3 + 1) + (4 + 1) + (4 + 1)  # every pool with its surge
     assert dev.sizing_nodes == 50  # its sizing step
-    assert small["resources"]["requests"]["memory"] == "320Mi"
+    assert small["resources"]["requests"]["memory"] == "384Mi"
 
 
 def test_gang_example_stays_inside_one_infiniband_island(dev_spec: AddonsSpec) -> None:

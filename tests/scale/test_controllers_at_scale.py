@@ -348,7 +348,8 @@ def test_kube_state_metrics_serves_the_fleet_within_its_limit(fleet_with_pods: F
 
     def series() -> list[str]:
         assert run.alive(), run.output()[-3000:]
-        # As Prometheus asks (scrape configs' enable_compression defaults to true): gzip, which costs its CPU.
+        # As Prometheus asks (enable_compression defaults to true, prometheus/prometheus#13166); kube-state-metrics
+        # answers plain text all the same, without --enable-gzip-encoding (off here, as by default).
         req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Accept-Encoding": "gzip"})
         try:
             with urllib.request.urlopen(req, timeout=300) as resp:
@@ -373,9 +374,10 @@ def test_kube_state_metrics_serves_the_fleet_within_its_limit(fleet_with_pods: F
         lines = series()
         node_series = sum(1 for line in lines if line.startswith("kube_node_"))
         pod_series = sum(1 for line in lines if line.startswith("kube_pod_"))
-        # Then the stack's hosts scrape it at the same moment, as their aligned scrape intervals do: its peak is
-        # the caches plus that many responses in flight, and its CPU a round is what the request must cover
-        # each interval (formulas.kube_state_metrics).
+        # Then the stack's hosts scrape it at the same moment, the worst case (each host's scrape offsets are
+        # seeded by its external labels, so they usually spread over the interval): its peak is the caches plus
+        # that many responses in flight, and the CPU a round takes is what its request covers within the scrape
+        # timeout (formulas.kube_state_metrics).
         hosts = len(fleet_api.prep.bootstrap.prometheus.hosts)
         cpu, start = run.cpu_seconds(), time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(hosts) as pool:

@@ -87,14 +87,14 @@ TABLE: list[tuple[str, Any, Any, Any]] = [
     # 50 / 1,000 -> 1, at least 2; 8,000 / 1,000 = 8 (prod-7500 has more system nodes than that).
     ("dns replicas", lambda c: f.dns_replicas(c["step"], 10), 2, 8),
     # Series: dev 50 x 32 + 1,850 x 37 = 70,050; prod 8,000 x 32 + 112,000 x 37 = 4,400,000. Memory 250 MiB + 1.25
-    # x series x 772 B, rounded up to 64 MiB: dev 250 + 64.5 = 314.5 -> 320; prod 250 + 4,049.3 = 4,299.3 -> 4,352.
+    # x series x 911 B, rounded up to 64 MiB: dev 250 + 76.1 = 326.1 -> 384; prod 250 + 4,778.4 = 5,028.4 -> 5,056.
     # CPU 100m + 1.25 x hosts x series x 853 ns / 10 s: dev 1 x 0.0598 s / 10 = 5.98m x 1.25 = 7.47 -> 8: 108m; prod
     # 4 x 3.7532 s / 10 = 1,501.3m x 1.25 = 1,876.6 -> 1,877: 1,977m; limits twice that.
     (
         "kube-state-metrics",
         lambda c: f.kube_state_metrics(c["step"], f.cluster_pods(c["step"], c["pods_per_node"]), c["hosts"]),
-        f.Resources(108, 216, 320),
-        f.Resources(1977, 3954, 4352),
+        f.Resources(108, 216, 384),
+        f.Resources(1977, 3954, 5056),
     ),
     # 512 MiB + 1.25 x (nodes x 80 KiB + pods x 15 KiB), rounded up to 64 MiB: dev 1.25 x (50 x 80 + 1,850 x 15)
     # = 39,688 KiB -> 550.8 -> 576; prod 1.25 x (8,000 x 80 + 112,000 x 15) = 2,900,000 KiB = 2,832.0 MiB -> 3,344.0
@@ -220,8 +220,8 @@ def test_sizes_change_only_when_the_step_does(preps: dict[str, ClusterPrep], tmp
     # 60 h100 nodes cross into the step of 100: the sizes that follow the count move together.
     crossed = _dev_with(tmp_path, 60)
     assert (crossed.pools.peak_nodes, crossed.pools.sizing_nodes) == (14 - 5 + 61, 100)
-    # 250 MiB + 1.25 x (100 x 32 + 100 x 37 x 37) series x 772 B = 250 + 128.9, rounded up to 64 MiB.
-    assert crossed.addons.state_metrics.memory_mib == 384
+    # 250 MiB + 1.25 x (100 x 32 + 100 x 37 x 37) series x 911 B = 250 + 152.1, rounded up to 64 MiB.
+    assert crossed.addons.state_metrics.memory_mib == 448
     assert crossed.chosen_sizes() != base.chosen_sizes()
 
 
