@@ -340,9 +340,20 @@ def test_the_preflight_reporter_releases_its_node_within_its_limit_at_fleet_size
         run.stop()
 
 
+def test_kube_state_metrics_serves_every_node_within_its_limit(fleet_api: Fleet, runtime: Runtime) -> None:
+    """In `make test`: every Node (the fleet's agent Pods are the ``fleet`` run's); with the run below, the two
+    points of its memory (formulas.kube_state_metrics)."""
+    serve_state_metrics(fleet_api, runtime, "ksm-nodes-at-scale")
+
+
 def test_kube_state_metrics_serves_the_fleet_within_its_limit(fleet_with_pods: Fleet, runtime: Runtime) -> None:
-    fleet_api = fleet_with_pods
-    pod = pod_of(fleet_api, rendered(fleet_api, "Deployment", "kube-state-metrics"), "ksm-at-scale")
+    serve_state_metrics(fleet_with_pods, runtime, "ksm-at-scale")
+
+
+def serve_state_metrics(fleet_api: Fleet, runtime: Runtime, name: str) -> None:
+    """kube-state-metrics' rendered pod serves every Node and Pod of the API server to the stack's Prometheus
+    hosts scraping at once, under its memory limit; its series and the CPU of the round printed."""
+    pod = pod_of(fleet_api, rendered(fleet_api, "Deployment", "kube-state-metrics"), name)
     run = runtime.start(pod, "kube-state-metrics")
     port = 8080
 
