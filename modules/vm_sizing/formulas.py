@@ -286,15 +286,17 @@ class Resources:
 # kube-state-metrics test, 2026-12-04): serving 1,876,733 series (7,510 Nodes, 45,030 Pods) while prod-7500's 4
 # Prometheus hosts scraped it at once (plain text: it gzips only with --enable-gzip-encoding, off here), it peaked
 # at 1,631 MiB, all of it counted per series as its idle base was not measured: 911 B a series, the README's 250 MiB
-# on top; the 4 scrapes took 6.4 CPU-seconds, 853 ns a series each. One run at 6 Pods a Node, stretched to maxPods:
-# KSM_HEADROOM on top of both, which also holds the finished Pods it still exports until pod GC (12,500 by default,
-# kube-controller-manager --terminated-pod-gc-threshold) that nodes x maxPods does not count. The Prometheus hosts'
-# scrapes are spread over the interval (each host's external labels seed its scrape offsets), but may coincide: the
-# CPU request lets all of them finish inside Prometheus' scrape timeout (``SCRAPE_TIMEOUT_S``), the worst case,
-# beyond which a scrape fails and every kube_* series (the node alerts, the island rule) goes stale. One scrape is
-# written by one goroutine, so it takes at least series x 853 ns however many cores it gets: 3.8 s at prod-7500's
-# step; near the timeout the fix is kube-state-metrics' own sharding (--shard/--total-shards). The CPU limit is
-# twice the request: its queues fall behind when throttled, the README warns.
+# on top; the 4 scrapes took 6.4 CPU-seconds, 853 ns a series each. A second point, every Node and no agent Pod
+# (248,275 series, 289 MiB), puts the line at 864 B a series over an 84 MiB base: at prod-7500's step the formula
+# holds 36% more than the two points predict. One run at 6 Pods a Node, stretched to maxPods: KSM_HEADROOM on top of
+# both, which also holds the finished Pods it still exports until pod GC (12,500 by default, kube-controller-manager
+# --terminated-pod-gc-threshold) that nodes x maxPods does not count. The Prometheus hosts' scrapes are spread over
+# the interval (each host's external labels seed its scrape offsets), but may coincide: the CPU request lets all of
+# them finish inside Prometheus' scrape timeout (``SCRAPE_TIMEOUT_S``), the worst case, beyond which a scrape fails
+# and every kube_* series (the node alerts, the island rule) goes stale. One scrape is written by one goroutine, so
+# it takes at least series x 853 ns however many cores it gets: 3.8 s at prod-7500's step; near the timeout the fix
+# is kube-state-metrics' own sharding (--shard/--total-shards). The CPU limit is twice the request: its queues fall
+# behind when throttled, the README warns.
 KSM_BASE_CPU_MILLIS = 100
 KSM_BASE_MEMORY_MIB = 250
 KSM_BYTES_PER_SERIES = 911
