@@ -173,10 +173,14 @@ class PrometheusTuning(StrictModel):
     @field_validator("query_timeout", "scrape_interval")
     @classmethod
     def _durations(cls, v: str, info: ValidationInfo) -> str:
-        check_duration(v, str(info.field_name))
-        if info.field_name == "scrape_interval" and duration_seconds(v) < SCRAPE_TIMEOUT_S:
-            # Prometheus refuses a scrape timeout longer than the interval, and the timeout is what a scrape of
-            # kube-state-metrics at full size needs (modules/vm_sizing/formulas.py).
+        return check_duration(v, str(info.field_name))
+
+    @field_validator("scrape_interval")
+    @classmethod
+    def _scrape_interval(cls, v: str) -> str:
+        # Prometheus refuses a scrape timeout longer than the interval, and the timeout is what a scrape of
+        # kube-state-metrics at full size needs (modules/vm_sizing/formulas.py).
+        if duration_seconds(v) < SCRAPE_TIMEOUT_S:
             raise ValueError(
                 f"scrape_interval {v!r} is shorter than the {SCRAPE_TIMEOUT_S}s scrape timeout, which Prometheus "
                 f"refuses: use at least '{SCRAPE_TIMEOUT_S}s'"

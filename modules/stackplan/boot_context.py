@@ -196,7 +196,7 @@ def bootstrap_context(
             grafana_version=versions.APT_PACKAGES["grafana"].version if tuning.grafana else None,
             data_disk_gib=tuning.data_disk_gib
             or formulas.prometheus_disk_gib(
-                formulas.prometheus_series(pools.sizing_nodes, pools.sizing_pods, tuning.shards),
+                pools.prometheus_series(tuning.shards),
                 tuning.retention_days,
                 formulas.duration_seconds(tuning.scrape_interval),
             ),

@@ -22,7 +22,7 @@ from modules.bootstrap.context import PoolRole, Taint
 from modules.config_model import PROJECT
 from modules.errors import ConfigError
 from modules.stackplan.config import ClusterConfig, GpuPoolConfig, PoolConfig
-from modules.vm_sizing.formulas import cluster_pods, sizing_step
+from modules.vm_sizing.formulas import cluster_pods, prometheus_series, sizing_step
 from modules.vm_sizing.scale_sets import ScaleSetPlan, split_pool
 from modules.vm_sizing.skus import sku
 
@@ -153,6 +153,11 @@ class ClusterPools:
         """The most Pods the sizing step holds (:func:`modules.vm_sizing.formulas.cluster_pods`): what caches
         of every Pod (the gang scheduler, kube-state-metrics' series) are sized for."""
         return cluster_pods(self.sizing_nodes, self.pods_per_node)
+
+    def prometheus_series(self, shards: int) -> int:
+        """One Prometheus host's active series at the sizing step, its share of ``shards``
+        (:func:`modules.vm_sizing.formulas.prometheus_series`): what its disk and the plan's figure follow."""
+        return prometheus_series(self.sizing_nodes, self.sizing_pods, shards)
 
     @property
     def sizing_nodes(self) -> int:

@@ -72,7 +72,6 @@ class ClusterPrep:
         stack's override included), each with the formula in modules.vm_sizing.formulas that proposes it and
         that formula's source: the program's ``sizes`` output, which `agk plan` lists."""
         cp, prom, addons = self.bootstrap.control_plane, self.bootstrap.prometheus, self.addons
-        nodes = self.pools.sizing_nodes
         # The gang scheduler and cloud-controller-manager run with the spec's figures (objects/gang.py,
         # objects/cloud_provider.py); kube-state-metrics likewise (objects/state_metrics.py).
         rows: list[tuple[str, object, str, str]] = [
@@ -104,7 +103,7 @@ class ClusterPrep:
             ),
             (
                 f"Prometheus active series a host ({prom.shards} share(s) of the nodes)",
-                formulas.prometheus_series(nodes, self.pools.sizing_pods, prom.shards),
+                self.pools.prometheus_series(prom.shards),
                 "prometheus_series",
                 f"project estimate, kube-state-metrics measured ({formulas.SCALE_TIER})",
             ),

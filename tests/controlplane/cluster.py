@@ -40,6 +40,7 @@ import yaml
 from modules.bootstrap import pki
 from modules.bootstrap.context import BootstrapContext
 from modules.bootstrap.roles import NodeBundle, Role, bundle
+from modules.cluster.scripts import kube
 from tests.bootstrap.certs import issue
 from tests.bootstrap.conftest import tool
 from tests.bootstrap.test_realtool_etcd import Cluster as Etcd
@@ -200,19 +201,18 @@ class ControlPlane:
         return ctx
 
     def get(self, path: str, url: str | None = None, *, tries: int = 10) -> Any:
-        """A GET as the admin. A 5xx with Retry-After is asked again (client-go's rule): a busy server of a
-        7,500-node fleet answers a continued LIST whose revision its watch cache has not reached 504
-        ResourceVersionTooLarge, Retry-After 1."""
+        """A GET as the admin, asked again when the in-cluster scripts' client would ask again
+        (modules/cluster/scripts/kube.py ``retryable``): a busy server of a 7,500-node fleet answers a continued
+        LIST whose revision its watch cache has not reached 504 ResourceVersionTooLarge, Retry-After 1."""
         req = urllib.request.Request((url or self.url) + path, headers={"Accept": "application/json"})
         for attempt in range(1, tries + 1):
             try:
                 with urllib.request.urlopen(req, context=self.context(), timeout=30) as resp:
                     return json.loads(resp.read())
             except urllib.error.HTTPError as err:
-                after = err.headers.get("Retry-After")
-                if err.code < 500 or after is None or attempt == tries:
+                if attempt == tries or not kube.retryable("GET", err.code, err.headers):
                     raise
-                time.sleep(int(after))
+                time.sleep(kube.retry_after_s(err.headers.get("Retry-After")))
         raise AssertionError("unreachable")
 
     def call(self, method: str, path: str, body: Any = None, *, cert: str | None = None) -> tuple[int, Any]:

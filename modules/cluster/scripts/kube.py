@@ -107,7 +107,7 @@ class Api:
             headers["Content-Type"] = content_type
         for attempt in range(1, tries + 1):
             status, reason, response_headers, payload = self._exchange(method, target, data, headers)
-            if _retryable(method, status, response_headers) and attempt < tries:
+            if retryable(method, status, response_headers) and attempt < tries:
                 wait = retry_after_s(response_headers.get("Retry-After"))
                 self._sleep(wait + self._rand(0.0, wait))
                 continue
@@ -235,7 +235,7 @@ class Api:
         return True
 
 
-def _retryable(method: str, status: int, headers: http.client.HTTPMessage) -> bool:
+def retryable(method: str, status: int, headers: http.client.HTTPMessage) -> bool:
     """A 429 (nothing was done), or a GET the server answered 5xx with a Retry-After: a page whose revision its
     watch cache has not reached yet is 504 ResourceVersionTooLarge, Retry-After 1 (k8s.io/apiserver v0.36.4
     pkg/storage/errors.go NewTooLargeResourceVersionError, responsewriters/writers.go ErrorNegotiated), which a
