@@ -43,6 +43,10 @@ WORKLOAD_IDENTITY = "v1.6.0"
 """Azure Workload Identity's release: the webhook image below and the Go module the tests build it from
 (github.com/Azure/azure-workload-identity, tools/components/components.py): one version, typed once."""
 
+NETWORK_POLICIES = "v1.1.0"
+"""kube-network-policies' release (kubernetes-sigs, SIG Network): the NetworkPolicy engine's image below and the Go
+module the tests build its agent from (tools/components/components.py): one version, typed once."""
+
 DCGM = "4.6.0"
 """The DCGM release of the in-cluster DCGM clients (dcgm-exporter, dcgmi): the GPU base's major version."""
 GPU_OPERATOR = "NVIDIA/gpu-operator v26.7.0 bundle/manifests/gpu-operator-certified.clusterserviceversion.yaml"
@@ -96,6 +100,17 @@ IMAGES: dict[str, Image] = {
         "sha256:52f0618e9bc2cea60b7aa9d9c962a0b84dace6ef3cff62d1e1a29c92ba1c4177",
         "kubernetes/k8s.io registry.k8s.io/images/k8s-staging-npd/images.yaml (the image promoter's manifest)",
     ),
+    # The NetworkPolicy engine's node agent, standard flavour (modules/cluster/objects/policy_engine.py).
+    "kube-network-policies": Image(
+        "registry.k8s.io/networking/kube-network-policies",
+        NETWORK_POLICIES,
+        None,
+        "kubernetes-sigs/kube-network-policies v1.1.1's install.yaml (the next release's source, as the Go module "
+        "proxy serves it) names registry.k8s.io/networking/kube-network-policies:v1.1.0, the v1.1.0 release's image "
+        "(its Dockerfile: the standard flavour's binary as /bin/netpol); the image promoter's manifest stored here "
+        "(kubernetes/k8s.io registry.k8s.io/images/k8s-staging-networking/images.yaml) pairs digests up to v0.8.1 "
+        "only: digest unverified, pinned by release tag. Check before a deploy: `crane digest` of the tag",
+    ),
     # Stdlib-only scripts (ConfigMaps): the preflight reporter, the re-test and remediation jobs and
     # the iptables exporter (ctypes + the kernel's iptables socket options, no iptables binary).
     "python": Image(
@@ -113,6 +128,7 @@ DEVICE_PLUGIN = IMAGES["nvidia-device-plugin"].ref
 RDMA_DEVICE_PLUGIN = IMAGES["rdma-shared-device-plugin"].ref
 NODE_PROBLEM_DETECTOR = IMAGES["node-problem-detector"].ref
 PYTHON = IMAGES["python"].ref
+POLICY_AGENT = IMAGES["kube-network-policies"].ref
 WORKLOAD_IDENTITY_WEBHOOK = IMAGES["workload-identity-webhook"].ref
 
 # cloud-provider-azure releases, one per Kubernetes minor ("Minor release versions match Kubernetes

@@ -11,6 +11,7 @@ from modules.cluster.objects import (
     gang,
     health,
     network_policies,
+    policy_engine,
     preflight,
     priorities,
     queues,
@@ -58,6 +59,7 @@ def render_manifests(spec: AddonsSpec) -> list[Obj]:
         + tenancy.tenancy(spec)
         + service_exposure.service_exposure()
         + roll.roll(spec)
+        + policy_engine.policy_engine(spec)
     )
     rank = {kind: i for i, kind in enumerate(_FIRST)}
     return annotate(sorted(objs, key=lambda o: rank.get(o["kind"], len(_FIRST))))

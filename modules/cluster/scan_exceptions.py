@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from modules.cluster.objects import cloud_provider, coredns, health, preflight, rdma
+from modules.cluster.objects import cloud_provider, coredns, health, policy_engine, preflight, rdma
 from modules.cluster.objects.common import BALLOON_NS, HEALTH_NS, Obj
 from modules.labels import ROLL
 
@@ -105,6 +105,18 @@ SKIPS: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {
     ("DaemonSet", NS, cloud_provider.CNM): (
         ("CKV_K8S_15", PULL),
         ("CKV_K8S_19", f"{cloud_provider.CNM_WHY}; {health.HOST_NETWORK_WHY}"),
+        ("CKV_K8S_38", TOKEN),
+        ("CKV_K8S_43", NO_DIGEST),
+    ),
+    ("DaemonSet", NS, policy_engine.AGENT): (
+        *(
+            (check, policy_engine.WHY)
+            for check in ("CKV_K8S_16", "CKV_K8S_20", "CKV_K8S_23", "CKV_K8S_28", "CKV_K8S_37", "CKV_K8S_40")
+        ),
+        ("CKV_K8S_15", PULL),
+        ("CKV_K8S_19", health.HOST_NETWORK_WHY),
+        ("CKV_K8S_29", CONTAINERS),
+        ("CKV_K8S_31", f"privileged, so no seccomp profile applies: {policy_engine.WHY}"),
         ("CKV_K8S_38", TOKEN),
         ("CKV_K8S_43", NO_DIGEST),
     ),

@@ -150,6 +150,17 @@ class RollSpec:
 
 
 @dataclass(frozen=True)
+class PolicyEngineSpec:
+    """The NetworkPolicy engine (modules/cluster/objects/policy_engine.py): its node agent's size."""
+
+    enabled: bool = False
+    """False in an older cluster stack's export (before the engine existed): no engine objects."""
+    cpu_millis: int = 0
+    cpu_limit_millis: int = 0
+    memory_mib: int = 0
+
+
+@dataclass(frozen=True)
 class DnsSpec:
     """CoreDNS behind ``kube-system/kube-dns``: the address every kubelet hands pods as nameserver."""
 
@@ -265,6 +276,8 @@ class AddonsSpec:
     queues: QueuesSpec = QueuesSpec(False, "gpus", versions.KUEUE.ref)
     # Default for an add-ons spec exported before the roll existed: no roll job.
     roll: RollSpec = RollSpec()
+    # Default for an add-ons spec exported before the policy engine existed: no engine.
+    policy_engine: PolicyEngineSpec = PolicyEngineSpec()
 
     # Node label and taint keys shared with the node bootstrap (modules.labels).
     @property
@@ -357,6 +370,8 @@ def _optional(raw: Mapping[str, Any]) -> dict[str, Any]:
         out["queues"] = QueuesSpec(**raw["queues"])
     if "roll" in raw:
         out["roll"] = RollSpec(**raw["roll"])
+    if "policy_engine" in raw:
+        out["policy_engine"] = PolicyEngineSpec(**raw["policy_engine"])
     return out
 
 
@@ -511,6 +526,10 @@ def _queues(addons: AddonsConfig) -> QueuesSpec:
         cfg.lending_limit_percent,
         cfg.replicas,
     )
+
+
+def _policy_engine(agent: formulas.Resources) -> PolicyEngineSpec:
+    return PolicyEngineSpec(True, agent.cpu_millis, agent.cpu_limit_millis, agent.memory_mib)
 
 
 def _roll(addons: AddonsConfig) -> RollSpec:
@@ -682,6 +701,7 @@ def addons_spec(
         access=access,
         queues=_queues(addons),
         roll=_roll(addons),
+        policy_engine=_policy_engine(formulas.policy_agent(pods)),
     )
 
 

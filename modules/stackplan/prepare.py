@@ -133,6 +133,12 @@ class ClusterPrep:
                 f"project estimate ({formulas.SCALE_TIER})",
             ),
             (
+                "NetworkPolicy agent (every node) CPU / memory",
+                f"{addons.policy_engine.cpu_millis}m / {addons.policy_engine.memory_mib}Mi",
+                "policy_agent",
+                f"project estimate: one copy of every Pod at the gang scheduler's size per Pod ({formulas.SCALE_TIER})",
+            ),
+            (
                 "XID remediation, idle re-test memory",
                 f"{formulas.PAGED_CONTROLLER.memory_mib}Mi",
                 "PAGED_CONTROLLER",

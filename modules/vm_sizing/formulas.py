@@ -338,12 +338,16 @@ def _round_up(mib: float) -> int:
     return math.ceil(mib / MEMORY_ROUND_MIB) * MEMORY_ROUND_MIB
 
 
+def _cache_mib(nodes: int, pods: int) -> int:
+    """A process that caches every Node and Pod, as the gang scheduler does (measured above)."""
+    return _round_up(CACHE_BASE_MEMORY_MIB + CACHE_HEADROOM * (nodes * CACHED_NODE_KIB + pods * CACHED_POD_KIB) / 1024)
+
+
 def gang_scheduler(nodes: int, pods: int) -> Resources:
     """scheduler-plugins' kube-scheduler (the gang scheduler): it caches every Node and Pod of the cluster
     (``SCALE_TIER`` object sizes and resident cost, measured above). CPU follows the pods scheduled per second, not the node
     count: 0.5 core requested, 2 cores limit."""
-    memory = CACHE_BASE_MEMORY_MIB + CACHE_HEADROOM * (nodes * CACHED_NODE_KIB + pods * CACHED_POD_KIB) / 1024
-    return Resources(500, 2000, _round_up(memory))
+    return Resources(500, 2000, _cache_mib(nodes, pods))
 
 
 def cloud_controller_manager(nodes: int) -> Resources:
@@ -351,6 +355,19 @@ def cloud_controller_manager(nodes: int) -> Resources:
     Node, no Pod (``SCALE_TIER`` node size and the gang scheduler's resident cost: an estimate, not measured). 0.1 core requested, 2 cores limit."""
     memory = CACHE_BASE_MEMORY_MIB + CACHE_HEADROOM * nodes * CACHED_NODE_KIB / 1024
     return Resources(100, 2000, _round_up(memory))
+
+
+# kube-network-policies' agent (standard flavour) on every node holds every Pod of the cluster (its informer, managed
+# fields dropped) and every Namespace and NetworkPolicy. One copy of each Pod, at the size the gang scheduler's
+# measured cache gives a Pod (``CACHED_POD_KIB``, which holds each Pod more than once: generous for one copy), over
+# a 128 MiB process: an estimate, not measured at prod-7500's size. CPU: upstream's 0.1 core request (its
+# install.yaml); each Pod change and each new connection's first packet is a little work, so 1 core limit.
+POLICY_AGENT_BASE_MIB = 128
+
+
+def policy_agent(pods: int) -> Resources:
+    """kube-network-policies' node agent in a cluster of ``pods`` Pods."""
+    return Resources(100, 1000, _round_up(POLICY_AGENT_BASE_MIB + CACHE_HEADROOM * pods * CACHED_POD_KIB / 1024))
 
 
 # The in-cluster controllers (XID remediation, the idle re-test) LIST nodes in pages of a few hundred and keep

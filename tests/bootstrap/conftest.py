@@ -37,6 +37,7 @@ COMPONENTS = (
     "azure-wi-webhook",
     "prometheus",
     "promtool",
+    "kube-network-policies",
 )
 # Program -> the Debian package that ships it (.ci/apt-packages.txt).
 PACKAGES = {

@@ -162,6 +162,7 @@ def test_containers_are_restricted_or_the_exception_is_justified(prod_spec: Addo
         "dcgm-exporter",
         "ib-check",  # restricted, but its pod is host-network (the preflight pod's)
         "iptables-exporter",
+        "kube-network-policies",  # the NetworkPolicy engine: privileged (the host's nftables, nfqueue, NRI)
         "node-problem-detector",
         "nvidia-device-plugin",
         "rdma-shared-device-plugin",
@@ -391,8 +392,8 @@ def test_kube_state_metrics_is_scraped_and_sized(prod_spec: AddonsSpec, dev_spec
     # resize inside the step does not roll it, and for the stack's 4 Prometheus hosts.
     prep = prepare_cluster("prod-7500", load_stack(STACKS, "prod-7500"), STACKS)
     assert (prep.pools.peak_nodes, prep.pools.sizing_nodes) == (7588, 8000)
-    assert c["resources"]["requests"] == {"cpu": "1977m", "memory": "5056Mi"}
-    assert c["resources"]["limits"] == {"cpu": "3954m", "memory": "5056Mi"}
+    assert c["resources"]["requests"] == {"cpu": "2103m", "memory": "5376Mi"}
+    assert c["resources"]["limits"] == {"cpu": "4206m", "memory": "5376Mi"}
     assert template["spec"]["affinity"] == system_only(prod_spec)
     assert _hardened(c, template["spec"])
     collected = next(a for a in c["args"] if a.startswith("--resources=")).removeprefix("--resources=").split(",")

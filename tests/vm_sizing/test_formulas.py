@@ -26,7 +26,7 @@ DEV = {
     "peak": 14,
     "step": 50,
     "apiservers": 3,
-    "pods_per_node": 37,
+    "pods_per_node": 38,
     "shards": 1,
     "hosts": 1,
     "retention": 15,
@@ -37,7 +37,7 @@ PROD = {
     "peak": 7588,
     "step": 8000,
     "apiservers": 5,
-    "pods_per_node": 14,
+    "pods_per_node": 15,
     "shards": 2,
     "hosts": 4,
     "retention": 15,
@@ -68,42 +68,50 @@ TABLE: list[tuple[str, Any, Any, Any]] = [
     ("score percent", lambda c: f.scheduler_score_percent(c["step"]), 100, 7),
     # hashmod splits 8,000 nodes in 2 like a fair coin: 4,000 + 3 x sqrt(8,000 x 1/2 x 1/2) = 4,134.2 -> 4,135.
     ("shard nodes", lambda c: f.shard_nodes(c["step"], c["shards"]), 50, 4135),
-    # Its share's nodes x 3,000, and kube-state-metrics' 32 a Node and 37 a Pod (maxPods a node): dev 150,000 +
-    # 1,600 + 1,850 x 37 = 220,050; prod 4,135 x 3,000 + 8,000 x 32 + 112,000 x 37 = 12,405,000 + 256,000 +
-    # 4,144,000 = 16,805,000.
-    ("series", series, 220_050, 16_805_000),
-    # 16,805,000 x 8,221 B = 138.15e9 B, + 20 x 50e6 x 16 B x 2 = 32e9 B: 170.15e9 B = 158.5 GiB, + 4 GiB for the
-    # host = 162.5; dev 220,050 series: 1.81e9 + 20 x 15e6 x 32 = 9.6e9 B: 11.41e9 B = 10.6 GiB + 4 = 14.6, below
+    # Its share's nodes x 3,000, and kube-state-metrics' 32 a Node and 37 a Pod (Pods: maxPods a node): dev
+    # 150,000 + 1,600 + 1,900 x 37 = 221,900; prod 4,135 x 3,000 + 8,000 x 32 + 120,000 x 37 = 12,405,000 + 256,000
+    # + 4,440,000 = 17,101,000.
+    ("series", series, 221_900, 17_101_000),
+    # 17,101,000 x 8,221 B = 140.59e9 B, + 20 x 50e6 x 16 B x 2 = 32e9 B: 172.59e9 B = 160.7 GiB, + 4 GiB for the
+    # host = 164.7; dev 221,900 series: 1.82e9 + 20 x 15e6 x 32 = 9.6e9 B: 11.42e9 B = 10.6 GiB + 4 = 14.6, below
     # the 16 GiB floor.
     (
         "prometheus memory GiB",
         lambda c: round(f.prometheus_memory_gib(series(c), c["query_samples"]), 1),
         16.0,
-        162.5,
+        164.7,
     ),
-    # 16,805,000 / 30 s = 560,167 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 1.888e12 B = 1,757.9 GiB -> 1,758;
-    # dev: 7,335 samples/s -> 23.0 GiB, below the 128 GiB floor.
-    ("prometheus disk GiB", lambda c: f.prometheus_disk_gib(series(c), c["retention"], c["scrape"]), 128, 1758),
+    # 17,101,000 / 30 s = 570,033 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 1.921e12 B = 1,788.9 GiB -> 1,789;
+    # dev: 7,397 samples/s -> 23.2 GiB, below the 128 GiB floor.
+    ("prometheus disk GiB", lambda c: f.prometheus_disk_gib(series(c), c["retention"], c["scrape"]), 128, 1789),
     # 50 / 1,000 -> 1, at least 2; 8,000 / 1,000 = 8 (prod-7500 has more system nodes than that).
     ("dns replicas", lambda c: f.dns_replicas(c["step"], 10), 2, 8),
-    # Series: dev 50 x 32 + 1,850 x 37 = 70,050; prod 8,000 x 32 + 112,000 x 37 = 4,400,000. Memory 250 MiB + 1.25
-    # x series x 911 B, rounded up to 64 MiB: dev 250 + 76.1 = 326.1 -> 384; prod 250 + 4,778.4 = 5,028.4 -> 5,056.
-    # CPU 100m + 1.25 x hosts x series x 853 ns / 10 s: dev 1 x 0.0598 s / 10 = 5.98m x 1.25 = 7.47 -> 8: 108m; prod
-    # 4 x 3.7532 s / 10 = 1,501.3m x 1.25 = 1,876.6 -> 1,877: 1,977m; limits twice that.
+    # Series: dev 50 x 32 + 1,900 x 37 = 71,900; prod 8,000 x 32 + 120,000 x 37 = 4,696,000. Memory 250 MiB + 1.25
+    # x series x 911 B, rounded up to 64 MiB: dev 250 + 78.1 = 328.1 -> 384; prod 250 + 5,099.8 = 5,349.8 -> 5,376.
+    # CPU 100m + 1.25 x hosts x series x 853 ns / 10 s: dev 1 x 0.0613 s / 10 = 6.13m x 1.25 = 7.67 -> 8: 108m; prod
+    # 4 x 4.0057 s / 10 = 1,602.3m x 1.25 = 2,002.8 -> 2,003: 2,103m; limits twice that.
     (
         "kube-state-metrics",
         lambda c: f.kube_state_metrics(c["step"], f.cluster_pods(c["step"], c["pods_per_node"]), c["hosts"]),
         f.Resources(108, 216, 384),
-        f.Resources(1977, 3954, 5056),
+        f.Resources(2103, 4206, 5376),
     ),
-    # 512 MiB + 1.25 x (nodes x 80 KiB + pods x 15 KiB), rounded up to 64 MiB: dev 1.25 x (50 x 80 + 1,850 x 15)
-    # = 39,688 KiB -> 550.8 -> 576; prod 1.25 x (8,000 x 80 + 112,000 x 15) = 2,900,000 KiB = 2,832.0 MiB -> 3,344.0
-    # -> 3,392.
+    # 512 MiB + 1.25 x (nodes x 80 KiB + pods x 15 KiB), rounded up to 64 MiB: dev 1.25 x (50 x 80 + 1,900 x 15)
+    # = 40,625 KiB -> 551.7 -> 576; prod 1.25 x (8,000 x 80 + 120,000 x 15) = 3,050,000 KiB = 2,978.5 MiB -> 3,490.5
+    # -> 3,520.
     (
         "gang scheduler",
         lambda c: f.gang_scheduler(c["step"], f.cluster_pods(c["step"], c["pods_per_node"])),
         f.Resources(500, 2000, 576),
-        f.Resources(500, 2000, 3392),
+        f.Resources(500, 2000, 3520),
+    ),
+    # 128 MiB + 1.25 x pods x 15 KiB, rounded up to 64 MiB: dev 128 + 34.8 = 162.8 -> 192; prod 128 + 2,197.3
+    # = 2,325.3 -> 2,368. 0.1 core requested, 1 core limit.
+    (
+        "policy agent",
+        lambda c: f.policy_agent(f.cluster_pods(c["step"], c["pods_per_node"])),
+        f.Resources(100, 1000, 192),
+        f.Resources(100, 1000, 2368),
     ),
     # 512 MiB + 1.25 x nodes x 80 KiB: dev 516.9 -> 576; prod 512 + 781.3 = 1,293.3 -> 1,344.
     (
@@ -187,8 +195,8 @@ def test_the_prometheus_disk_follows_the_scrape_interval(tmp_path: Path) -> None
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     fast = prepare_cluster("prod-7500", parse_config(read_stack_file(path)), STACKS)
     base = prepare_cluster("prod-7500", load_stack(STACKS, "prod-7500"), STACKS)
-    # 1,120,333 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 3.776e12 B = 3,515.8 GiB -> 3,516 (twice 1,757.9, rounded up).
-    assert (base.bootstrap.prometheus.data_disk_gib, fast.bootstrap.prometheus.data_disk_gib) == (1758, 3516)
+    # 1,140,067 samples/s x 15 d x 86,400 s x 2 B x 1.3 = 3.842e12 B = 3,577.7 GiB -> 3,578 (twice 1,788.9, rounded up).
+    assert (base.bootstrap.prometheus.data_disk_gib, fast.bootstrap.prometheus.data_disk_gib) == (1789, 3578)
 
 
 @pytest.mark.parametrize("text", ["0s", "30", "1d", "s", "-5m"])
@@ -220,7 +228,7 @@ def test_sizes_change_only_when_the_step_does(preps: dict[str, ClusterPrep], tmp
     # 60 h100 nodes cross into the step of 100: the sizes that follow the count move together.
     crossed = _dev_with(tmp_path, 60)
     assert (crossed.pools.peak_nodes, crossed.pools.sizing_nodes) == (14 - 5 + 61, 100)
-    # 250 MiB + 1.25 x (100 x 32 + 100 x 37 x 37) series x 911 B = 250 + 152.1, rounded up to 64 MiB.
+    # 250 MiB + 1.25 x (100 x 32 + 100 x 38 x 37) series x 911 B = 250 + 156.1, rounded up to 64 MiB.
     assert crossed.addons.state_metrics.memory_mib == 448
     assert crossed.chosen_sizes() != base.chosen_sizes()
 

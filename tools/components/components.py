@@ -212,6 +212,14 @@ def components() -> tuple[Component, ...]:
             local={"monis.app/mlog": "mlog"},
         )
     )
+    out.append(
+        Component(
+            "kube-network-policies",
+            {"sigs.k8s.io/kube-network-policies": images.NETWORK_POLICIES},
+            # The image's /bin/netpol (its Dockerfile builds the standard flavour by default).
+            {"kube-network-policies": "sigs.k8s.io/kube-network-policies/cmd/kube-network-policies/standard"},
+        )
+    )
     kueue = SUBSTITUTES.get(("sigs.k8s.io/kueue", versions.KUEUE.version))
     kueue_built = kueue.version if kueue is not None else versions.KUEUE.version
     out.append(
