@@ -43,7 +43,7 @@ WORKLOAD_IDENTITY = "v1.6.0"
 """Azure Workload Identity's release: the webhook image below and the Go module the tests build it from
 (github.com/Azure/azure-workload-identity, tools/components/components.py): one version, typed once."""
 
-NETWORK_POLICIES = "v1.1.0"
+NETWORK_POLICIES = "v1.1.1"
 """kube-network-policies' release (kubernetes-sigs, SIG Network): the NetworkPolicy engine's image below and the Go
 module the tests build its agent from (tools/components/components.py): one version, typed once."""
 
@@ -105,11 +105,14 @@ IMAGES: dict[str, Image] = {
         "registry.k8s.io/networking/kube-network-policies",
         NETWORK_POLICIES,
         None,
-        "kubernetes-sigs/kube-network-policies v1.1.1's install.yaml (the next release's source, as the Go module "
-        "proxy serves it) names registry.k8s.io/networking/kube-network-policies:v1.1.0, the v1.1.0 release's image "
-        "(its Dockerfile: the standard flavour's binary as /bin/netpol); the image promoter's manifest stored here "
-        "(kubernetes/k8s.io registry.k8s.io/images/k8s-staging-networking/images.yaml) pairs digests up to v0.8.1 "
-        "only: digest unverified, pinned by release tag. Check before a deploy: `crane digest` of the tag",
+        "the release's tag (kubernetes-sigs/kube-network-policies v1.1.1, the Go module the tests build; its "
+        "cloudbuild.yaml builds the release's images into gcr.io/k8s-staging-networking at the tag, promoted to "
+        "registry.k8s.io/networking; its Dockerfile puts the standard flavour at /bin/netpol). No source stored here "
+        "names the v1.1.1 image: v1.1.1's own install.yaml still names v1.1.0, whose image lacks v1.1.1's one fix "
+        "(pkg/networkpolicy/networkpolicy.go: host-network pods' addresses, the node's, are no longer diverted to "
+        "the agent). The image promoter's manifest stored here (kubernetes/k8s.io "
+        "registry.k8s.io/images/k8s-staging-networking/images.yaml) pairs digests up to v0.8.1 only: tag and digest "
+        "unverified. Check before a deploy: `crane digest` of the tag",
     ),
     # Stdlib-only scripts (ConfigMaps): the preflight reporter, the re-test and remediation jobs and
     # the iptables exporter (ctypes + the kernel's iptables socket options, no iptables binary).

@@ -15,6 +15,7 @@ import datetime as dt
 import gzip
 import ipaddress
 import json
+import os
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from modules.cluster.manifests import render_manifests
 from modules.cluster.objects import gang, serving_certs
 from modules.cluster.scripts import approve_serving
 from tests.cluster.fake_azure import FakeAzure
+from tests.controlplane import policy_agent
 from tests.controlplane.cluster import ControlPlane, StartFailed, wait
 from tests.controlplane.containers import Running, Runtime, quantity_bytes
 from tests.controlplane.test_node_join import csr_object
@@ -403,6 +405,32 @@ def serve_state_metrics(fleet_api: Fleet, runtime: Runtime, name: str) -> None:
         within_limit(run, pod, "kube-state-metrics", what)
     finally:
         run.stop()
+
+
+def test_the_policy_agent_holds_the_fleets_pods_within_its_limit(
+    fleet_with_pods: Fleet, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """kube-network-policies' agent, on every node, lists every Pod of the cluster (its informer, the basis of each
+    verdict): one agent on a GPU node of the fleet, with every agent pod Running, under its DaemonSet's limit
+    (formulas.policy_agent, sized for the Pods at maxPods)."""
+    fleet = fleet_with_pods
+    spec = fleet.prep.addons
+    node = next(n for n in fleet.nodes if n.pool != "system")
+    with policy_agent.node_netns(f"sc{os.getpid() % 100000}") as netns:
+        agent = policy_agent.start(fleet.cp, spec, netns, node.name, tmp_path_factory.mktemp("policy-agent"))
+        try:
+            start = time.monotonic()
+            policy_agent.synced(agent)
+            took = time.monotonic() - start
+            assert agent.alive() and not agent.oom_killed(), agent.output()[-3000:]
+            peak, limit = agent.peak_bytes(), agent.limit or 0
+            print(
+                f"\nkube-network-policies at {len(fleet.nodes)} nodes, {fleet.pods} pods: every Pod cached {took:.0f} s"
+                f" after start; peak {peak / 2**20:.0f} MiB of {limit / 2**20:.0f} MiB"
+            )
+            assert peak < limit, (peak, limit)
+        finally:
+            agent.remove()
 
 
 def test_the_gang_scheduler_places_a_99_node_gang_within_its_limit(fleet_with_pods: Fleet, runtime: Runtime) -> None:

@@ -17,8 +17,10 @@ stale or missing copy of the pod addresses after it reconnects to a tracker with
 tracker pod, or the other replica) and notices nothing (docs/tenancy.md). The agents' watches are what this
 costs the API servers; the agent's memory holds the cluster's pods (``formulas.policy_agent``).
 
-With NRI (containerd 2's node resource interface, on by default) an agent learns a new local pod's address
-from the runtime as its sandbox starts, before the API server has it (kubernetes/kubernetes#85966).
+With NRI (containerd 2's node resource interface, on by default) an agent identifies a new local pod from the
+runtime as its sandbox starts, before the API server has its status (kubernetes/kubernetes#85966); the addresses
+it diverts to its queue still come from the API server. v1.1.1, not v1.1.0: v1.1.0 diverted the addresses of
+host-network pods a policy selects (the node's own, for gpu-health's deny-all), so the node's own connections.
 
 Fail-open (the agent's default): while an agent is not running its queue is bypassed and packets pass, so
 restarting or upgrading the engine never cuts a training job's connections; policies are not enforced on that
@@ -111,6 +113,9 @@ def agent(spec: AddonsSpec) -> Obj:
                                 "volumeMounts": [{"name": "nri", "mountPath": "/var/run/nri"}],
                             }
                         ],
+                        # The runtime's NRI socket only: containerd 2.1 and later hand NRI plugins the sandbox's
+                        # addresses, so upstream's /var/run/netns mount (its fallback for older runtimes, which reads
+                        # them inside the pod's network namespace: pkg/podinfo/nri/resolver.go getPodIPs) is left out.
                         "volumes": [{"name": "nri", "hostPath": {"path": "/var/run/nri", "type": "DirectoryOrCreate"}}],
                     }
                 ),
