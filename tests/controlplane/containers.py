@@ -113,6 +113,18 @@ def quantity_bytes(q: str) -> int:
     return int(q)
 
 
+def memory_cgroup(name: str, limit: int) -> Path:
+    """A new v1 memory cgroup holding at most ``limit`` bytes, as a kubelet makes a container's."""
+    cgroup = CGROUP / f"{name}-{time.monotonic_ns()}"
+    cgroup.mkdir(parents=True)
+    (cgroup / "memory.limit_in_bytes").write_text(str(limit))
+    # No swap: the limit is the memory the process may hold, as a kubelet's cgroup on a swapless node.
+    swap = cgroup / "memory.memsw.limit_in_bytes"
+    if swap.exists():
+        swap.write_text(str(limit))
+    return cgroup
+
+
 @dataclass
 class Running:
     """One stand-in container: its process, its log and its memory cgroup."""
@@ -313,13 +325,7 @@ class Runtime:
         cgroup = None
         if memory_limit and (mem := (container.get("resources", {}).get("limits") or {}).get("memory")):
             limit = quantity_bytes(mem)
-            cgroup = CGROUP / f"{name}-{time.monotonic_ns()}"
-            cgroup.mkdir(parents=True)
-            (cgroup / "memory.limit_in_bytes").write_text(str(limit))
-            # No swap: the limit is the memory the process may hold, as a kubelet's cgroup on a swapless node.
-            swap = cgroup / "memory.memsw.limit_in_bytes"
-            if swap.exists():
-                swap.write_text(str(limit))
+            cgroup = memory_cgroup(name, limit)
         security = spec.get("securityContext", {}) | container.get("securityContext", {})
         script = _script(rootfs, mounts, cgroup, security, env, argv)
         log = base / container_name / "log"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,7 +31,7 @@ from modules.cluster.spec import AddonsSpec
 from tests.bootstrap.conftest import tool
 
 from .cluster import ControlPlane, kubeconfig, wait
-from .containers import CGROUP, Running, quantity_bytes
+from .containers import Running, memory_cgroup, quantity_bytes
 
 UPLINK = ("10.250.0.1", "10.250.0.2")
 """This machine's end and the node's end of the node's uplink (a /30 no test network uses)."""
@@ -113,12 +112,7 @@ def start(cp: ControlPlane, spec: AddonsSpec, netns: str, node: str, root: Path)
     doc["clusters"][0]["cluster"]["tls-server-name"] = "kubernetes.default.svc"
     config.write_text(yaml.safe_dump(doc))
     limit = limit_bytes(spec)
-    cgroup = CGROUP / f"policy-agent-{os.getpid()}-{time.monotonic_ns()}"
-    cgroup.mkdir(parents=True)
-    (cgroup / "memory.limit_in_bytes").write_text(str(limit))
-    swap = cgroup / "memory.memsw.limit_in_bytes"
-    if swap.exists():
-        swap.write_text(str(limit))
+    cgroup = memory_cgroup(f"policy-agent-{os.getpid()}", limit)
     # --v=2 (here only): the agent logs its informers' sync and each verdict, which the tests read.
     command = ["ip", "netns", "exec", netns, *argv(spec, node), f"--kubeconfig={config}", "--v=2"]
     log = root / "agent.log"

@@ -36,6 +36,7 @@ from . import policy_agent
 from .cluster import ControlPlane, wait
 from .conftest import prepared, wait_for_default_service_account
 from .policy_agent import sh
+from .test_scheduled_events import place
 
 GATEWAY = "169.254.1.1"
 """The pods' default gateway, as Azure CNI's transparent mode sets it (answered by the node's proxy ARP)."""
@@ -160,7 +161,7 @@ def node(dev_cluster: ControlPlane) -> Iterator[Node]:
 
 def _register(cp: ControlPlane, n: Node) -> None:
     """The API server's view of the node's pods, as the kubelet reports them once the CNI gave each its address
-    (the kubelet stand-in): the Node, and each pod bound to it, Running at its address."""
+    (the kubelet stand-in): the Node, and each pod placed on it as a scheduler binds it, Running at its address."""
     wait_for_default_service_account(cp, sorted({p.namespace for p in n.pods.values()}))
     node_obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n.name}}
     assert cp.call("POST", "/api/v1/nodes", node_obj)[0] == 201
@@ -168,25 +169,14 @@ def _register(cp: ControlPlane, n: Node) -> None:
         body = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "labels": pod.labels},
+            "metadata": {"name": name, "namespace": pod.namespace, "labels": pod.labels},
             "spec": {
-                # No scheduler serves this name: the test binds the pod to the node itself, through the
-                # binding subresource as a scheduler does (admission refuses a pod created with nodeName).
-                "schedulerName": "policy-engine-test",
+                "nodeName": n.name,
                 "securityContext": pod_security(),
                 "containers": [{"name": "c", "image": "stand-in", "securityContext": restricted()}],
             },
         }
-        code, got = cp.call("POST", f"/api/v1/namespaces/{pod.namespace}/pods", body)
-        assert code == 201, got
-        binding = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": n.name},
-        }
-        code, got = cp.call("POST", f"/api/v1/namespaces/{pod.namespace}/pods/{name}/binding", binding)
-        assert code == 201, got
+        place(cp, body)
         status = {
             "phase": "Running",
             "podIP": pod.address,

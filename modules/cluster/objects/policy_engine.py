@@ -3,10 +3,10 @@
 Azure CNI in this cluster's mode (pod addresses are secondary IP configurations of the node's NIC, pods reach
 the host through ``azv*`` veths, no overlay) enforces no NetworkPolicy; docs/tenancy.md compares the engines
 and says why this one. kube-network-policies works at the packet level and needs nothing from the CNI: its agent
-puts a table in the host's nftables whose postrouting chain sends the first packet of every new connection to
-an nfqueue; the agent reads it there, looks up the pods on both ends and answers accept or drop by the
-cluster's NetworkPolicies, and conntrack carries the verdict for the rest of the connection (its
-pkg/dataplane/controller.go). Pod traffic, between nodes and on one node, is routed through the host (Azure
+puts a table in the host's nftables whose postrouting chain sends the packets to or from its node's pods that a
+policy selects, until a verdict marks their connection, to an nfqueue; the agent reads them there, looks up the
+pods on both ends and answers accept or drop by the cluster's NetworkPolicies, and conntrack carries the
+verdict for the rest of the connection (its pkg/dataplane/controller.go). Pod traffic, between nodes and on one node, is routed through the host (Azure
 CNI's transparent mode), so it crosses that chain on the nodes at both ends; each agent decides for its own
 node's pods.
 
@@ -20,7 +20,8 @@ costs the API servers; the agent's memory holds the cluster's pods (``formulas.p
 With NRI (containerd 2's node resource interface, on by default) an agent identifies a new local pod from the
 runtime as its sandbox starts, before the API server has its status (kubernetes/kubernetes#85966); the addresses
 it diverts to its queue still come from the API server. v1.1.1, not v1.1.0: v1.1.0 diverted the addresses of
-host-network pods a policy selects (the node's own, for gpu-health's deny-all), so the node's own connections.
+host-network pods a policy selects (the node's own, for gpu-health's deny-all), which sent the node's own
+connections through the queue.
 
 Fail-open (the agent's default): while an agent is not running its queue is bypassed and packets pass, so
 restarting or upgrading the engine never cuts a training job's connections; policies are not enforced on that
