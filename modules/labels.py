@@ -30,6 +30,9 @@ Prometheus host reads through kube-state-metrics (rules/islands.yml), whichever 
 HEALTH_NAMESPACE = "gpu-health"
 """The add-ons' namespace of the GPU health agents and the fleet's jobs (remediation, re-test, roll)."""
 ROLL = "gpu-roll"
+POLICY_AGENT = "kube-network-policies"
+"""The NetworkPolicy engine's DaemonSet in kube-system (modules/cluster/objects/policy_engine.py), which an alert
+watches (modules/bootstrap/templates/rules/nodes.yml.j2)."""
 """The pool roll's CronJob (add-ons); Prometheus' GpuRollPaused fires while it is suspended."""
 
 

@@ -86,6 +86,9 @@ ALERTS: dict[str, Alert] = {
     "NodeNotReady": Alert("warning", "a node has not been Ready for 10 minutes"),
     "GpuRollPaused": Alert("warning", "the pool roll suspended itself after failed nodes"),
     "GpuRollRunFailed": Alert("warning", "a run of the pool roll failed: a node failed it, or an error stopped one"),
+    "NetworkPolicyAgentUnavailable": Alert(
+        "warning", "nodes have had no running NetworkPolicy agent for 15 minutes: their pods' policies are not enforced"
+    ),
     ISLAND_ALERT: Alert("critical", "many nodes of one InfiniBand island are unhealthy at once"),
     "CertificateExpiresSoon": Alert("warning", f"a host certificate expires within {CERT_WARN_DAYS} days"),
     "CertificateExpiresVerySoon": Alert("critical", f"a host certificate expires within {CERT_CRITICAL_DAYS} days"),

@@ -164,6 +164,28 @@ def _cases(domain: str, fatal_xids: tuple[int, ...]) -> dict[str, dict[str, Any]
             "at": "2m",
             "labels": {},
         },
+        # The engine's DaemonSet short of a running agent for 15 minutes fires; another DaemonSet's, or a roll's
+        # agent back within minutes, does not.
+        "NetworkPolicyAgentUnavailable": {
+            "fire": [
+                {
+                    "series": 'kube_daemonset_status_number_unavailable{namespace="kube-system",daemonset="kube-network-policies"}',
+                    "values": "2x20",
+                }
+            ],
+            "calm": [
+                {
+                    "series": 'kube_daemonset_status_number_unavailable{namespace="kube-system",daemonset="kube-network-policies"}',
+                    "values": "150x5 0x15",
+                },
+                {
+                    "series": 'kube_daemonset_status_number_unavailable{namespace="kube-system",daemonset="other"}',
+                    "values": "3x20",
+                },
+            ],
+            "at": "17m",
+            "labels": {},
+        },
         "NodePreflightFailed": {
             "fire": [{"series": f'kube_node_labels{{node="gpu-node-1",{preflight}="failed"}}', "values": "1x5"}],
             "calm": [{"series": f'kube_node_labels{{node="gpu-node-1",{preflight}="pending"}}', "values": "1x5"}],

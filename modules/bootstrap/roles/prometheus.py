@@ -138,6 +138,7 @@ def alert_rules(ctx: BootstrapContext) -> dict[str, str]:
             preflight_timeout=ctx.preflight_timeout,
             health_namespace=labels.HEALTH_NAMESPACE,
             roll_cronjob=labels.ROLL,
+            policy_agent=labels.POLICY_AGENT,
             **common,
         ),
         **etcd_backup.alert_rules(ctx, **common),

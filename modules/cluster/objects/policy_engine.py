@@ -30,6 +30,7 @@ node meanwhile. Host-network pods (the node agents, the engine itself) are outsi
 
 from __future__ import annotations
 
+from modules import labels
 from modules.cluster import images
 from modules.cluster.objects.common import (
     Obj,
@@ -47,7 +48,7 @@ from modules.cluster.spec import AddonsSpec
 from modules.vm_sizing.formulas import Resources
 
 NS = "kube-system"
-AGENT = "kube-network-policies"
+AGENT = labels.POLICY_AGENT
 METRICS_PORT = 9080
 """The agent's Prometheus metrics (its --metrics-bind-address default): verdicts, queue depth, latency."""
 NFQUEUE_ID = 98
